@@ -1,0 +1,325 @@
+//! The C ABI the C++ glue calls (declared again in `src/glue/foo_ffi.h`; keep the two in step).
+//!
+//! Every fallible function returns a status code (`error::Status`) and leaves a message for
+//! `foo_last_error()`. No panic crosses this boundary: each body runs under `catch_unwind` and
+//! a panic becomes `Status::Panic` with its message, leaving the process usable.
+
+use crate::error::{FooError, FooResult, Status};
+use crate::kernels;
+use crate::kernels::layout::GRAIN;
+use crate::runtime::{counters, device, memory, pool, rng};
+use crate::tensor::{FooTensor, Scalar, TensorMut, TensorRef};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_string()
+    }
+}
+
+/// Runs `f`, turning errors and panics into a status code plus `foo_last_error()`.
+fn guard(f: impl FnOnce() -> FooResult<()>) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => Status::Ok as i32,
+        Ok(Err(e)) => {
+            set_last_error(e.message());
+            e.status() as i32
+        }
+        Err(payload) => {
+            set_last_error(&format!("Rust panic in foo_rs: {}", panic_message(payload.as_ref())));
+            Status::Panic as i32
+        }
+    }
+}
+
+fn out<T>(ptr: *mut T, value: T) -> FooResult<()> {
+    if ptr.is_null() {
+        return Err(FooError::InvalidArgument("null output pointer".into()));
+    }
+    // SAFETY: non-null output pointer provided by the caller for exactly this value.
+    unsafe { ptr.write(value) };
+    Ok(())
+}
+
+/// # Safety (for every function taking `*const FooTensor`)
+/// The descriptor and the memory it describes must stay valid for the call.
+unsafe fn tensor_ref(t: *const FooTensor) -> FooResult<TensorRef> {
+    // SAFETY: caller's contract; null is checked.
+    let t = unsafe { t.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null tensor descriptor".into()))?;
+    // SAFETY: caller's contract.
+    unsafe { TensorRef::from_ffi(t) }
+}
+
+/// # Safety
+/// As [`tensor_ref`], and the memory must be writable.
+unsafe fn tensor_mut(t: *const FooTensor) -> FooResult<TensorMut> {
+    // SAFETY: caller's contract; null is checked.
+    let t = unsafe { t.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null tensor descriptor".into()))?;
+    // SAFETY: caller's contract.
+    unsafe { TensorMut::from_ffi(t) }
+}
+
+/// The message of the last failed call on this thread (valid until the next failing call).
+#[no_mangle]
+pub extern "C" fn foo_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+// ---- devices -------------------------------------------------------------------------------
+
+#[no_mangle]
+pub extern "C" fn foo_device_count() -> i32 {
+    catch_unwind(device::device_count).map(|n| n as i32).unwrap_or(0)
+}
+
+#[no_mangle]
+pub extern "C" fn foo_current_device() -> i32 {
+    device::current_device() as i32
+}
+
+#[no_mangle]
+pub extern "C" fn foo_set_device(index: i32) -> i32 {
+    guard(|| device::set_device(index as i64))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_exchange_device(index: i32, previous: *mut i32) -> i32 {
+    guard(|| out(previous, device::exchange_device(index as i64)? as i32))
+}
+
+// ---- memory --------------------------------------------------------------------------------
+
+#[no_mangle]
+pub extern "C" fn foo_alloc(device: i32, nbytes: usize, ptr: *mut *mut c_void) -> i32 {
+    guard(|| out(ptr, memory::allocate(device as i64, nbytes)? as *mut c_void))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_free(ptr: *mut c_void) -> i32 {
+    guard(|| memory::free(ptr as *mut u8))
+}
+
+/// Device of a pointer into a live block, or -1.
+#[no_mangle]
+pub extern "C" fn foo_device_of_ptr(ptr: *const c_void) -> i32 {
+    catch_unwind(|| memory::device_of(ptr as *const u8).map(|d| d as i32).unwrap_or(-1)).unwrap_or(-1)
+}
+
+/// Releases cached blocks of `device`, or of every device when `device < 0`.
+#[no_mangle]
+pub extern "C" fn foo_empty_cache(device: i32) -> i32 {
+    guard(|| memory::empty_cache((device >= 0).then_some(device as i64)))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_memory_stats(device: i32, stats: *mut memory::MemoryStats) -> i32 {
+    guard(|| out(stats, memory::stats(device as i64)?))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_reset_peak_stats(device: i32) -> i32 {
+    guard(|| memory::reset_peak_stats(device as i64))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_reset_accumulated_stats(device: i32) -> i32 {
+    guard(|| memory::reset_accumulated_stats(device as i64))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_memory_info(device: i32, free_bytes: *mut usize, total_bytes: *mut usize) -> i32 {
+    guard(|| {
+        let total = memory::total_memory(device as i64)?;
+        let used = memory::stats(device as i64)?.reserved_bytes.all.current as usize;
+        out(free_bytes, total.saturating_sub(used))?;
+        out(total_bytes, total)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn foo_host_alloc(nbytes: usize, ptr: *mut *mut c_void) -> i32 {
+    guard(|| out(ptr, memory::host_allocate(nbytes)? as *mut c_void))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_host_free(ptr: *mut c_void) -> i32 {
+    guard(|| memory::host_free(ptr as *mut u8))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_is_pinned(ptr: *const c_void) -> bool {
+    catch_unwind(|| memory::is_pinned(ptr as *const u8)).unwrap_or(false)
+}
+
+// ---- kernels -------------------------------------------------------------------------------
+
+/// `dst[...] = src[...]` with dtype conversion; same shapes, no overlap (the glue ensures it).
+///
+/// # Safety
+/// Both descriptors must describe live memory (dst writable) for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn foo_copy(dst: *const FooTensor, src: *const FooTensor) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (d, s) = unsafe { (tensor_mut(dst)?, tensor_ref(src)?) };
+        pool::run(d.numel() >= GRAIN, || kernels::copy::copy(&d, &s))
+    })
+}
+
+/// # Safety
+/// `dst` must describe live writable memory; `value` must point to a scalar.
+#[no_mangle]
+pub unsafe extern "C" fn foo_fill(dst: *const FooTensor, value: *const Scalar) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let d = unsafe { tensor_mut(dst)? };
+        // SAFETY: caller's contract; null is checked.
+        let v = unsafe { value.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null scalar".into()))?;
+        pool::run(d.numel() >= GRAIN, || kernels::fill::fill(&d, v))
+    })
+}
+
+/// # Safety
+/// `src` must describe live memory; `value` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn foo_read_scalar(src: *const FooTensor, value: *mut Scalar) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let s = unsafe { tensor_ref(src)? };
+        out(value, kernels::fill::read_scalar(&s)?)
+    })
+}
+
+/// Panics on purpose, to prove that a Rust panic becomes a Python exception (tests only).
+#[no_mangle]
+pub extern "C" fn foo_debug_panic() -> i32 {
+    guard(|| panic!("deliberate panic requested by foo_rs._debug_panic"))
+}
+
+// ---- op accounting ---------------------------------------------------------------------------
+
+/// The call counter of a native op (stable for the process; bump it with a relaxed add).
+///
+/// # Safety
+/// `name` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn foo_native_slot(name: *const c_char) -> *const AtomicU64 {
+    // SAFETY: caller's contract.
+    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+    counters::native_slot(&name) as *const AtomicU64
+}
+
+/// Bumps a counter returned by `foo_native_slot`.
+///
+/// # Safety
+/// `slot` must come from `foo_native_slot`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_native_hit(slot: *const AtomicU64) {
+    // SAFETY: slots are leaked statics (caller's contract).
+    if let Some(s) = unsafe { slot.as_ref() } {
+        s.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Records a CPU-fallback call. Returns 1 if this op's first (warn once), 0 otherwise, and
+/// -1 when strict mode forbids the fallback (the glue raises NotImplementedError).
+///
+/// # Safety
+/// `name` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn foo_fallback_hit(name: *const c_char) -> i32 {
+    // SAFETY: caller's contract.
+    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+    catch_unwind(AssertUnwindSafe(|| {
+        let first = counters::record_fallback(&name);
+        if counters::strict() {
+            -1
+        } else {
+            first as i32
+        }
+    }))
+    .unwrap_or(0)
+}
+
+// ---- generators ----------------------------------------------------------------------------
+
+#[no_mangle]
+pub extern "C" fn foo_generator_default(device: i32, id: *mut u64) -> i32 {
+    guard(|| out(id, rng::default_generator(device as i64)?))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_generator_new(device: i32, id: *mut u64) -> i32 {
+    guard(|| out(id, rng::new_generator(device as i64)?))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_generator_clone(id: u64, new_id: *mut u64) -> i32 {
+    guard(|| out(new_id, rng::clone_generator(id)?))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_generator_release(id: u64) {
+    let _ = catch_unwind(|| rng::release_generator(id));
+}
+
+#[no_mangle]
+pub extern "C" fn foo_generator_set_seed(id: u64, seed: u64) -> i32 {
+    guard(|| rng::manual_seed(id, seed))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_generator_get(id: u64, seed: *mut u64, offset: *mut u64) -> i32 {
+    guard(|| {
+        let s = rng::state(id)?;
+        out(seed, s.seed)?;
+        out(offset, s.offset)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn foo_generator_set_offset(id: u64, offset: u64) -> i32 {
+    guard(|| rng::set_offset(id, offset))
+}
+
+#[no_mangle]
+pub extern "C" fn foo_nondeterministic_seed() -> u64 {
+    rng::nondeterministic_seed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_becomes_status() {
+        assert_eq!(foo_debug_panic(), Status::Panic as i32);
+        // SAFETY: foo_last_error returns a valid C string.
+        let msg = unsafe { CStr::from_ptr(foo_last_error()) }.to_string_lossy().into_owned();
+        assert!(msg.contains("deliberate panic"), "{msg}");
+    }
+
+    #[test]
+    fn errors_carry_messages() {
+        assert_eq!(foo_set_device(99), Status::InvalidDevice as i32);
+        // SAFETY: as above.
+        let msg = unsafe { CStr::from_ptr(foo_last_error()) }.to_string_lossy().into_owned();
+        assert!(msg.contains("Invalid device index 99"), "{msg}");
+    }
+}

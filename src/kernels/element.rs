@@ -1,0 +1,328 @@
+//! `Element`: what a kernel needs to know about a dtype's Rust type, and value conversion
+//! between dtypes with c10's `static_cast` semantics (complex -> real keeps the real part,
+//! anything -> bool is `!= 0`, float -> integer truncates toward zero).
+
+use crate::dtype::{DType, Kind};
+use crate::tensor::Scalar;
+use half::{bf16, f16};
+use num_complex::{Complex32, Complex64};
+
+pub trait Element: Copy + Send + Sync + Default + PartialEq + std::fmt::Debug + 'static {
+    const DTYPE: DType;
+    const KIND: Kind;
+
+    fn to_f64(self) -> f64;
+    fn to_i64(self) -> i64;
+    fn to_u64(self) -> u64;
+    fn to_bool(self) -> bool;
+    fn to_c64(self) -> Complex64;
+    fn from_f64(v: f64) -> Self;
+    fn from_i64(v: i64) -> Self;
+    fn from_u64(v: u64) -> Self;
+    fn from_bool(v: bool) -> Self;
+    fn from_c64(v: Complex64) -> Self;
+
+    /// Converts to another element type the way `c10::convert<D>(self)` does.
+    #[inline(always)]
+    fn cast<D: Element>(self) -> D {
+        // The match is on associated consts, so each monomorphization keeps one arm.
+        match (Self::KIND, D::KIND) {
+            (_, Kind::Bool) => D::from_bool(self.to_bool()),
+            (Kind::Complex, _) | (_, Kind::Complex) => D::from_c64(self.to_c64()),
+            (Kind::Float, _) => D::from_f64(self.to_f64()),
+            (Kind::Unsigned, _) => D::from_u64(self.to_u64()),
+            (Kind::Signed | Kind::Bool, _) => D::from_i64(self.to_i64()),
+        }
+    }
+
+    /// The value of a C-ABI scalar in this type.
+    fn from_scalar(s: &Scalar) -> Self {
+        match s.tag {
+            Scalar::TAG_BOOL => Self::from_bool(s.i != 0),
+            Scalar::TAG_INT => Self::from_i64(s.i),
+            Scalar::TAG_UINT => Self::from_u64(s.i as u64),
+            Scalar::TAG_COMPLEX => Self::from_c64(Complex64::new(s.f, s.imag)),
+            _ => Self::from_f64(s.f),
+        }
+    }
+
+    /// This value as a C-ABI scalar of the matching kind.
+    fn to_scalar(self) -> Scalar {
+        match Self::KIND {
+            Kind::Bool => Scalar::from_bool(self.to_bool()),
+            Kind::Signed => Scalar::from_i64(self.to_i64()),
+            Kind::Unsigned => Scalar::from_u64(self.to_u64()),
+            Kind::Float => Scalar::from_f64(self.to_f64()),
+            Kind::Complex => {
+                let c = self.to_c64();
+                Scalar::from_complex(c.re, c.im)
+            }
+        }
+    }
+}
+
+macro_rules! int_element {
+    ($t:ty, $dtype:expr, $kind:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = $dtype;
+            const KIND: Kind = $kind;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline(always)]
+            fn to_u64(self) -> u64 {
+                self as u64
+            }
+            #[inline(always)]
+            fn to_bool(self) -> bool {
+                self != 0
+            }
+            #[inline(always)]
+            fn to_c64(self) -> Complex64 {
+                Complex64::new(self as f64, 0.0)
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                // Truncate toward zero, then wrap like a C narrowing conversion.
+                v as i64 as $t
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_bool(v: bool) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_c64(v: Complex64) -> Self {
+                Self::from_f64(v.re)
+            }
+        }
+    };
+}
+
+int_element!(u8, DType::U8, Kind::Unsigned);
+int_element!(u16, DType::U16, Kind::Unsigned);
+int_element!(u32, DType::U32, Kind::Unsigned);
+int_element!(u64, DType::U64, Kind::Unsigned);
+int_element!(i8, DType::I8, Kind::Signed);
+int_element!(i16, DType::I16, Kind::Signed);
+int_element!(i32, DType::I32, Kind::Signed);
+int_element!(i64, DType::I64, Kind::Signed);
+
+macro_rules! float_element {
+    ($t:ty, $dtype:expr, $from_f64:expr, $to_f64:expr, $from_f32:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = $dtype;
+            const KIND: Kind = Kind::Float;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                $to_f64(self)
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                $to_f64(self) as i64
+            }
+            #[inline(always)]
+            fn to_u64(self) -> u64 {
+                $to_f64(self) as i64 as u64
+            }
+            #[inline(always)]
+            fn to_bool(self) -> bool {
+                $to_f64(self) != 0.0
+            }
+            #[inline(always)]
+            fn to_c64(self) -> Complex64 {
+                Complex64::new($to_f64(self), 0.0)
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                $from_f64(v)
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                // One rounding step from the integer, as static_cast does.
+                $from_f32(v as f32, v as f64)
+            }
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self {
+                $from_f32(v as f32, v as f64)
+            }
+            #[inline(always)]
+            fn from_bool(v: bool) -> Self {
+                $from_f64(v as u8 as f64)
+            }
+            #[inline(always)]
+            fn from_c64(v: Complex64) -> Self {
+                $from_f64(v.re)
+            }
+        }
+    };
+}
+
+float_element!(f64, DType::F64, |v: f64| v, |v: f64| v, |_f: f32, d: f64| d);
+float_element!(f32, DType::F32, |v: f64| v as f32, |v: f32| v as f64, |f: f32, _d: f64| f);
+float_element!(f16, DType::F16, f16::from_f64, f16::to_f64, |_f: f32, d: f64| f16::from_f64(d));
+float_element!(bf16, DType::BF16, bf16::from_f64, bf16::to_f64, |_f: f32, d: f64| bf16::from_f64(d));
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    const KIND: Kind = Kind::Bool;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    #[inline(always)]
+    fn to_u64(self) -> u64 {
+        self as u64
+    }
+    #[inline(always)]
+    fn to_bool(self) -> bool {
+        self
+    }
+    #[inline(always)]
+    fn to_c64(self) -> Complex64 {
+        Complex64::new(self as u8 as f64, 0.0)
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v != 0
+    }
+    #[inline(always)]
+    fn from_u64(v: u64) -> Self {
+        v != 0
+    }
+    #[inline(always)]
+    fn from_bool(v: bool) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn from_c64(v: Complex64) -> Self {
+        v.re != 0.0 || v.im != 0.0
+    }
+}
+
+macro_rules! complex_element {
+    ($t:ty, $dtype:expr, $real:ty) => {
+        impl Element for $t {
+            const DTYPE: DType = $dtype;
+            const KIND: Kind = Kind::Complex;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self.re as f64
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self.re as i64
+            }
+            #[inline(always)]
+            fn to_u64(self) -> u64 {
+                self.re as i64 as u64
+            }
+            #[inline(always)]
+            fn to_bool(self) -> bool {
+                self.re != 0.0 || self.im != 0.0
+            }
+            #[inline(always)]
+            fn to_c64(self) -> Complex64 {
+                Complex64::new(self.re as f64, self.im as f64)
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                <$t>::new(v as $real, 0.0)
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                <$t>::new(v as $real, 0.0)
+            }
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self {
+                <$t>::new(v as $real, 0.0)
+            }
+            #[inline(always)]
+            fn from_bool(v: bool) -> Self {
+                <$t>::new(v as u8 as $real, 0.0)
+            }
+            #[inline(always)]
+            fn from_c64(v: Complex64) -> Self {
+                <$t>::new(v.re as $real, v.im as $real)
+            }
+        }
+    };
+}
+
+complex_element!(Complex32, DType::C64, f32);
+complex_element!(Complex64, DType::C128, f64);
+
+/// Runs `$body` with `$T` bound to the Rust type of `$dtype` (every dtype foo supports).
+#[macro_export]
+macro_rules! dispatch_all {
+    ($dtype:expr, $T:ident => $body:expr) => {{
+        use $crate::dtype::DType as __D;
+        match $dtype {
+            __D::U8 => { type $T = u8; $body }
+            __D::I8 => { type $T = i8; $body }
+            __D::I16 => { type $T = i16; $body }
+            __D::I32 => { type $T = i32; $body }
+            __D::I64 => { type $T = i64; $body }
+            __D::U16 => { type $T = u16; $body }
+            __D::U32 => { type $T = u32; $body }
+            __D::U64 => { type $T = u64; $body }
+            __D::F16 => { type $T = half::f16; $body }
+            __D::BF16 => { type $T = half::bf16; $body }
+            __D::F32 => { type $T = f32; $body }
+            __D::F64 => { type $T = f64; $body }
+            __D::C64 => { type $T = num_complex::Complex32; $body }
+            __D::C128 => { type $T = num_complex::Complex64; $body }
+            __D::Bool => { type $T = bool; $body }
+        }
+    }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn casts_follow_static_cast() {
+        assert_eq!(2.9f32.cast::<i32>(), 2);
+        assert_eq!((-2.9f64).cast::<i64>(), -2);
+        assert_eq!(300i32.cast::<u8>(), 44);
+        assert!(0.5f32.cast::<bool>());
+        assert!(!0.0f64.cast::<bool>());
+        assert_eq!(true.cast::<f32>(), 1.0);
+        assert_eq!(Complex64::new(3.5, 1.0).cast::<f32>(), 3.5);
+        assert!(Complex32::new(0.0, 1.0).cast::<bool>());
+        assert_eq!(1.5f32.cast::<f16>(), f16::from_f32(1.5));
+        assert_eq!(u64::MAX.cast::<u64>(), u64::MAX);
+        assert_eq!(i64::MAX.cast::<i64>(), i64::MAX);
+        assert_eq!(16777217i64.cast::<f32>(), 16777216.0);
+    }
+
+    #[test]
+    fn scalar_round_trip() {
+        assert_eq!(f32::from_scalar(&Scalar::from_f64(2.5)), 2.5);
+        assert_eq!(i64::from_scalar(&Scalar::from_i64(-7)), -7);
+        assert_eq!(u64::from_scalar(&Scalar::from_u64(u64::MAX)), u64::MAX);
+        assert_eq!((-7i16).to_scalar(), Scalar::from_i64(-7));
+        assert_eq!(true.to_scalar(), Scalar::from_bool(true));
+    }
+}

@@ -1,0 +1,149 @@
+//! Iteration layout shared by elementwise kernels: drop size-1 dims, order dims by the output's
+//! memory order, merge dims that are contiguous in every operand, and build ndarray views over
+//! raw device pointers (including zero strides from broadcasting and negative strides from flips).
+
+use ndarray::{ArrayViewD, ArrayViewMutD, Axis, IxDyn, ShapeBuilder};
+
+/// Elements below which a kernel stays on the calling thread: the rayon hand-off costs more
+/// than the work (per-op latency matters as much as throughput).
+pub const GRAIN: usize = 1 << 15;
+
+/// A shape with one stride vector per operand (operand 0 is the output), after coalescing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout<const N: usize> {
+    pub shape: Vec<usize>,
+    pub strides: [Vec<isize>; N],
+}
+
+impl<const N: usize> Layout<N> {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// True when every operand walks memory densely in the same order (one flat loop).
+    pub fn is_flat_contiguous(&self) -> bool {
+        self.shape.len() <= 1 && self.strides.iter().all(|s| s.first().is_none_or(|&x| x == 1))
+    }
+}
+
+/// Coalesces `shape` for `N` operands; operand 0 decides the traversal order.
+pub fn coalesce<const N: usize>(shape: &[usize], strides: [&[isize]; N]) -> Layout<N> {
+    // Keep non-trivial dims only.
+    let mut dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+    // Outer-to-inner by the output's stride magnitude (stable: ties keep logical order).
+    dims.sort_by(|&a, &b| strides[0][b].unsigned_abs().cmp(&strides[0][a].unsigned_abs()));
+    let mut out_shape: Vec<usize> = Vec::with_capacity(dims.len());
+    let mut out_strides: [Vec<isize>; N] = std::array::from_fn(|_| Vec::with_capacity(dims.len()));
+    for &d in &dims {
+        if let Some(&last_n) = out_shape.last() {
+            // Merge the previous (outer) dim into this (inner) one when contiguous for everyone.
+            let k = out_shape.len() - 1;
+            let mergeable = (0..N).all(|op| out_strides[op][k] == strides[op][d] * shape[d] as isize);
+            if mergeable {
+                out_shape[k] = last_n * shape[d];
+                for (op, s) in out_strides.iter_mut().enumerate() {
+                    s[k] = strides[op][d];
+                }
+                continue;
+            }
+        }
+        out_shape.push(shape[d]);
+        for (op, s) in out_strides.iter_mut().enumerate() {
+            s.push(strides[op][d]);
+        }
+    }
+    Layout { shape: out_shape, strides: out_strides }
+}
+
+fn positive_layout(shape: &[usize], strides: &[isize], itemsize: usize) -> (isize, Vec<usize>, Vec<usize>) {
+    // Byte offset from element 0 to the lowest-addressed element, and the absolute strides;
+    // the dims that had negative strides are inverted again on the view.
+    let mut offset = 0isize;
+    let mut flipped = Vec::new();
+    let mut abs = Vec::with_capacity(strides.len());
+    for (d, (&n, &s)) in shape.iter().zip(strides).enumerate() {
+        if s < 0 && n > 0 {
+            offset += (n as isize - 1) * s * itemsize as isize;
+            flipped.push(d);
+        }
+        abs.push(s.unsigned_abs());
+    }
+    (offset, abs, flipped)
+}
+
+/// A read-only ndarray view of `shape`/`strides` elements at `ptr`.
+///
+/// # Safety
+/// Every element reachable through `shape`/`strides` from `ptr` must be readable memory of type
+/// `T` that outlives `'a` and is not written through another path meanwhile.
+pub unsafe fn view<'a, T>(ptr: *const T, shape: &[usize], strides: &[isize]) -> ArrayViewD<'a, T> {
+    let (offset, abs, flipped) = positive_layout(shape, strides, std::mem::size_of::<T>());
+    // SAFETY: `offset` moves to the lowest element of the described region (caller's contract).
+    let base = unsafe { (ptr as *const u8).offset(offset) as *const T };
+    // SAFETY: all strides are non-negative and in bounds by the caller's contract.
+    let mut v = unsafe { ArrayViewD::from_shape_ptr(IxDyn(shape).strides(IxDyn(&abs)), base) };
+    for d in flipped {
+        v.invert_axis(Axis(d));
+    }
+    v
+}
+
+/// A mutable ndarray view; see [`view`]. The region must have no internal overlap.
+///
+/// # Safety
+/// As [`view`], plus: writable, no two indices alias, no other live reference to the region.
+pub unsafe fn view_mut<'a, T>(ptr: *mut T, shape: &[usize], strides: &[isize]) -> ArrayViewMutD<'a, T> {
+    let (offset, abs, flipped) = positive_layout(shape, strides, std::mem::size_of::<T>());
+    // SAFETY: as in `view`.
+    let base = unsafe { (ptr as *mut u8).offset(offset) as *mut T };
+    // SAFETY: as in `view`; uniqueness is the caller's contract.
+    let mut v = unsafe { ArrayViewMutD::from_shape_ptr(IxDyn(shape).strides(IxDyn(&abs)), base) };
+    for d in flipped {
+        v.invert_axis(Axis(d));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contiguous_collapses_to_one_dim() {
+        let l = coalesce(&[2, 3, 4], [&[12, 4, 1], &[12, 4, 1]]);
+        assert_eq!(l.shape, vec![24]);
+        assert!(l.is_flat_contiguous());
+    }
+
+    #[test]
+    fn transposed_input_keeps_two_dims() {
+        let l = coalesce(&[3, 4], [&[4, 1], &[1, 3]]);
+        assert_eq!(l.shape, vec![3, 4]);
+        assert_eq!(l.strides[1], vec![1, 3]);
+    }
+
+    #[test]
+    fn broadcast_and_unit_dims() {
+        let l = coalesce(&[1, 5, 1, 6], [&[30, 6, 6, 1], &[0, 0, 0, 1]]);
+        assert_eq!(l.shape, vec![5, 6]);
+        assert_eq!(l.strides[1], vec![0, 1]);
+    }
+
+    #[test]
+    fn output_order_drives_traversal() {
+        // Output is column-major: traversal goes along dim 0 innermost.
+        let l = coalesce(&[3, 4], [&[1, 3], &[4, 1]]);
+        assert_eq!(l.shape, vec![4, 3]);
+        assert_eq!(l.strides[0], vec![3, 1]);
+        assert_eq!(l.strides[1], vec![1, 4]);
+    }
+
+    #[test]
+    fn negative_strides_view() {
+        let data = [0i32, 1, 2, 3, 4, 5];
+        // A flipped 2x3 view: element [i][j] = data[5 - (3i + j)].
+        // SAFETY: all indices stay within `data`.
+        let v = unsafe { view(data.as_ptr().add(5), &[2, 3], &[-3, -1]) };
+        assert_eq!(v.iter().copied().collect::<Vec<_>>(), vec![5, 4, 3, 2, 1, 0]);
+    }
+}

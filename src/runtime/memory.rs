@@ -1,0 +1,527 @@
+//! Device memory: a caching allocator per device, owned by Rust.
+//!
+//! Blocks are 64-byte aligned host allocations. A freed block goes back to its device's cache
+//! (keyed by size class) instead of to the system, so a training loop that allocates the same
+//! shapes every step stops paying for fresh pages; `empty_cache()` returns cached blocks.
+//! Statistics follow `torch.cuda.memory_stats` (allocated/reserved/active/requested bytes,
+//! current/peak/allocated/freed, per pool). An optional per-device limit on reserved bytes
+//! (`FOO_RS_MEMORY_LIMIT`) turns an oversized request into an out-of-memory error after one
+//! cache flush and retry, like the CUDA caching allocator.
+
+use super::device::{check_device, device_count};
+use crate::error::{FooError, FooResult};
+use std::alloc::{alloc, dealloc, Layout};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Alignment of every block (a cache line; enough for any SIMD load).
+pub const ALIGN: usize = 64;
+/// Requests below this size are served from the "small" pool (as in PyTorch: < 1 MiB).
+pub const SMALL_LIMIT: usize = 1 << 20;
+
+/// One statistic, as c10's `Stat`.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub current: i64,
+    pub peak: i64,
+    pub allocated: i64,
+    pub freed: i64,
+}
+
+impl Stat {
+    fn increase(&mut self, n: usize) {
+        self.current += n as i64;
+        self.peak = self.peak.max(self.current);
+        self.allocated += n as i64;
+    }
+    fn decrease(&mut self, n: usize) {
+        self.current -= n as i64;
+        self.freed += n as i64;
+    }
+}
+
+/// A statistic per pool, in c10's `StatType` order (aggregate, small pool, large pool).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StatArray {
+    pub all: Stat,
+    pub small: Stat,
+    pub large: Stat,
+}
+
+impl StatArray {
+    fn increase(&mut self, small: bool, n: usize) {
+        self.all.increase(n);
+        if small { self.small.increase(n) } else { self.large.increase(n) }
+    }
+    fn decrease(&mut self, small: bool, n: usize) {
+        self.all.decrease(n);
+        if small { self.small.decrease(n) } else { self.large.decrease(n) }
+    }
+    fn stats_mut(&mut self) -> [&mut Stat; 3] {
+        [&mut self.all, &mut self.small, &mut self.large]
+    }
+}
+
+/// Per-device statistics (mirrored by `FooMemoryStats` in `foo_ffi.h`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Live client allocations (count).
+    pub allocation: StatArray,
+    /// Blocks obtained from the system, live or cached (count).
+    pub segment: StatArray,
+    /// Blocks in use (count; equals `allocation` in this synchronous model).
+    pub active: StatArray,
+    /// Bytes of live blocks (size-class rounded).
+    pub allocated_bytes: StatArray,
+    /// Bytes obtained from the system, live or cached.
+    pub reserved_bytes: StatArray,
+    /// Bytes of blocks in use.
+    pub active_bytes: StatArray,
+    /// Bytes the callers asked for (unrounded).
+    pub requested_bytes: StatArray,
+    pub num_alloc_retries: i64,
+    pub num_ooms: i64,
+    pub num_device_alloc: i64,
+    pub num_device_free: i64,
+}
+
+impl MemoryStats {
+    fn arrays_mut(&mut self) -> [&mut StatArray; 7] {
+        [
+            &mut self.allocation,
+            &mut self.segment,
+            &mut self.active,
+            &mut self.allocated_bytes,
+            &mut self.reserved_bytes,
+            &mut self.active_bytes,
+            &mut self.requested_bytes,
+        ]
+    }
+}
+
+/// The size class a request is served from: multiples of 512 B below 1 MiB, above that eight
+/// classes per power of two (at most 12.5% slack), always a multiple of the alignment.
+pub fn round_size(nbytes: usize) -> usize {
+    if nbytes < SMALL_LIMIT {
+        return nbytes.max(1).div_ceil(512) * 512;
+    }
+    let step = 1usize << (usize::BITS - 1 - nbytes.leading_zeros()).saturating_sub(3);
+    nbytes.div_ceil(step) * step
+}
+
+/// Parses a byte size such as `1073741824`, `512M`, `2GiB`, `1.5g` (binary multiples).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let t = t.strip_suffix('b').unwrap_or(&t);
+    let t = t.strip_suffix('i').unwrap_or(t);
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('g') => (&t[..t.len() - 1], 1 << 30),
+        Some('t') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let value: f64 = num.trim().parse().map_err(|_| format!("{text:?} is not a byte size (e.g. 2G, 512M, 1048576)"))?;
+    if !(value >= 0.0 && value.is_finite()) {
+        return Err(format!("{text:?} is not a byte size (e.g. 2G, 512M, 1048576)"));
+    }
+    Ok((value * mult as f64) as usize)
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    device: usize,
+    size: usize,
+    requested: usize,
+}
+
+#[derive(Default)]
+struct Pool {
+    /// size class -> addresses of cached (free) blocks
+    cached: HashMap<usize, Vec<usize>>,
+    cached_bytes: usize,
+    stats: MemoryStats,
+    /// Maximum reserved bytes; None = unlimited.
+    limit: Option<usize>,
+}
+
+struct Allocator {
+    pools: Vec<Mutex<Pool>>,
+    /// Live device blocks: address -> block (ordered, so interior pointers resolve too).
+    live: Mutex<BTreeMap<usize, Block>>,
+    /// Live pinned host blocks: address -> size.
+    pinned: Mutex<BTreeMap<usize, usize>>,
+    /// A `FOO_RS_MEMORY_LIMIT` that did not parse: every allocation reports it.
+    limit_error: Option<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave the maps half-updated in a way that matters
+    // more than refusing all further allocations would; keep going.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn allocator() -> &'static Allocator {
+    static ALLOCATOR: OnceLock<Allocator> = OnceLock::new();
+    ALLOCATOR.get_or_init(|| {
+        let (limit, limit_error) = match std::env::var("FOO_RS_MEMORY_LIMIT") {
+            Ok(v) if !v.trim().is_empty() => match parse_size(&v) {
+                Ok(0) => (None, None),
+                Ok(n) => (Some(n), None),
+                Err(e) => (None, Some(format!("FOO_RS_MEMORY_LIMIT: {e}"))),
+            },
+            _ => (None, None),
+        };
+        Allocator {
+            pools: (0..device_count()).map(|_| Mutex::new(Pool { limit, ..Pool::default() })).collect(),
+            live: Mutex::new(BTreeMap::new()),
+            pinned: Mutex::new(BTreeMap::new()),
+            limit_error,
+        }
+    })
+}
+
+fn layout(size: usize) -> Layout {
+    // ALIGN is a power of two and sizes are far below isize::MAX after the limit checks.
+    Layout::from_size_align(size, ALIGN).expect("valid block layout")
+}
+
+fn release_cached(pool: &mut Pool) {
+    for (size, addrs) in pool.cached.drain() {
+        let small = size < SMALL_LIMIT;
+        for addr in addrs {
+            // SAFETY: cached blocks were allocated with `layout(size)` and are owned by the pool.
+            unsafe { dealloc(addr as *mut u8, layout(size)) };
+            pool.stats.segment.decrease(small, 1);
+            pool.stats.reserved_bytes.decrease(small, size);
+            pool.stats.num_device_free += 1;
+        }
+    }
+    pool.cached_bytes = 0;
+}
+
+fn fmt_bytes(n: usize) -> String {
+    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} bytes") } else { format!("{v:.2} {}", UNITS[u]) }
+}
+
+/// Allocates `nbytes` on `device`. Zero bytes gives a null pointer (as CUDA does).
+pub fn allocate(device: i64, nbytes: usize) -> FooResult<*mut u8> {
+    let device = check_device(device)?;
+    let a = allocator();
+    if let Some(e) = &a.limit_error {
+        return Err(FooError::InvalidArgument(e.clone()));
+    }
+    if nbytes == 0 {
+        return Ok(std::ptr::null_mut());
+    }
+    if nbytes > isize::MAX as usize / 2 {
+        return Err(FooError::OutOfMemory(format!(
+            "foo out of memory. Tried to allocate {} on foo:{device}, which no host can provide",
+            fmt_bytes(nbytes)
+        )));
+    }
+    let size = round_size(nbytes);
+    let small = size < SMALL_LIMIT;
+    let mut pool = lock(&a.pools[device]);
+    let addr = match pool.cached.get_mut(&size).and_then(Vec::pop) {
+        Some(addr) => {
+            pool.cached_bytes -= size;
+            addr
+        }
+        None => new_segment(&mut pool, device, size, nbytes)?,
+    };
+    let s = &mut pool.stats;
+    s.allocation.increase(small, 1);
+    s.active.increase(small, 1);
+    s.allocated_bytes.increase(small, size);
+    s.active_bytes.increase(small, size);
+    s.requested_bytes.increase(small, nbytes);
+    drop(pool);
+    lock(&a.live).insert(addr, Block { device, size, requested: nbytes });
+    Ok(addr as *mut u8)
+}
+
+fn new_segment(pool: &mut Pool, device: usize, size: usize, nbytes: usize) -> FooResult<usize> {
+    let small = size < SMALL_LIMIT;
+    let over_limit = |p: &Pool| p.limit.is_some_and(|l| p.stats.reserved_bytes.all.current as usize + size > l);
+    let mut retried = false;
+    loop {
+        let ptr = if over_limit(pool) {
+            std::ptr::null_mut()
+        } else {
+            // SAFETY: `layout(size)` has a non-zero size.
+            unsafe { alloc(layout(size)) }
+        };
+        if !ptr.is_null() {
+            pool.stats.segment.increase(small, 1);
+            pool.stats.reserved_bytes.increase(small, size);
+            pool.stats.num_device_alloc += 1;
+            return Ok(ptr as usize);
+        }
+        if !retried && pool.cached_bytes > 0 {
+            // Give the cache back and try once more, as the CUDA caching allocator does.
+            pool.stats.num_alloc_retries += 1;
+            release_cached(pool);
+            retried = true;
+            continue;
+        }
+        pool.stats.num_ooms += 1;
+        let s = &pool.stats;
+        let limit = pool
+            .limit
+            .map(|l| format!("memory limit {} (FOO_RS_MEMORY_LIMIT)", fmt_bytes(l)))
+            .unwrap_or_else(|| "the host refused the allocation".to_string());
+        return Err(FooError::OutOfMemory(format!(
+            "foo out of memory. Tried to allocate {} on foo:{device}; {limit}; {} allocated by tensors, {} reserved by foo_rs",
+            fmt_bytes(nbytes),
+            fmt_bytes(s.allocated_bytes.all.current as usize),
+            fmt_bytes(s.reserved_bytes.all.current as usize),
+        )));
+    }
+}
+
+/// Returns a block to its device's cache. Null is ignored; an unknown pointer is an error.
+pub fn free(ptr: *mut u8) -> FooResult<()> {
+    if ptr.is_null() {
+        return Ok(());
+    }
+    let a = allocator();
+    let block = lock(&a.live)
+        .remove(&(ptr as usize))
+        .ok_or_else(|| FooError::Runtime(format!("foo free: {ptr:p} is not a live foo allocation")))?;
+    let small = block.size < SMALL_LIMIT;
+    let mut pool = lock(&a.pools[block.device]);
+    pool.cached.entry(block.size).or_default().push(ptr as usize);
+    pool.cached_bytes += block.size;
+    let s = &mut pool.stats;
+    s.allocation.decrease(small, 1);
+    s.active.decrease(small, 1);
+    s.allocated_bytes.decrease(small, block.size);
+    s.active_bytes.decrease(small, block.size);
+    s.requested_bytes.decrease(small, block.requested);
+    Ok(())
+}
+
+/// Releases every cached block of `device` (or of all devices when `None`).
+pub fn empty_cache(device: Option<i64>) -> FooResult<()> {
+    let a = allocator();
+    let devices = match device {
+        Some(d) => vec![check_device(d)?],
+        None => (0..a.pools.len()).collect(),
+    };
+    for d in devices {
+        release_cached(&mut lock(&a.pools[d]));
+    }
+    Ok(())
+}
+
+pub fn stats(device: i64) -> FooResult<MemoryStats> {
+    let d = check_device(device)?;
+    Ok(lock(&allocator().pools[d]).stats)
+}
+
+pub fn reset_peak_stats(device: i64) -> FooResult<()> {
+    let d = check_device(device)?;
+    let mut pool = lock(&allocator().pools[d]);
+    for arr in pool.stats.arrays_mut() {
+        for s in arr.stats_mut() {
+            s.peak = s.current;
+        }
+    }
+    Ok(())
+}
+
+pub fn reset_accumulated_stats(device: i64) -> FooResult<()> {
+    let d = check_device(device)?;
+    let mut pool = lock(&allocator().pools[d]);
+    for arr in pool.stats.arrays_mut() {
+        for s in arr.stats_mut() {
+            s.allocated = 0;
+            s.freed = 0;
+        }
+    }
+    let s = &mut pool.stats;
+    s.num_alloc_retries = 0;
+    s.num_ooms = 0;
+    s.num_device_alloc = 0;
+    s.num_device_free = 0;
+    Ok(())
+}
+
+/// Sets (`Some`) or removes (`None`) the reserved-bytes limit of one device or all devices.
+pub fn set_memory_limit(device: Option<i64>, limit: Option<usize>) -> FooResult<()> {
+    let a = allocator();
+    let devices = match device {
+        Some(d) => vec![check_device(d)?],
+        None => (0..a.pools.len()).collect(),
+    };
+    for d in devices {
+        lock(&a.pools[d]).limit = limit;
+    }
+    Ok(())
+}
+
+pub fn memory_limit(device: i64) -> FooResult<Option<usize>> {
+    let d = check_device(device)?;
+    Ok(lock(&allocator().pools[d]).limit)
+}
+
+/// Bytes cached (reserved but not in use) on a device.
+pub fn cached_bytes(device: i64) -> FooResult<usize> {
+    let d = check_device(device)?;
+    Ok(lock(&allocator().pools[d]).cached_bytes)
+}
+
+/// Total bytes a device may hold: its limit, else the host's RAM.
+pub fn total_memory(device: i64) -> FooResult<usize> {
+    Ok(memory_limit(device)?.unwrap_or_else(host_ram))
+}
+
+fn host_ram() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<usize>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// The device a pointer into a live block belongs to.
+pub fn device_of(ptr: *const u8) -> Option<usize> {
+    let addr = ptr as usize;
+    let live = lock(&allocator().live);
+    live.range(..=addr)
+        .next_back()
+        .filter(|(start, b)| addr < *start + b.size)
+        .map(|(_, b)| b.device)
+}
+
+/// Number of live device blocks across all devices (leak checks).
+pub fn live_blocks() -> usize {
+    lock(&allocator().live).len()
+}
+
+/// Page-locked ("pinned") host memory for `pin_memory()`: host RAM that the hooks recognise.
+pub fn host_allocate(nbytes: usize) -> FooResult<*mut u8> {
+    if nbytes == 0 {
+        return Ok(std::ptr::null_mut());
+    }
+    if nbytes > isize::MAX as usize / 2 {
+        return Err(FooError::OutOfMemory(format!("cannot allocate {} of pinned host memory", fmt_bytes(nbytes))));
+    }
+    let size = nbytes.div_ceil(ALIGN) * ALIGN;
+    // SAFETY: non-zero size.
+    let ptr = unsafe { alloc(layout(size)) };
+    if ptr.is_null() {
+        return Err(FooError::OutOfMemory(format!("cannot allocate {} of pinned host memory", fmt_bytes(nbytes))));
+    }
+    lock(&allocator().pinned).insert(ptr as usize, size);
+    Ok(ptr)
+}
+
+pub fn host_free(ptr: *mut u8) -> FooResult<()> {
+    if ptr.is_null() {
+        return Ok(());
+    }
+    let size = lock(&allocator().pinned)
+        .remove(&(ptr as usize))
+        .ok_or_else(|| FooError::Runtime(format!("foo host free: {ptr:p} is not pinned memory")))?;
+    // SAFETY: the block was allocated by `host_allocate` with this layout and is now unowned.
+    unsafe { dealloc(ptr, layout(size)) };
+    Ok(())
+}
+
+pub fn is_pinned(ptr: *const u8) -> bool {
+    let addr = ptr as usize;
+    lock(&allocator().pinned)
+        .range(..=addr)
+        .next_back()
+        .is_some_and(|(start, size)| addr < start + size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes() {
+        assert_eq!(round_size(1), 512);
+        assert_eq!(round_size(513), 1024);
+        assert_eq!(round_size(SMALL_LIMIT), SMALL_LIMIT);
+        assert_eq!(round_size(SMALL_LIMIT + 1), SMALL_LIMIT + (SMALL_LIMIT >> 3));
+        for n in [3 << 20, 40_000_000usize, 123_456_789] {
+            let r = round_size(n);
+            assert!(r >= n && (r - n) * 8 <= n && r % ALIGN == 0);
+        }
+    }
+
+    #[test]
+    fn parse_sizes() {
+        assert_eq!(parse_size("1024").unwrap(), 1024);
+        assert_eq!(parse_size("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1.5k").unwrap(), 1536);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("-1").is_err());
+    }
+
+    // One test owns device 1 so that parallel tests do not disturb its statistics.
+    #[test]
+    fn cache_reuse_limit_and_stats() {
+        let before = stats(1).unwrap();
+        let p = allocate(1, 1000).unwrap();
+        assert_eq!(p as usize % ALIGN, 0);
+        assert_eq!(device_of(p), Some(1));
+        // SAFETY: an interior pointer of a live 1024-byte block.
+        assert_eq!(device_of(unsafe { p.add(1000) }), Some(1));
+        let s = stats(1).unwrap();
+        assert_eq!(s.allocated_bytes.all.current - before.allocated_bytes.all.current, 1024);
+        assert_eq!(s.requested_bytes.all.current - before.requested_bytes.all.current, 1000);
+        free(p).unwrap();
+        assert!(free(p).is_err(), "double free is reported, not performed");
+        let q = allocate(1, 900).unwrap();
+        assert_eq!(p, q, "same size class reuses the cached block");
+        free(q).unwrap();
+        assert_eq!(stats(1).unwrap().allocated_bytes.all.current, before.allocated_bytes.all.current);
+
+        set_memory_limit(Some(1), Some(4 << 20)).unwrap();
+        let big = allocate(1, 3 << 20).unwrap();
+        let err = allocate(1, 2 << 20).unwrap_err();
+        assert!(matches!(err, FooError::OutOfMemory(_)), "{err}");
+        assert!(err.message().contains("foo:1"));
+        free(big).unwrap();
+        // The cached 3 MiB block is flushed and the retry succeeds.
+        let retry = allocate(1, 2 << 20).unwrap();
+        assert!(stats(1).unwrap().num_alloc_retries >= 1);
+        free(retry).unwrap();
+        set_memory_limit(Some(1), None).unwrap();
+        empty_cache(Some(1)).unwrap();
+        assert_eq!(cached_bytes(1).unwrap(), 0);
+        assert_eq!(allocate(1, 0).unwrap(), std::ptr::null_mut());
+        assert!(allocate(7, 10).is_err());
+    }
+
+    #[test]
+    fn pinned_memory() {
+        let p = host_allocate(100).unwrap();
+        assert!(is_pinned(p));
+        // SAFETY: interior pointer of a live 128-byte pinned block.
+        assert!(is_pinned(unsafe { p.add(99) }));
+        host_free(p).unwrap();
+        assert!(!is_pinned(p));
+    }
+}

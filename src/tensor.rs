@@ -1,0 +1,205 @@
+//! The tensor descriptor that crosses the C ABI, and the safe views kernels work on.
+
+use crate::dtype::DType;
+use crate::error::FooResult;
+use crate::invalid_arg;
+use std::ffi::c_void;
+
+/// Largest rank a descriptor may carry (PyTorch itself caps TensorIterator at 25 dims).
+pub const MAX_DIMS: usize = 25;
+
+/// `#[repr(C)]` tensor descriptor, one definition (mirrored by `FooTensor` in `foo_ffi.h`).
+/// `data` points at element 0 (storage base + storage offset); strides are in elements.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FooTensor {
+    pub data: *mut c_void,
+    pub sizes: *const i64,
+    pub strides: *const i64,
+    pub ndim: i32,
+    pub dtype: i32,
+    pub device: i32,
+}
+
+/// A read-only view of tensor memory: shape, strides (elements, may be 0 or negative), dtype.
+#[derive(Debug, Clone)]
+pub struct TensorRef {
+    pub ptr: *const u8,
+    pub shape: Vec<usize>,
+    pub strides: Vec<isize>,
+    pub dtype: DType,
+}
+
+/// A writable view of tensor memory. Kernels never write through a view with internal overlap
+/// (the glue checks `has_internal_overlap` for outputs).
+#[derive(Debug, Clone)]
+pub struct TensorMut {
+    pub ptr: *mut u8,
+    pub shape: Vec<usize>,
+    pub strides: Vec<isize>,
+    pub dtype: DType,
+}
+
+// SAFETY: the views are plain pointers into device memory whose lifetime the caller (the glue,
+// holding the at::Tensor) guarantees for the duration of the kernel; kernels partition writes.
+unsafe impl Send for TensorRef {}
+// SAFETY: see above; a TensorRef is only read.
+unsafe impl Sync for TensorRef {}
+// SAFETY: see above; parallel kernels write disjoint elements.
+unsafe impl Send for TensorMut {}
+// SAFETY: see above.
+unsafe impl Sync for TensorMut {}
+
+fn read_layout(t: &FooTensor) -> FooResult<(Vec<usize>, Vec<isize>, DType)> {
+    let dtype = DType::from_code(t.dtype)?;
+    let ndim = t.ndim;
+    if ndim < 0 || ndim as usize > MAX_DIMS {
+        return invalid_arg!("tensor rank {ndim} is outside 0..={MAX_DIMS}");
+    }
+    let ndim = ndim as usize;
+    if ndim == 0 {
+        return Ok((vec![], vec![], dtype));
+    }
+    if t.sizes.is_null() || t.strides.is_null() {
+        return invalid_arg!("tensor descriptor has null sizes/strides");
+    }
+    // SAFETY: the glue passes pointers to `ndim` int64 sizes and strides that outlive this call.
+    let (sizes, strides) = unsafe {
+        (
+            std::slice::from_raw_parts(t.sizes, ndim),
+            std::slice::from_raw_parts(t.strides, ndim),
+        )
+    };
+    let mut shape = Vec::with_capacity(ndim);
+    for &s in sizes {
+        if s < 0 {
+            return invalid_arg!("negative dimension size {s}");
+        }
+        shape.push(s as usize);
+    }
+    let strides = strides.iter().map(|&s| s as isize).collect();
+    Ok((shape, strides, dtype))
+}
+
+impl TensorRef {
+    /// # Safety
+    /// `t` must describe live memory valid for reads at every index its sizes/strides reach.
+    pub unsafe fn from_ffi(t: &FooTensor) -> FooResult<Self> {
+        let (shape, strides, dtype) = read_layout(t)?;
+        let out = TensorRef { ptr: t.data as *const u8, shape, strides, dtype };
+        if out.numel() > 0 && out.ptr.is_null() {
+            return invalid_arg!("non-empty tensor with a null data pointer");
+        }
+        Ok(out)
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn is_contiguous(&self) -> bool {
+        is_contiguous(&self.shape, &self.strides)
+    }
+}
+
+impl TensorMut {
+    /// # Safety
+    /// `t` must describe live memory valid for reads and writes at every index it reaches.
+    pub unsafe fn from_ffi(t: &FooTensor) -> FooResult<Self> {
+        let (shape, strides, dtype) = read_layout(t)?;
+        let out = TensorMut { ptr: t.data as *mut u8, shape, strides, dtype };
+        if out.numel() > 0 && out.ptr.is_null() {
+            return invalid_arg!("non-empty tensor with a null data pointer");
+        }
+        Ok(out)
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn is_contiguous(&self) -> bool {
+        is_contiguous(&self.shape, &self.strides)
+    }
+
+    pub fn as_ref(&self) -> TensorRef {
+        TensorRef {
+            ptr: self.ptr,
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+            dtype: self.dtype,
+        }
+    }
+}
+
+/// Row-major contiguity, ignoring the strides of size-1 dims (as PyTorch does).
+pub fn is_contiguous(shape: &[usize], strides: &[isize]) -> bool {
+    let mut expected = 1isize;
+    for (&n, &s) in shape.iter().zip(strides).rev() {
+        if n == 0 {
+            return true;
+        }
+        if n != 1 {
+            if s != expected {
+                return false;
+            }
+            expected *= n as isize;
+        }
+    }
+    true
+}
+
+/// Contiguous (row-major) strides for a shape.
+pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for i in (0..shape.len()).rev() {
+        strides[i] = acc;
+        acc *= shape[i].max(1) as isize;
+    }
+    strides
+}
+
+/// A scalar value crossing the C ABI (mirrors `FooScalar` in `foo_ffi.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scalar {
+    /// 0 = bool (in `i`), 1 = signed integer (`i`), 2 = float (`f`), 3 = complex (`f`, `imag`),
+    /// 4 = unsigned 64-bit integer (`i` reinterpreted as u64).
+    pub tag: i32,
+    pub i: i64,
+    pub f: f64,
+    pub imag: f64,
+}
+
+impl Scalar {
+    pub const TAG_BOOL: i32 = 0;
+    pub const TAG_INT: i32 = 1;
+    pub const TAG_FLOAT: i32 = 2;
+    pub const TAG_COMPLEX: i32 = 3;
+    pub const TAG_UINT: i32 = 4;
+
+    pub fn from_bool(v: bool) -> Self {
+        Scalar { tag: Self::TAG_BOOL, i: v as i64, f: 0.0, imag: 0.0 }
+    }
+    pub fn from_i64(v: i64) -> Self {
+        Scalar { tag: Self::TAG_INT, i: v, f: 0.0, imag: 0.0 }
+    }
+    pub fn from_u64(v: u64) -> Self {
+        Scalar { tag: Self::TAG_UINT, i: v as i64, f: 0.0, imag: 0.0 }
+    }
+    pub fn from_f64(v: f64) -> Self {
+        Scalar { tag: Self::TAG_FLOAT, i: 0, f: v, imag: 0.0 }
+    }
+    pub fn from_complex(re: f64, im: f64) -> Self {
+        Scalar { tag: Self::TAG_COMPLEX, i: 0, f: re, imag: im }
+    }
+}
