@@ -65,6 +65,7 @@ fn main() {
         .flag_if_supported("-fvisibility=hidden")
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-missing-field-initializers")
+        .flag_if_supported("-Wno-interference-size")
         .warnings(true)
         .include("src/glue");
     for inc in &includes {

@@ -1,0 +1,123 @@
+"""Device selection and properties, shaped like ``torch.cuda``'s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import _C
+
+_BACKEND = "foo"
+
+DeviceLike = int | str | torch.device | None
+
+
+def _device_index(device: DeviceLike, optional: bool = True) -> int:
+    """The foo device index of ``device`` (int, "foo", "foo:1", torch.device); None = current."""
+    if device is None:
+        return _C.current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != _BACKEND:
+            raise ValueError(f"Expected a foo device, but got: {device}")
+        if device.index is None:
+            return _C.current_device()
+        return device.index
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    raise TypeError(f"Expected a foo device (int, str or torch.device), got {type(device).__name__}")
+
+
+def is_available() -> bool:
+    """True when at least one foo device exists."""
+    return _C.device_count() > 0
+
+
+def device_count() -> int:
+    """Number of foo devices (``FOO_RS_DEVICE_COUNT``, default 2)."""
+    return _C.device_count()
+
+
+def current_device() -> int:
+    """Index of this thread's current foo device."""
+    return _C.current_device()
+
+
+def set_device(device: DeviceLike) -> None:
+    """Selects the current foo device for this thread (a negative index is a no-op, as in CUDA)."""
+    index = _device_index(device)
+    if index >= 0:
+        _C.set_device(index)
+
+
+def is_initialized() -> bool:
+    """The Rust runtime initializes when the extension loads: always True after import."""
+    return True
+
+
+def init() -> None:
+    """Explicit initialization (nothing is lazy on foo; kept for ``torch.cuda`` parity)."""
+
+
+def synchronize(device: DeviceLike = None) -> None:
+    """Waits for all work on ``device``. foo runs kernels synchronously, so this only validates."""
+    index = _device_index(device)
+    _C.check_device(index)
+
+
+class device:  # noqa: N801 - named like torch.cuda.device
+    """Context manager that switches the current foo device and restores it on exit."""
+
+    def __init__(self, device: Any) -> None:
+        self.idx = _device_index(device, optional=True)
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        self.prev_idx = _C.current_device()
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            _C.set_device(self.idx)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.prev_idx != _C.current_device():
+            _C.set_device(self.prev_idx)
+
+
+class device_of(device):  # noqa: N801 - named like torch.cuda.device_of
+    """Context manager that makes the current device the device of ``obj`` (if it is on foo)."""
+
+    def __init__(self, obj: torch.Tensor) -> None:
+        super().__init__(obj.get_device() if obj.device.type == _BACKEND else -1)
+
+
+@dataclass(frozen=True)
+class FooDeviceProperties:
+    name: str
+    index: int
+    total_memory: int
+    multi_processor_count: int
+
+    def __repr__(self) -> str:
+        return (
+            f"FooDeviceProperties(name='{self.name}', index={self.index}, "
+            f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
+
+
+def get_device_name(device: DeviceLike = None) -> str:
+    """Name of a foo device."""
+    return get_device_properties(device).name
+
+
+def get_device_properties(device: DeviceLike = None) -> FooDeviceProperties:
+    """Properties of a foo device: its memory (limit or host RAM) and worker threads."""
+    index = _C.check_device(_device_index(device))
+    return FooDeviceProperties(
+        name=f"foo_rs Rust/Rayon device {index}",
+        index=index,
+        total_memory=_C.total_memory(index),
+        multi_processor_count=_C.num_threads(),
+    )

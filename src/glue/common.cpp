@@ -1,0 +1,134 @@
+#include "common.h"
+
+#include <c10/core/StorageImpl.h>
+
+namespace foo {
+
+void raise_status(int32_t status, const char* what) {
+  std::string msg = foo_last_error();
+  switch (status) {
+    case FOO_OUT_OF_MEMORY:
+      TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
+    case FOO_NOT_IMPLEMENTED:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, what, ": ", msg);
+    case FOO_INVALID_ARGUMENT:
+      TORCH_CHECK_VALUE(false, what, ": ", msg);
+    case FOO_INVALID_DEVICE:
+      TORCH_CHECK(false, msg);
+    default:
+      TORCH_CHECK(false, what, ": ", msg);
+  }
+}
+
+bool is_supported_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::kByte:
+    case c10::kChar:
+    case c10::kShort:
+    case c10::kInt:
+    case c10::kLong:
+    case c10::kHalf:
+    case c10::kFloat:
+    case c10::kDouble:
+    case c10::kComplexFloat:
+    case c10::kComplexDouble:
+    case c10::kBool:
+    case c10::kBFloat16:
+    case c10::kUInt16:
+    case c10::kUInt32:
+    case c10::kUInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void check_supported_dtype(c10::ScalarType t, const char* op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(is_supported_dtype(t), op, ": the foo device does not support dtype ", t,
+                              " (see foo_rs.UNSUPPORTED_DTYPES)");
+}
+
+FooTensor describe(const at::Tensor& t) {
+  FooTensor d{};
+  d.data = t.numel() == 0 ? nullptr : const_cast<void*>(t.const_data_ptr());
+  d.sizes = t.sizes().data();
+  d.strides = t.strides().data();
+  d.ndim = static_cast<int32_t>(t.dim());
+  d.dtype = static_cast<int32_t>(t.scalar_type());
+  d.device = t.device().is_privateuseone() ? t.device().index() : -1;
+  return d;
+}
+
+FooTensor describe_bytes(void* data, const int64_t* nbytes, const int64_t* one) {
+  FooTensor d{};
+  d.data = data;
+  d.sizes = nbytes;
+  d.strides = one;
+  d.ndim = 1;
+  d.dtype = static_cast<int32_t>(c10::kByte);
+  d.device = -1;
+  return d;
+}
+
+FooScalar to_ffi(const c10::Scalar& s) {
+  FooScalar r{};
+  if (s.isBoolean()) {
+    r.tag = FOO_SCALAR_BOOL;
+    r.i = s.toBool();
+  } else if (s.isComplex()) {
+    auto c = s.toComplexDouble();
+    r.tag = FOO_SCALAR_COMPLEX;
+    r.f = c.real();
+    r.imag = c.imag();
+  } else if (s.isFloatingPoint()) {
+    r.tag = FOO_SCALAR_FLOAT;
+    r.f = s.toDouble();
+  } else if (s.type() == c10::kUInt64) {
+    r.tag = FOO_SCALAR_UINT;
+    r.i = static_cast<int64_t>(s.toUInt64());
+  } else {
+    r.tag = FOO_SCALAR_INT;
+    r.i = s.toLong();
+  }
+  return r;
+}
+
+c10::Scalar from_ffi(const FooScalar& s) {
+  switch (s.tag) {
+    case FOO_SCALAR_BOOL:
+      return c10::Scalar(s.i != 0);
+    case FOO_SCALAR_INT:
+      return c10::Scalar(s.i);
+    case FOO_SCALAR_UINT:
+      return c10::Scalar(static_cast<uint64_t>(s.i));
+    case FOO_SCALAR_COMPLEX:
+      return c10::Scalar(c10::complex<double>(s.f, s.imag));
+    default:
+      return c10::Scalar(s.f);
+  }
+}
+
+void copy_bytes(void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  const int64_t n = static_cast<int64_t>(nbytes);
+  const int64_t one = 1;
+  FooTensor d = describe_bytes(dst, &n, &one);
+  FooTensor s = describe_bytes(const_cast<void*>(src), &n, &one);
+  check(foo_copy(&d, &s), "foo storage copy");
+}
+
+void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
+  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+  at::DataPtr fresh;
+  if (nbytes != 0) {
+    fresh = storage->allocator()->allocate(nbytes);
+  }
+  const size_t keep = std::min(nbytes, storage->nbytes());
+  if (keep > 0 && storage->data() != nullptr) {
+    copy_bytes(fresh.get(), storage->data(), keep);
+  }
+  storage->set_data_ptr_noswap(std::move(fresh));
+  storage->set_nbytes(nbytes);
+}
+
+}  // namespace foo

@@ -1,0 +1,97 @@
+#include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "common.h"
+#include "ops.h"
+
+namespace foo::ops {
+
+namespace {
+void check_factory_args(c10::Device device, std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(device.is_privateuseone(), "foo factory called for device ", device);
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::layout_or_default(layout) == c10::Layout::Strided,
+                              "foo supports only strided tensors, got layout ", c10::layout_or_default(layout));
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "Only dense CPU tensors can be pinned");
+}
+
+bool on_foo_or_cpu(const at::Tensor& t) { return t.device().is_privateuseone() || t.device().is_cpu(); }
+}  // namespace
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  const auto dev = c10::device_or_default(device);
+  check_factory_args(dev, layout, pin_memory);
+  const c10::DeviceGuard guard(dev);
+  return at::detail::empty_generic(size, c10::GetAllocator(kFoo), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  const auto dev = c10::device_or_default(device);
+  check_factory_args(dev, layout, pin_memory);
+  const c10::DeviceGuard guard(dev);
+  return at::detail::empty_strided_generic(size, stride, c10::GetAllocator(kFoo),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype));
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking: foo is synchronous*/) {
+  TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
+  TORCH_CHECK(on_foo_or_cpu(self) && on_foo_or_cpu(dst), "foo copies only between foo and CPU tensors, got ",
+              self.device(), " -> ", dst.device());
+  check_supported_dtype(self.scalar_type(), "copy_");
+  check_supported_dtype(dst.scalar_type(), "copy_");
+  // Broadcast the source like copy_ does (raises for incompatible shapes).
+  at::Tensor src = self.sizes().equals(dst.sizes()) ? self : self.expand(dst.sizes());
+  if (dst.numel() == 0) return dst;
+  TORCH_CHECK(at::has_internal_overlap(dst) != at::MemOverlap::Yes,
+              "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+              "location. Please clone() the tensor before performing the operation.");
+  if (at::get_overlap_status(dst, src) != at::MemOverlapStatus::No && !dst.is_same(src)) {
+    // Reading and writing the same memory in one pass would read already-written values:
+    // stage the source first.
+    src = src.clone(at::MemoryFormat::Contiguous);
+  }
+  const FooTensor d = describe(dst);
+  const FooTensor s = describe(src);
+  check(foo_copy(&d, &s), "copy_");
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  check_supported_dtype(self.scalar_type(), "fill_");
+  if (self.numel() == 0) return self;
+  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes,
+              "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+              "location. Please clone() the tensor before performing the operation.");
+  const FooTensor d = describe(self);
+  const FooScalar v = to_ffi(value);
+  check(foo_fill(&d, &v), "fill_");
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0,
+              "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(), " dimensions.");
+  return fill_scalar(self, value.item());
+}
+
+at::Tensor& zero(at::Tensor& self) { return fill_scalar(self, 0); }
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  check_supported_dtype(self.scalar_type(), "item");
+  const FooTensor s = describe(self);
+  FooScalar v{};
+  check(foo_read_scalar(&s, &v), "item");
+  return from_ffi(v);
+}
+
+}  // namespace foo::ops

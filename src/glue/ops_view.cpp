@@ -1,0 +1,77 @@
+// Views and metadata: ATen's own metadata implementations (as PyTorch's reference backend does),
+// so autograd, functionalization and fake tensors see ordinary strided tensors. Storage growth
+// goes through resize_storage_bytes (Rust allocates and copies).
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/StorageImpl.h>
+
+#include <array>
+
+#include "common.h"
+#include "ops.h"
+
+namespace foo::ops {
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> storage_offset) {
+  std::optional<int64_t> offset;
+  if (storage_offset) offset = storage_offset->expect_int();
+  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride), offset);
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  // Metadata only; the storage is grown below by Rust.
+  at::native::resize_impl_cpu_(impl, C10_AS_INTARRAYREF_SLOW(size), std::nullopt, /*resize_storage=*/false);
+  if (memory_format && *memory_format != c10::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  if (impl->numel() > 0) {
+    const size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(),
+                                                           self.storage_offset());
+    const auto& storage = impl->unsafe_storage();
+    TORCH_CHECK(storage, "resize_: foo tensor without storage");
+    if (needed > storage.nbytes()) {
+      const c10::DeviceGuard guard(self.device());
+      resize_storage_bytes(storage.unsafeGetStorageImpl(), needed);
+    }
+  }
+  return self;
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) { return at::native::set_tensor_(self, source); }
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) { return at::native::set_(self, source); }
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, c10::SymInt storage_offset,
+                                      c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  const auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  const auto strides = C10_AS_INTARRAYREF_SLOW(stride);
+  const int64_t offset = storage_offset.expect_int();
+  at::native::checkSetStorage(self, source, offset, sizes, strides);
+  self.unsafeGetTensorImpl()->set_storage_offset(offset);
+  // The storage was checked large enough: metadata only.
+  at::native::resize_impl_cpu_(self.unsafeGetTensorImpl(), sizes,
+                               strides.data() != nullptr ? at::OptionalIntArrayRef(strides) : std::nullopt,
+                               /*resize_storage=*/false);
+  return self;
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, c10::GetAllocator(kFoo), true);
+  const std::array<c10::SymInt, 1> empty_size{c10::SymInt(0)};
+  return set_source_storage_offset(self, storage, 0, empty_size, {});
+}
+
+}  // namespace foo::ops

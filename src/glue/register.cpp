@@ -1,0 +1,31 @@
+// The op table: every ATen op with a native foo kernel, one line each. Everything else reaches
+// the counted CPU fallback (fallback.cpp).
+#include <torch/library.h>
+
+#include "common.h"
+#include "ops.h"
+
+namespace foo {
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // factories and memory
+  FOO_IMPL(m, "empty.memory_format", ops::empty_memory_format);
+  FOO_IMPL(m, "empty_strided", ops::empty_strided);
+  FOO_IMPL(m, "_copy_from", ops::copy_from);
+  FOO_IMPL(m, "_copy_from_and_resize", ops::copy_from_and_resize);
+  FOO_IMPL(m, "fill_.Scalar", ops::fill_scalar);
+  FOO_IMPL(m, "fill_.Tensor", ops::fill_tensor);
+  FOO_IMPL(m, "zero_", ops::zero);
+  FOO_IMPL(m, "_local_scalar_dense", ops::local_scalar_dense);
+  // views and metadata
+  FOO_IMPL(m, "view", ops::view);
+  FOO_IMPL(m, "as_strided", ops::as_strided);
+  FOO_IMPL(m, "_reshape_alias", ops::reshape_alias);
+  FOO_IMPL(m, "resize_", ops::resize);
+  FOO_IMPL(m, "set_.source_Tensor", ops::set_source_tensor);
+  FOO_IMPL(m, "set_.source_Storage", ops::set_source_storage);
+  FOO_IMPL(m, "set_.source_Storage_storage_offset", ops::set_source_storage_offset);
+  FOO_IMPL(m, "set_", ops::set_empty);
+}
+
+}  // namespace foo

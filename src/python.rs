@@ -1,0 +1,210 @@
+//! `foo_rs._C`: runtime services Python reaches directly (not ATen ops): devices, memory
+//! statistics and limits, generator state, op accounting, build information.
+//! The C++ glue linked into the same library registers the ATen kernels when it is loaded.
+
+use crate::error::FooError;
+use crate::runtime::memory::{MemoryStats, StatArray};
+use crate::runtime::{counters, device, memory, pool, rng};
+use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::collections::BTreeMap;
+
+fn py_err(e: FooError) -> PyErr {
+    match e {
+        FooError::InvalidArgument(m) => PyValueError::new_err(m),
+        FooError::NotImplemented(m) => PyNotImplementedError::new_err(m),
+        other => PyRuntimeError::new_err(other.message().to_string()),
+    }
+}
+
+type R<T> = PyResult<T>;
+
+#[pyfunction]
+fn device_count() -> usize {
+    device::device_count()
+}
+
+#[pyfunction]
+fn current_device() -> usize {
+    device::current_device()
+}
+
+#[pyfunction]
+fn set_device(index: i64) -> R<()> {
+    device::set_device(index).map_err(py_err)
+}
+
+/// Validates a device index and returns it.
+#[pyfunction]
+fn check_device(index: i64) -> R<usize> {
+    device::check_device(index).map_err(py_err)
+}
+
+fn flatten(out: &mut BTreeMap<String, i64>, name: &str, a: &StatArray) {
+    for (pool, s) in [("all", &a.all), ("small_pool", &a.small), ("large_pool", &a.large)] {
+        for (metric, v) in [("current", s.current), ("peak", s.peak), ("allocated", s.allocated), ("freed", s.freed)] {
+            out.insert(format!("{name}.{pool}.{metric}"), v);
+        }
+    }
+}
+
+/// Statistics in `torch.cuda.memory_stats()`'s flat "name.pool.metric" shape.
+#[pyfunction]
+fn memory_stats(device: i64) -> R<BTreeMap<String, i64>> {
+    let s: MemoryStats = memory::stats(device).map_err(py_err)?;
+    let mut out = BTreeMap::new();
+    flatten(&mut out, "allocation", &s.allocation);
+    flatten(&mut out, "segment", &s.segment);
+    flatten(&mut out, "active", &s.active);
+    flatten(&mut out, "allocated_bytes", &s.allocated_bytes);
+    flatten(&mut out, "reserved_bytes", &s.reserved_bytes);
+    flatten(&mut out, "active_bytes", &s.active_bytes);
+    flatten(&mut out, "requested_bytes", &s.requested_bytes);
+    out.insert("num_alloc_retries".into(), s.num_alloc_retries);
+    out.insert("num_ooms".into(), s.num_ooms);
+    out.insert("num_device_alloc".into(), s.num_device_alloc);
+    out.insert("num_device_free".into(), s.num_device_free);
+    Ok(out)
+}
+
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+fn empty_cache(device: Option<i64>) -> R<()> {
+    memory::empty_cache(device).map_err(py_err)
+}
+
+#[pyfunction]
+fn reset_peak_memory_stats(device: i64) -> R<()> {
+    memory::reset_peak_stats(device).map_err(py_err)
+}
+
+#[pyfunction]
+fn reset_accumulated_memory_stats(device: i64) -> R<()> {
+    memory::reset_accumulated_stats(device).map_err(py_err)
+}
+
+/// Limits the bytes a device may reserve (`None` removes the limit); all devices if `device` is None.
+#[pyfunction]
+#[pyo3(signature = (limit, device=None))]
+fn set_memory_limit(limit: Option<usize>, device: Option<i64>) -> R<()> {
+    memory::set_memory_limit(device, limit.filter(|&l| l > 0)).map_err(py_err)
+}
+
+#[pyfunction]
+fn memory_limit(device: i64) -> R<Option<usize>> {
+    memory::memory_limit(device).map_err(py_err)
+}
+
+#[pyfunction]
+fn total_memory(device: i64) -> R<usize> {
+    memory::total_memory(device).map_err(py_err)
+}
+
+/// Parses a size like "512M" or "2GiB" the way FOO_RS_MEMORY_LIMIT is parsed.
+#[pyfunction]
+fn parse_size(text: &str) -> R<usize> {
+    memory::parse_size(text).map_err(PyValueError::new_err)
+}
+
+#[pyfunction]
+fn live_blocks() -> usize {
+    memory::live_blocks()
+}
+
+#[pyfunction]
+fn fallback_counts() -> BTreeMap<String, u64> {
+    counters::fallback_counts()
+}
+
+#[pyfunction]
+fn native_counts() -> BTreeMap<String, u64> {
+    counters::native_counts()
+}
+
+#[pyfunction]
+fn reset_op_counts() {
+    counters::reset()
+}
+
+#[pyfunction]
+#[pyo3(signature = (value))]
+fn set_strict(value: Option<bool>) {
+    counters::set_strict(value)
+}
+
+#[pyfunction]
+fn is_strict() -> bool {
+    counters::strict()
+}
+
+#[pyfunction]
+fn default_generator_id(device: i64) -> R<u64> {
+    rng::default_generator(device).map_err(py_err)
+}
+
+#[pyfunction]
+fn generator_manual_seed(id: u64, seed: u64) -> R<()> {
+    rng::manual_seed(id, seed).map_err(py_err)
+}
+
+#[pyfunction]
+fn generator_initial_seed(id: u64) -> R<u64> {
+    Ok(rng::state(id).map_err(py_err)?.seed)
+}
+
+#[pyfunction]
+fn generator_get_state<'py>(py: Python<'py>, id: u64) -> R<Bound<'py, PyBytes>> {
+    let bytes = rng::get_state_bytes(id).map_err(py_err)?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+#[pyfunction]
+fn generator_set_state(id: u64, state: &[u8]) -> R<()> {
+    rng::set_state_bytes(id, state).map_err(py_err)
+}
+
+#[pyfunction]
+fn nondeterministic_seed() -> u64 {
+    rng::nondeterministic_seed()
+}
+
+#[pyfunction]
+fn num_threads() -> usize {
+    pool::num_threads()
+}
+
+#[pymodule]
+#[pyo3(name = "_C")]
+fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("TORCH_BUILD_VERSION", env!("FOO_RS_TORCH_VERSION"))?;
+    m.add("RNG_STATE_BYTES", rng::STATE_BYTES)?;
+    m.add("DEFAULT_SEED", rng::DEFAULT_SEED)?;
+    m.add_function(wrap_pyfunction!(device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(current_device, m)?)?;
+    m.add_function(wrap_pyfunction!(set_device, m)?)?;
+    m.add_function(wrap_pyfunction!(check_device, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_accumulated_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(set_memory_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(total_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(live_blocks, m)?)?;
+    m.add_function(wrap_pyfunction!(fallback_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(native_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_op_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(set_strict, m)?)?;
+    m.add_function(wrap_pyfunction!(is_strict, m)?)?;
+    m.add_function(wrap_pyfunction!(default_generator_id, m)?)?;
+    m.add_function(wrap_pyfunction!(generator_manual_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(generator_initial_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(generator_get_state, m)?)?;
+    m.add_function(wrap_pyfunction!(generator_set_state, m)?)?;
+    m.add_function(wrap_pyfunction!(nondeterministic_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(num_threads, m)?)?;
+    Ok(())
+}
