@@ -31,6 +31,20 @@ fn python() -> String {
     "python3".to_string()
 }
 
+/// Bump when compiler flags change, to invalidate cached objects.
+const BUILD_FLAGS_VERSION: &str = "1";
+
+fn fnv1a(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for p in parts {
+        for b in p.bytes().chain([0xff]) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    h
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=FOO_RS_PYTHON");
@@ -71,22 +85,60 @@ fn main() {
     for inc in &includes {
         glue.include(inc);
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir("src/glue")
-        .expect("src/glue")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "cpp"))
+    let mut sources: Vec<PathBuf> = Vec::new();
+    let mut headers = String::new();
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir("src/glue").expect("src/glue").filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for p in entries {
+        println!("cargo:rerun-if-changed={}", p.display());
+        match p.extension().and_then(|x| x.to_str()) {
+            Some("cpp") => sources.push(p),
+            Some("h") => headers.push_str(&std::fs::read_to_string(&p).expect("header")),
+            _ => {}
+        }
+    }
+    // cc recompiles every file on every build; the glue's files each parse ATen's headers, so
+    // keep one object per source keyed by a hash of (source, glue headers, torch, profile) and
+    // recompile only what changed.
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    let cache = out_dir.join("glue-objects");
+    std::fs::create_dir_all(&cache).expect("object cache dir");
+    let profile = std::env::var("PROFILE").unwrap_or_default() + &std::env::var("OPT_LEVEL").unwrap_or_default();
+    let stale: Vec<(PathBuf, PathBuf)> = sources
+        .iter()
+        .map(|src| {
+            let text = std::fs::read_to_string(src).expect("source");
+            let key = fnv1a(&[text.as_str(), headers.as_str(), version, cxx11_abi, &profile, BUILD_FLAGS_VERSION]);
+            let stem = src.file_stem().unwrap().to_string_lossy();
+            (src.clone(), cache.join(format!("{stem}-{key:016x}.o")))
+        })
         .collect();
-    files.sort();
-    for f in &files {
-        glue.file(f);
+    let todo: Vec<&(PathBuf, PathBuf)> = stale.iter().filter(|(_, obj)| !obj.exists()).collect();
+    if !todo.is_empty() {
+        let mut b = glue.clone();
+        for (src, _) in &todo {
+            b.file(src);
+        }
+        let objects = b.compile_intermediates();
+        for ((_, cached), obj) in todo.iter().zip(objects) {
+            std::fs::copy(&obj, cached).expect("cache object");
+        }
     }
-    for h in std::fs::read_dir("src/glue").expect("src/glue").filter_map(|e| e.ok()) {
-        println!("cargo:rerun-if-changed={}", h.path().display());
-    }
+    let lib = out_dir.join("libfoo_glue.a");
+    let _ = std::fs::remove_file(&lib);
+    let ar = Command::new("ar")
+        .arg("crs")
+        .arg(&lib)
+        .args(stale.iter().map(|(_, o)| o))
+        .status()
+        .expect("run ar");
+    assert!(ar.success(), "ar failed to archive the glue objects");
+    println!("cargo:rustc-link-search=native={}", out_dir.display());
     // The TORCH_LIBRARY_IMPL registrations are static initializers that nothing references:
     // link the whole archive so the linker keeps them.
-    glue.link_lib_modifier("+whole-archive");
-    glue.compile("foo_glue");
+    println!("cargo:rustc-link-lib=static:+whole-archive=foo_glue");
+    println!("cargo:rustc-link-lib=dylib=stdc++");
 
     println!("cargo:rustc-link-search=native={lib_dir}");
     for lib in ["c10", "torch_cpu", "torch"] {

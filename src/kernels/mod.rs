@@ -1,8 +1,14 @@
 //! Kernels, one file per family. Each is generic over the element type ([`element::Element`]),
-//! has a dense fast path and a strided general path ([`layout`]), and goes parallel (rayon)
-//! only above [`layout::GRAIN`] elements.
+//! has a dense fast path and a strided general path ([`layout`], [`map`]), and goes parallel
+//! (rayon) only above [`layout::GRAIN`] elements.
 
+pub mod binary;
 pub mod copy;
 pub mod element;
 pub mod fill;
+pub mod float;
+pub mod int;
 pub mod layout;
+pub mod map;
+pub mod ternary;
+pub mod unary;

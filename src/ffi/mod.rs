@@ -14,6 +14,20 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod elementwise;
+
+/// The scalar parameters `params[0..n]` of a kernel call (empty for a null pointer).
+///
+/// # Safety
+/// `params` must point to `n` scalars or be null.
+pub(crate) unsafe fn scalars<'a>(params: *const Scalar, n: i32) -> &'a [Scalar] {
+    if params.is_null() || n <= 0 {
+        return &[];
+    }
+    // SAFETY: caller's contract.
+    unsafe { std::slice::from_raw_parts(params, n as usize) }
+}
+
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
@@ -34,7 +48,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Runs `f`, turning errors and panics into a status code plus `foo_last_error()`.
-fn guard(f: impl FnOnce() -> FooResult<()>) -> i32 {
+pub(crate) fn guard(f: impl FnOnce() -> FooResult<()>) -> i32 {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => Status::Ok as i32,
         Ok(Err(e)) => {
@@ -48,7 +62,7 @@ fn guard(f: impl FnOnce() -> FooResult<()>) -> i32 {
     }
 }
 
-fn out<T>(ptr: *mut T, value: T) -> FooResult<()> {
+pub(crate) fn out<T>(ptr: *mut T, value: T) -> FooResult<()> {
     if ptr.is_null() {
         return Err(FooError::InvalidArgument("null output pointer".into()));
     }
@@ -59,7 +73,7 @@ fn out<T>(ptr: *mut T, value: T) -> FooResult<()> {
 
 /// # Safety (for every function taking `*const FooTensor`)
 /// The descriptor and the memory it describes must stay valid for the call.
-unsafe fn tensor_ref(t: *const FooTensor) -> FooResult<TensorRef> {
+pub(crate) unsafe fn tensor_ref(t: *const FooTensor) -> FooResult<TensorRef> {
     // SAFETY: caller's contract; null is checked.
     let t = unsafe { t.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null tensor descriptor".into()))?;
     // SAFETY: caller's contract.
@@ -68,7 +82,7 @@ unsafe fn tensor_ref(t: *const FooTensor) -> FooResult<TensorRef> {
 
 /// # Safety
 /// As [`tensor_ref`], and the memory must be writable.
-unsafe fn tensor_mut(t: *const FooTensor) -> FooResult<TensorMut> {
+pub(crate) unsafe fn tensor_mut(t: *const FooTensor) -> FooResult<TensorMut> {
     // SAFETY: caller's contract; null is checked.
     let t = unsafe { t.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null tensor descriptor".into()))?;
     // SAFETY: caller's contract.

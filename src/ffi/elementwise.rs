@@ -1,0 +1,107 @@
+//! C ABI of the elementwise families (unary, binary, ternary).
+
+use super::{guard, scalars, tensor_mut, tensor_ref};
+use crate::error::FooError;
+use crate::kernels::binary::{binary, BinaryOp};
+use crate::kernels::layout::GRAIN;
+use crate::kernels::ternary::{ternary, TernaryOp};
+use crate::kernels::unary::{unary, UnaryOp};
+use crate::runtime::pool;
+use crate::tensor::{FooTensor, Scalar};
+
+fn unknown(family: &str, code: i32) -> FooError {
+    FooError::InvalidArgument(format!("unknown {family} op code {code}"))
+}
+
+/// `out = op(a)`.
+///
+/// # Safety
+/// Descriptors must describe live memory (out writable); `params` holds `nparams` scalars.
+#[no_mangle]
+pub unsafe extern "C" fn foo_unary(op: i32, out: *const FooTensor, a: *const FooTensor, params: *const Scalar, nparams: i32) -> i32 {
+    guard(|| {
+        let op = UnaryOp::from_code(op).ok_or_else(|| unknown("unary", op))?;
+        // SAFETY: caller's contract.
+        let (o, a, p) = unsafe { (tensor_mut(out)?, tensor_ref(a)?, scalars(params, nparams)) };
+        pool::run(o.numel() >= GRAIN, || unary(op, &o, &a, p))
+    })
+}
+
+/// `out = op(a, b)`.
+///
+/// # Safety
+/// As `foo_unary`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_binary(
+    op: i32,
+    out: *const FooTensor,
+    a: *const FooTensor,
+    b: *const FooTensor,
+    params: *const Scalar,
+    nparams: i32,
+) -> i32 {
+    guard(|| {
+        let op = BinaryOp::from_code(op).ok_or_else(|| unknown("binary", op))?;
+        // SAFETY: caller's contract.
+        let (o, a, b, p) = unsafe { (tensor_mut(out)?, tensor_ref(a)?, tensor_ref(b)?, scalars(params, nparams)) };
+        pool::run(o.numel() >= GRAIN, || binary(op, &o, &a, &b, p))
+    })
+}
+
+/// `out = op(a, b, c)`.
+///
+/// # Safety
+/// As `foo_unary`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_ternary(
+    op: i32,
+    out: *const FooTensor,
+    a: *const FooTensor,
+    b: *const FooTensor,
+    c: *const FooTensor,
+    params: *const Scalar,
+    nparams: i32,
+) -> i32 {
+    guard(|| {
+        let op = TernaryOp::from_code(op).ok_or_else(|| unknown("ternary", op))?;
+        // SAFETY: caller's contract.
+        let (o, a, b, c, p) =
+            unsafe { (tensor_mut(out)?, tensor_ref(a)?, tensor_ref(b)?, tensor_ref(c)?, scalars(params, nparams)) };
+        pool::run(o.numel() >= GRAIN, || ternary(op, &o, &a, &b, &c, p))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The op codes are written twice (here and in foo_ffi_elementwise.h): check they agree.
+    use super::*;
+
+    fn header_codes(prefix: &str) -> Vec<(String, i32)> {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/glue/foo_ffi_elementwise.h")).unwrap();
+        text.lines()
+            .filter_map(|l| {
+                let l = l.trim().trim_end_matches(',');
+                let (name, value) = l.split_once('=')?;
+                let name = name.trim().strip_prefix(prefix)?;
+                Some((name.replace('_', ""), value.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
+    fn check<T: std::fmt::Debug + Copy>(prefix: &str, all: &[T], code: impl Fn(T) -> i32) {
+        let header = header_codes(prefix);
+        assert_eq!(header.len(), all.len(), "{prefix}: header and Rust list different numbers of ops");
+        for op in all {
+            let rust_name = format!("{op:?}").to_uppercase();
+            let (_, v) = header.iter().find(|(n, _)| *n == rust_name).unwrap_or_else(|| panic!("{prefix}{rust_name} missing in header"));
+            assert_eq!(*v, code(*op), "{prefix}{rust_name}");
+        }
+    }
+
+    #[test]
+    fn header_matches_rust() {
+        check("FOO_UNARY_", &UnaryOp::ALL, |o| o as i32);
+        check("FOO_BINARY_", &BinaryOp::ALL, |o| o as i32);
+        check("FOO_TERNARY_", &TernaryOp::ALL, |o| o as i32);
+    }
+}

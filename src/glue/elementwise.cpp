@@ -1,0 +1,93 @@
+#include "elementwise.h"
+
+#include <c10/core/DeviceGuard.h>
+
+namespace foo::ew {
+
+at::Tensor input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntArrayRef shape, const at::TensorOptions& options) {
+  at::Tensor x = t;
+  if (x.device().is_cpu()) {
+    TORCH_CHECK(x.dim() == 0, "foo kernels take CPU tensors only as 0-dim scalars, got shape ", x.sizes());
+    x = at::empty({}, options.dtype(dtype)).fill_(x.item());
+  } else if (x.scalar_type() != dtype) {
+    x = x.to(dtype);
+  }
+  return x.sizes().equals(shape) ? x : x.expand(shape);
+}
+
+FooScalar absent() {
+  FooScalar s{};
+  s.tag = -1;
+  return s;
+}
+
+std::vector<FooScalar> to_ffi(std::initializer_list<c10::Scalar> params) {
+  std::vector<FooScalar> out;
+  out.reserve(params.size());
+  for (const auto& p : params) out.push_back(foo::to_ffi(p));
+  return out;
+}
+
+namespace {
+
+// Writes into `out` when it already has the kernel's result dtype, else into a temporary that
+// is converted into `out` afterwards (e.g. `torch.add(a, b, out=int_tensor)` after a float add).
+template <typename Kernel>
+at::Tensor run(at::TensorIterator& iter, at::ScalarType result, const Kernel& kernel) {
+  at::Tensor out = iter.output(0);
+  if (out.numel() == 0) return out;
+  const c10::DeviceGuard guard(out.device());
+  at::Tensor target = out.scalar_type() == result ? out : at::empty_like(out, out.options().dtype(result));
+  kernel(target);
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+}  // namespace
+
+at::Tensor launch_unary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+                        std::initializer_list<c10::Scalar> params) {
+  return launch_unary_raw(iter, op, result, input, to_ffi(params));
+}
+
+at::Tensor launch_unary_raw(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+                            const std::vector<FooScalar>& p) {
+  return run(iter, result, [&](const at::Tensor& target) {
+    const at::Tensor a = input_as(iter.input(0), input, target.sizes(), target.options());
+    const FooTensor o = describe(target), da = describe(a);
+    check(foo_unary(op, &o, &da, p.data(), static_cast<int32_t>(p.size())), "foo unary op");
+  });
+}
+
+at::Tensor launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
+                         std::initializer_list<c10::Scalar> params) {
+  const auto p = to_ffi(params);
+  return run(iter, result, [&](const at::Tensor& target) {
+    const at::Tensor x = input_as(iter.input(0), a, target.sizes(), target.options());
+    const at::Tensor y = input_as(iter.input(1), b, target.sizes(), target.options());
+    const FooTensor o = describe(target), dx = describe(x), dy = describe(y);
+    check(foo_binary(op, &o, &dx, &dy, p.data(), static_cast<int32_t>(p.size())), "foo binary op");
+  });
+}
+
+at::Tensor launch_ternary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a,
+                          at::ScalarType b, at::ScalarType c, std::initializer_list<c10::Scalar> params) {
+  const auto p = to_ffi(params);
+  return run(iter, result, [&](const at::Tensor& target) {
+    const at::Tensor x = input_as(iter.input(0), a, target.sizes(), target.options());
+    const at::Tensor y = input_as(iter.input(1), b, target.sizes(), target.options());
+    const at::Tensor z = input_as(iter.input(2), c, target.sizes(), target.options());
+    const FooTensor o = describe(target), dx = describe(x), dy = describe(y), dz = describe(z);
+    check(foo_ternary(op, &o, &dx, &dy, &dz, p.data(), static_cast<int32_t>(p.size())), "foo ternary op");
+  });
+}
+
+at::TensorIterator fixed_dtype_op(at::Tensor& out, std::initializer_list<const at::Tensor*> inputs, at::ScalarType dtype) {
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(true).check_all_same_dtype(false).allow_cpu_scalars(true).add_output(out);
+  for (const auto* t : inputs) config.add_const_input(*t);
+  if (!out.defined()) config.declare_static_dtype(dtype);
+  return config.build();
+}
+
+}  // namespace foo::ew

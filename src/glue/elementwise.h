@@ -1,0 +1,39 @@
+// Launching the Rust elementwise kernels over a TensorIterator built for metadata only
+// (broadcast shape, output allocation/resizing, type promotion, overlap checks).
+#pragma once
+
+#include <ATen/TensorIterator.h>
+
+#include <initializer_list>
+#include <vector>
+
+#include "common.h"
+#include "foo_ffi_elementwise.h"
+
+namespace foo::ew {
+
+// A CPU scalar becomes a foo scalar, a tensor of another dtype is converted (by Rust), and the
+// result is broadcast to `shape`.
+at::Tensor input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntArrayRef shape, const at::TensorOptions& options);
+
+// Runs a Rust kernel that writes `result` from inputs read as `inputs` (one dtype per iterator
+// input). Returns the iterator's output.
+at::Tensor launch_unary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+                        std::initializer_list<c10::Scalar> params = {});
+// The same with raw parameters (some may be `absent()`).
+at::Tensor launch_unary_raw(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+                            const std::vector<FooScalar>& params);
+at::Tensor launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
+                         std::initializer_list<c10::Scalar> params = {});
+at::Tensor launch_ternary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a,
+                          at::ScalarType b, at::ScalarType c, std::initializer_list<c10::Scalar> params = {});
+
+// A parameter that is absent (e.g. clamp's missing bound).
+FooScalar absent();
+std::vector<FooScalar> to_ffi(std::initializer_list<c10::Scalar> params);
+
+// An iterator with one output and the given inputs whose output dtype is fixed (bool for
+// predicates, or a requested dtype); inputs keep their dtypes.
+at::TensorIterator fixed_dtype_op(at::Tensor& out, std::initializer_list<const at::Tensor*> inputs, at::ScalarType dtype);
+
+}  // namespace foo::ew

@@ -1,0 +1,130 @@
+// Op codes of the elementwise kernels (src/kernels/{unary,binary,ternary}.rs); a Rust test
+// (ffi::elementwise::tests) checks that these numbers match the Rust enums.
+#pragma once
+
+#include "foo_ffi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum FooUnaryOp {
+  FOO_UNARY_NEG = 0,
+  FOO_UNARY_ABS = 1,
+  FOO_UNARY_SIGN = 2,
+  FOO_UNARY_EXP = 3,
+  FOO_UNARY_EXP2 = 4,
+  FOO_UNARY_EXPM1 = 5,
+  FOO_UNARY_LOG = 6,
+  FOO_UNARY_LOG2 = 7,
+  FOO_UNARY_LOG10 = 8,
+  FOO_UNARY_LOG1P = 9,
+  FOO_UNARY_SQRT = 10,
+  FOO_UNARY_RSQRT = 11,
+  FOO_UNARY_RECIPROCAL = 12,
+  FOO_UNARY_SIN = 13,
+  FOO_UNARY_COS = 14,
+  FOO_UNARY_TAN = 15,
+  FOO_UNARY_TANH = 16,
+  FOO_UNARY_SIGMOID = 17,
+  FOO_UNARY_RELU = 18,
+  FOO_UNARY_GELU = 19,
+  FOO_UNARY_SILU = 20,
+  FOO_UNARY_SOFTPLUS = 21,
+  FOO_UNARY_ERF = 22,
+  FOO_UNARY_FLOOR = 23,
+  FOO_UNARY_CEIL = 24,
+  FOO_UNARY_ROUND = 25,
+  FOO_UNARY_TRUNC = 26,
+  FOO_UNARY_FRAC = 27,
+  FOO_UNARY_CLAMP = 28,
+  FOO_UNARY_LOGICAL_NOT = 29,
+  FOO_UNARY_BITWISE_NOT = 30,
+  FOO_UNARY_IS_NAN = 31,
+  FOO_UNARY_IS_INF = 32,
+  FOO_UNARY_IS_FINITE = 33,
+  FOO_UNARY_NAN_TO_NUM = 34,
+  FOO_UNARY_ASIN = 35,
+  FOO_UNARY_ACOS = 36,
+  FOO_UNARY_ATAN = 37,
+  FOO_UNARY_SINH = 38,
+  FOO_UNARY_COSH = 39,
+  FOO_UNARY_ASINH = 40,
+  FOO_UNARY_ACOSH = 41,
+  FOO_UNARY_ATANH = 42,
+  FOO_UNARY_ERFC = 43,
+  FOO_UNARY_LEAKY_RELU = 44,
+  FOO_UNARY_ELU = 45,
+  FOO_UNARY_HARDSIGMOID = 46,
+  FOO_UNARY_HARDSWISH = 47,
+  FOO_UNARY_MISH = 48,
+  FOO_UNARY_SIGNBIT = 49,
+  FOO_UNARY_IS_POS_INF = 50,
+  FOO_UNARY_IS_NEG_INF = 51,
+  FOO_UNARY_SQUARE = 52,
+  FOO_UNARY_SGN = 53,
+};
+
+enum FooBinaryOp {
+  FOO_BINARY_ADD = 0,
+  FOO_BINARY_SUB = 1,
+  FOO_BINARY_MUL = 2,
+  FOO_BINARY_DIV = 3,
+  FOO_BINARY_DIV_TRUNC = 4,
+  FOO_BINARY_DIV_FLOOR = 5,
+  FOO_BINARY_REMAINDER = 6,
+  FOO_BINARY_FMOD = 7,
+  FOO_BINARY_POW = 8,
+  FOO_BINARY_MAXIMUM = 9,
+  FOO_BINARY_MINIMUM = 10,
+  FOO_BINARY_ATAN2 = 11,
+  FOO_BINARY_EQ = 12,
+  FOO_BINARY_NE = 13,
+  FOO_BINARY_LT = 14,
+  FOO_BINARY_LE = 15,
+  FOO_BINARY_GT = 16,
+  FOO_BINARY_GE = 17,
+  FOO_BINARY_LOGICAL_AND = 18,
+  FOO_BINARY_LOGICAL_OR = 19,
+  FOO_BINARY_LOGICAL_XOR = 20,
+  FOO_BINARY_BIT_AND = 21,
+  FOO_BINARY_BIT_OR = 22,
+  FOO_BINARY_BIT_XOR = 23,
+  FOO_BINARY_SHL = 24,
+  FOO_BINARY_SHR = 25,
+  FOO_BINARY_FMAX = 26,
+  FOO_BINARY_FMIN = 27,
+  FOO_BINARY_HYPOT = 28,
+  FOO_BINARY_COPYSIGN = 29,
+  FOO_BINARY_XLOGY = 30,
+  FOO_BINARY_THRESHOLD_BACKWARD = 31,
+  FOO_BINARY_SIGMOID_BACKWARD = 32,
+  FOO_BINARY_TANH_BACKWARD = 33,
+  FOO_BINARY_SILU_BACKWARD = 34,
+  FOO_BINARY_GELU_BACKWARD = 35,
+  FOO_BINARY_SOFTPLUS_BACKWARD = 36,
+  FOO_BINARY_LEAKY_RELU_BACKWARD = 37,
+  FOO_BINARY_MASKED_FILL = 38,
+  FOO_BINARY_HARDTANH_BACKWARD = 39,
+  FOO_BINARY_HARDSWISH_BACKWARD = 40,
+  FOO_BINARY_HARDSIGMOID_BACKWARD = 41,
+  FOO_BINARY_MISH_BACKWARD = 42,
+  FOO_BINARY_LOG_ADD_EXP = 43,
+};
+
+enum FooTernaryOp {
+  FOO_TERNARY_WHERE = 0,
+  FOO_TERNARY_LERP = 1,
+  FOO_TERNARY_ADDCMUL = 2,
+  FOO_TERNARY_ADDCDIV = 3,
+};
+
+int32_t foo_unary(int32_t op, const FooTensor* out, const FooTensor* a, const FooScalar* params, int32_t nparams);
+int32_t foo_binary(int32_t op, const FooTensor* out, const FooTensor* a, const FooTensor* b, const FooScalar* params,
+                   int32_t nparams);
+int32_t foo_ternary(int32_t op, const FooTensor* out, const FooTensor* a, const FooTensor* b, const FooTensor* c,
+                    const FooScalar* params, int32_t nparams);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,343 @@
+// Binary elementwise ops: TensorIterator builds the metadata (broadcasting, type promotion,
+// output allocation) exactly as ATen's CPU kernels do; Rust computes (foo_binary).
+#include <ATen/ScalarOps.h>
+#include <ATen/native/BinaryOps.h>
+
+#include "elementwise.h"
+#include "ops_elementwise.h"
+
+namespace foo::ops {
+namespace {
+
+using at::TensorIterator;
+
+at::Tensor same(TensorIterator& it, int32_t op, std::initializer_list<c10::Scalar> params = {}) {
+  const auto dt = it.common_dtype();
+  return ew::launch_binary(it, op, dt, dt, dt, params);
+}
+
+// Comparisons and logical ops read both inputs in their common dtype and write bool.
+at::Tensor compare(TensorIterator& it, int32_t op) {
+  const auto dt = it.common_dtype();
+  return ew::launch_binary(it, op, at::kBool, dt, dt);
+}
+
+void check_integral_or_bool(const at::Tensor& a, const at::Tensor& b, const char* name) {
+  TORCH_CHECK(!at::isFloatingType(a.scalar_type()) && !at::isComplexType(a.scalar_type()) &&
+                  !at::isFloatingType(b.scalar_type()) && !at::isComplexType(b.scalar_type()),
+              "\"", name, "\" not implemented for '", at::isFloatingType(a.scalar_type()) || at::isComplexType(a.scalar_type()) ? a.scalar_type() : b.scalar_type(), "'");
+}
+
+void check_not_complex(const at::Tensor& a, const at::Tensor& b, const char* name) {
+  TORCH_CHECK(!a.is_complex() && !b.is_complex(), name, " not implemented for complex tensors.");
+}
+
+}  // namespace
+
+// ---- add / sub ---------------------------------------------------------------------------------
+at::Tensor add(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  at::Tensor out;
+  auto it = TensorIterator::binary_op(out, self, other);
+  at::native::alpha_check(it.common_dtype(), alpha);
+  return same(it, FOO_BINARY_ADD, {alpha});
+}
+at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  auto it = TensorIterator::binary_op(self, self, other);
+  at::native::alpha_check(it.common_dtype(), alpha);
+  same(it, FOO_BINARY_ADD, {alpha});
+  return self;
+}
+at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out) {
+  auto it = TensorIterator::binary_op(out, self, other);
+  at::native::alpha_check(it.common_dtype(), alpha);
+  same(it, FOO_BINARY_ADD, {alpha});
+  return out;
+}
+at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  at::native::sub_check(self, other);
+  at::Tensor out;
+  auto it = TensorIterator::binary_op(out, self, other);
+  at::native::alpha_check(it.common_dtype(), alpha);
+  return same(it, FOO_BINARY_SUB, {alpha});
+}
+at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  at::native::sub_check(self, other);
+  auto it = TensorIterator::binary_op(self, self, other);
+  at::native::alpha_check(it.common_dtype(), alpha);
+  same(it, FOO_BINARY_SUB, {alpha});
+  return self;
+}
+at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out) {
+  at::native::sub_check(self, other);
+  auto it = TensorIterator::binary_op(out, self, other);
+  at::native::alpha_check(it.common_dtype(), alpha);
+  same(it, FOO_BINARY_SUB, {alpha});
+  return out;
+}
+
+// ---- generic three-variant binary ops ----------------------------------------------------------
+#define FOO_BINARY(name, builder, code, checks)                                      \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                \
+    checks;                                                                          \
+    at::Tensor out;                                                                  \
+    auto it = TensorIterator::builder(out, self, other);                             \
+    return same(it, code);                                                           \
+  }                                                                                  \
+  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                   \
+    checks;                                                                          \
+    auto it = TensorIterator::builder(self, self, other);                            \
+    same(it, code);                                                                  \
+    return self;                                                                     \
+  }                                                                                  \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
+    checks;                                                                          \
+    auto it = TensorIterator::builder(out, self, other);                             \
+    same(it, code);                                                                  \
+    return out;                                                                      \
+  }
+
+FOO_BINARY(mul, binary_op, FOO_BINARY_MUL, (void)0)
+FOO_BINARY(div, binary_float_op, FOO_BINARY_DIV, (void)0)
+FOO_BINARY(remainder, binary_op, FOO_BINARY_REMAINDER, check_not_complex(self, other, "remainder"))
+FOO_BINARY(fmod, binary_op, FOO_BINARY_FMOD, check_not_complex(self, other, "fmod"))
+FOO_BINARY(pow, binary_op, FOO_BINARY_POW, (void)0)
+FOO_BINARY(atan2, binary_float_op, FOO_BINARY_ATAN2, (void)0)
+FOO_BINARY(hypot, binary_float_op, FOO_BINARY_HYPOT, (void)0)
+FOO_BINARY(copysign, binary_float_op, FOO_BINARY_COPYSIGN, (void)0)
+FOO_BINARY(xlogy, binary_float_op, FOO_BINARY_XLOGY, (void)0)
+FOO_BINARY(bitwise_and, binary_op, FOO_BINARY_BIT_AND, check_integral_or_bool(self, other, "bitwise_and_cpu"))
+FOO_BINARY(bitwise_or, binary_op, FOO_BINARY_BIT_OR, check_integral_or_bool(self, other, "bitwise_or_cpu"))
+FOO_BINARY(bitwise_xor, binary_op, FOO_BINARY_BIT_XOR, check_integral_or_bool(self, other, "bitwise_xor_cpu"))
+FOO_BINARY(bitwise_left_shift, binary_op, FOO_BINARY_SHL, check_integral_or_bool(self, other, "lshift_cpu"))
+FOO_BINARY(bitwise_right_shift, binary_op, FOO_BINARY_SHR, check_integral_or_bool(self, other, "rshift_cpu"))
+#undef FOO_BINARY
+
+at::Tensor lshift(const at::Tensor& self, const at::Tensor& other) { return ops::bitwise_left_shift(self, other); }
+at::Tensor& ilshift(at::Tensor& self, const at::Tensor& other) { return ops::bitwise_left_shift_(self, other); }
+at::Tensor rshift(const at::Tensor& self, const at::Tensor& other) { return ops::bitwise_right_shift(self, other); }
+at::Tensor& irshift(at::Tensor& self, const at::Tensor& other) { return ops::bitwise_right_shift_(self, other); }
+
+// ---- two-variant binary ops (functional, out) -----------------------------------------------------
+#define FOO_BINARY2(name, builder, code, checks)                                     \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                \
+    checks;                                                                          \
+    at::Tensor out;                                                                  \
+    auto it = TensorIterator::builder(out, self, other);                             \
+    return same(it, code);                                                           \
+  }                                                                                  \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
+    checks;                                                                          \
+    auto it = TensorIterator::builder(out, self, other);                             \
+    same(it, code);                                                                  \
+    return out;                                                                      \
+  }
+
+FOO_BINARY2(maximum, binary_op, FOO_BINARY_MAXIMUM, check_not_complex(self, other, "maximum"))
+FOO_BINARY2(minimum, binary_op, FOO_BINARY_MINIMUM, check_not_complex(self, other, "minimum"))
+FOO_BINARY2(fmax, binary_op, FOO_BINARY_FMAX, check_not_complex(self, other, "fmax"))
+FOO_BINARY2(fmin, binary_op, FOO_BINARY_FMIN, check_not_complex(self, other, "fmin"))
+FOO_BINARY2(logaddexp, binary_op, FOO_BINARY_LOG_ADD_EXP, check_not_complex(self, other, "logaddexp"))
+#undef FOO_BINARY2
+
+// ---- division with a rounding mode ---------------------------------------------------------------
+namespace {
+at::Tensor div_mode_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& other,
+                         std::optional<c10::string_view> mode) {
+  if (!mode.has_value()) {
+    auto it = TensorIterator::binary_float_op(out, self, other);
+    return same(it, FOO_BINARY_DIV);
+  }
+  const bool trunc = *mode == "trunc";
+  TORCH_CHECK(trunc || *mode == "floor",
+              "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
+  auto it = TensorIterator::binary_op(out, self, other);
+  TORCH_CHECK(it.common_dtype() != at::kBool, "div ", *mode, " is not supported for bool tensors");
+  return same(it, trunc ? FOO_BINARY_DIV_TRUNC : FOO_BINARY_DIV_FLOOR);
+}
+}  // namespace
+
+at::Tensor div_mode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> rounding_mode) {
+  at::Tensor out;
+  return div_mode_into(out, self, other, rounding_mode);
+}
+at::Tensor& div_mode_(at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> rounding_mode) {
+  div_mode_into(self, self, other, rounding_mode);
+  return self;
+}
+at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> rounding_mode,
+                         at::Tensor& out) {
+  div_mode_into(out, self, other, rounding_mode);
+  return out;
+}
+
+// ---- pow with a scalar exponent or base -------------------------------------------------------------
+namespace {
+void check_int_pow(const at::Tensor& self, const c10::Scalar& exponent) {
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/true) && exponent.isIntegral(/*includeBool=*/true)) {
+    TORCH_CHECK(exponent.toLong() >= 0, "Integers to negative integer powers are not allowed.");
+  }
+}
+}  // namespace
+
+at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
+  check_int_pow(self, exponent);
+  at::Tensor out;
+  const auto e = at::native::wrapped_scalar_tensor(exponent);
+  auto it = TensorIterator::binary_op(out, self, e);
+  return same(it, FOO_BINARY_POW);
+}
+at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
+  check_int_pow(self, exponent);
+  const auto e = at::native::wrapped_scalar_tensor(exponent);
+  auto it = TensorIterator::binary_op(self, self, e);
+  same(it, FOO_BINARY_POW);
+  return self;
+}
+at::Tensor& pow_scalar_exp_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
+  check_int_pow(self, exponent);
+  const auto e = at::native::wrapped_scalar_tensor(exponent);
+  auto it = TensorIterator::binary_op(out, self, e);
+  same(it, FOO_BINARY_POW);
+  return out;
+}
+at::Tensor pow_scalar_base(const c10::Scalar& self, const at::Tensor& exponent) {
+  at::Tensor out;
+  const auto b = at::native::wrapped_scalar_tensor(self);
+  auto it = TensorIterator::binary_op(out, b, exponent);
+  return same(it, FOO_BINARY_POW);
+}
+at::Tensor& pow_scalar_base_out(const c10::Scalar& self, const at::Tensor& exponent, at::Tensor& out) {
+  const auto b = at::native::wrapped_scalar_tensor(self);
+  auto it = TensorIterator::binary_op(out, b, exponent);
+  same(it, FOO_BINARY_POW);
+  return out;
+}
+
+// ---- comparisons and logical ops (bool results) ------------------------------------------------------
+#define FOO_COMPARE(name, builder, code)                                             \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                \
+    at::Tensor out;                                                                  \
+    auto it = TensorIterator::builder(out, self, other);                             \
+    return compare(it, code);                                                        \
+  }                                                                                  \
+  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                   \
+    auto it = TensorIterator::builder(self, self, other);                            \
+    compare(it, code);                                                               \
+    return self;                                                                     \
+  }                                                                                  \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
+    auto it = TensorIterator::builder(out, self, other);                             \
+    compare(it, code);                                                               \
+    return out;                                                                      \
+  }                                                                                  \
+  at::Tensor name##_scalar(const at::Tensor& self, const c10::Scalar& other) {       \
+    return ops::name(self, at::native::wrapped_scalar_tensor(other));                     \
+  }                                                                                  \
+  at::Tensor& name##_scalar_(at::Tensor& self, const c10::Scalar& other) {           \
+    return ops::name##_(self, at::native::wrapped_scalar_tensor(other));                  \
+  }                                                                                  \
+  at::Tensor& name##_scalar_out(const at::Tensor& self, const c10::Scalar& other, at::Tensor& out) { \
+    return ops::name##_out(self, at::native::wrapped_scalar_tensor(other), out);          \
+  }
+
+FOO_COMPARE(eq, comparison_op, FOO_BINARY_EQ)
+FOO_COMPARE(ne, comparison_op, FOO_BINARY_NE)
+FOO_COMPARE(lt, comparison_op, FOO_BINARY_LT)
+FOO_COMPARE(le, comparison_op, FOO_BINARY_LE)
+FOO_COMPARE(gt, comparison_op, FOO_BINARY_GT)
+FOO_COMPARE(ge, comparison_op, FOO_BINARY_GE)
+#undef FOO_COMPARE
+
+#define FOO_LOGICAL(name, code)                                                      \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                \
+    at::Tensor out;                                                                  \
+    auto it = TensorIterator::comparison_op(out, self, other);                       \
+    return compare(it, code);                                                        \
+  }                                                                                  \
+  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                   \
+    auto it = TensorIterator::comparison_op(self, self, other);                      \
+    compare(it, code);                                                               \
+    return self;                                                                     \
+  }                                                                                  \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
+    auto it = TensorIterator::comparison_op(out, self, other);                       \
+    compare(it, code);                                                               \
+    return out;                                                                      \
+  }
+
+FOO_LOGICAL(logical_and, FOO_BINARY_LOGICAL_AND)
+FOO_LOGICAL(logical_or, FOO_BINARY_LOGICAL_OR)
+FOO_LOGICAL(logical_xor, FOO_BINARY_LOGICAL_XOR)
+#undef FOO_LOGICAL
+
+// ---- activation backward ---------------------------------------------------------------------------
+#define FOO_BACKWARD(name, code, params, ...)                                        \
+  at::Tensor name(const at::Tensor& grad, const at::Tensor& saved __VA_OPT__(, ) __VA_ARGS__) { \
+    at::Tensor out;                                                                  \
+    auto it = TensorIterator::binary_op(out, grad, saved);                           \
+    return same(it, code, params);                                                   \
+  }                                                                                  \
+  at::Tensor& name##_out(const at::Tensor& grad, const at::Tensor& saved __VA_OPT__(, ) __VA_ARGS__, \
+                         at::Tensor& grad_input) {                                   \
+    auto it = TensorIterator::binary_op(grad_input, grad, saved);                    \
+    same(it, code, params);                                                          \
+    return grad_input;                                                               \
+  }
+
+#define FOO_NO_PARAMS {}
+#define FOO_PARAMS(...) {__VA_ARGS__}
+FOO_BACKWARD(threshold_backward, FOO_BINARY_THRESHOLD_BACKWARD, {threshold}, const c10::Scalar& threshold)
+FOO_BACKWARD(sigmoid_backward, FOO_BINARY_SIGMOID_BACKWARD, FOO_NO_PARAMS)
+FOO_BACKWARD(tanh_backward, FOO_BINARY_TANH_BACKWARD, FOO_NO_PARAMS)
+FOO_BACKWARD(silu_backward, FOO_BINARY_SILU_BACKWARD, FOO_NO_PARAMS)
+FOO_BACKWARD(softplus_backward, FOO_BINARY_SOFTPLUS_BACKWARD, FOO_PARAMS(beta, threshold), const c10::Scalar& beta,
+             const c10::Scalar& threshold)
+FOO_BACKWARD(hardtanh_backward, FOO_BINARY_HARDTANH_BACKWARD, FOO_PARAMS(min_val, max_val), const c10::Scalar& min_val,
+             const c10::Scalar& max_val)
+FOO_BACKWARD(hardsigmoid_backward, FOO_BINARY_HARDSIGMOID_BACKWARD, FOO_NO_PARAMS)
+#undef FOO_NO_PARAMS
+#undef FOO_PARAMS
+#undef FOO_BACKWARD
+
+at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
+  at::Tensor out;
+  auto it = TensorIterator::binary_op(out, grad, self);
+  return same(it, FOO_BINARY_GELU_BACKWARD, {approximate == "tanh" ? 1 : 0});
+}
+at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate,
+                              at::Tensor& grad_input) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
+  auto it = TensorIterator::binary_op(grad_input, grad, self);
+  same(it, FOO_BINARY_GELU_BACKWARD, {approximate == "tanh" ? 1 : 0});
+  return grad_input;
+}
+at::Tensor leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& negative_slope,
+                               bool self_is_result) {
+  TORCH_CHECK(!self_is_result || negative_slope.to<double>() >= 0.0,
+              "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. "
+              "This is caused by calling in-place forward function with a negative slope, please call out-of-place "
+              "version instead. File an issue at https://github.com/pytorch/pytorch if you do require supporting "
+              "in-place leakRelu backward calculation with negative slope");
+  at::Tensor out;
+  auto it = TensorIterator::binary_op(out, grad, self);
+  return same(it, FOO_BINARY_LEAKY_RELU_BACKWARD, {negative_slope});
+}
+at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& negative_slope,
+                                    bool self_is_result, at::Tensor& grad_input) {
+  auto it = TensorIterator::binary_op(grad_input, grad, self);
+  same(it, FOO_BINARY_LEAKY_RELU_BACKWARD, {negative_slope});
+  return grad_input;
+}
+at::Tensor hardswish_backward(const at::Tensor& grad, const at::Tensor& self) {
+  at::Tensor out;
+  auto it = TensorIterator::binary_op(out, grad, self);
+  return same(it, FOO_BINARY_HARDSWISH_BACKWARD);
+}
+at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
+  at::Tensor out;
+  auto it = TensorIterator::binary_op(out, grad, self);
+  return same(it, FOO_BINARY_MISH_BACKWARD);
+}
+
+}  // namespace foo::ops

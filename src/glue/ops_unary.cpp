@@ -1,0 +1,327 @@
+// Unary elementwise ops: metadata from TensorIterator (as ATen's CPU kernels build it), values
+// from Rust (foo_unary).
+#include <ATen/native/TypeProperties.h>
+
+#include "elementwise.h"
+#include "ops_elementwise.h"
+
+namespace foo::ops {
+namespace {
+
+using at::TensorIterator;
+
+at::Tensor same(TensorIterator& it, int32_t op, std::initializer_list<c10::Scalar> params = {}) {
+  return ew::launch_unary(it, op, it.common_dtype(), it.common_dtype(), params);
+}
+
+// A predicate: reads the input in its own dtype, writes bool (converted into `out` if needed).
+at::Tensor predicate(at::Tensor& out, const at::Tensor& self, int32_t op) {
+  auto it = ew::fixed_dtype_op(out, {&self}, at::kBool);
+  return ew::launch_unary(it, op, at::kBool, self.scalar_type());
+}
+
+c10::Scalar approximate_code(c10::string_view approximate) {
+  if (approximate == "none") return 0;
+  TORCH_CHECK(approximate == "tanh", "approximate argument must be either none or tanh.");
+  return 1;
+}
+
+}  // namespace
+
+#define FOO_UNARY(name, builder, code)                                        \
+  at::Tensor name(const at::Tensor& self) {                                   \
+    at::Tensor out;                                                           \
+    auto it = TensorIterator::builder(out, self);                             \
+    return same(it, code);                                                    \
+  }                                                                           \
+  at::Tensor& name##_(at::Tensor& self) {                                     \
+    auto it = TensorIterator::builder(self, self);                            \
+    same(it, code);                                                           \
+    return self;                                                              \
+  }                                                                           \
+  at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {           \
+    auto it = TensorIterator::builder(out, self);                             \
+    same(it, code);                                                           \
+    return out;                                                               \
+  }
+
+FOO_UNARY(exp, unary_float_op, FOO_UNARY_EXP)
+FOO_UNARY(exp2, unary_float_op, FOO_UNARY_EXP2)
+FOO_UNARY(expm1, unary_float_op, FOO_UNARY_EXPM1)
+FOO_UNARY(log, unary_float_op, FOO_UNARY_LOG)
+FOO_UNARY(log2, unary_float_op, FOO_UNARY_LOG2)
+FOO_UNARY(log10, unary_float_op, FOO_UNARY_LOG10)
+FOO_UNARY(log1p, unary_float_op, FOO_UNARY_LOG1P)
+FOO_UNARY(sqrt, unary_float_op, FOO_UNARY_SQRT)
+FOO_UNARY(rsqrt, unary_float_op, FOO_UNARY_RSQRT)
+FOO_UNARY(reciprocal, unary_float_op, FOO_UNARY_RECIPROCAL)
+FOO_UNARY(sin, unary_float_op, FOO_UNARY_SIN)
+FOO_UNARY(cos, unary_float_op, FOO_UNARY_COS)
+FOO_UNARY(tan, unary_float_op, FOO_UNARY_TAN)
+FOO_UNARY(tanh, unary_float_op, FOO_UNARY_TANH)
+FOO_UNARY(asin, unary_float_op, FOO_UNARY_ASIN)
+FOO_UNARY(acos, unary_float_op, FOO_UNARY_ACOS)
+FOO_UNARY(atan, unary_float_op, FOO_UNARY_ATAN)
+FOO_UNARY(sinh, unary_float_op, FOO_UNARY_SINH)
+FOO_UNARY(cosh, unary_float_op, FOO_UNARY_COSH)
+FOO_UNARY(asinh, unary_float_op, FOO_UNARY_ASINH)
+FOO_UNARY(acosh, unary_float_op, FOO_UNARY_ACOSH)
+FOO_UNARY(atanh, unary_float_op, FOO_UNARY_ATANH)
+FOO_UNARY(sigmoid, unary_float_op, FOO_UNARY_SIGMOID)
+FOO_UNARY(erf, unary_float_op, FOO_UNARY_ERF)
+FOO_UNARY(erfc, unary_float_op, FOO_UNARY_ERFC)
+FOO_UNARY(neg, unary_op, FOO_UNARY_NEG)
+FOO_UNARY(abs, unary_op, FOO_UNARY_ABS)
+FOO_UNARY(sign, unary_op, FOO_UNARY_SIGN)
+FOO_UNARY(sgn, unary_op, FOO_UNARY_SGN)
+FOO_UNARY(floor, unary_op, FOO_UNARY_FLOOR)
+FOO_UNARY(ceil, unary_op, FOO_UNARY_CEIL)
+FOO_UNARY(trunc, unary_op, FOO_UNARY_TRUNC)
+FOO_UNARY(frac, unary_op, FOO_UNARY_FRAC)
+FOO_UNARY(round, unary_op, FOO_UNARY_ROUND)
+FOO_UNARY(bitwise_not, unary_op, FOO_UNARY_BITWISE_NOT)
+FOO_UNARY(silu, unary_op, FOO_UNARY_SILU)
+FOO_UNARY(mish, unary_op, FOO_UNARY_MISH)
+FOO_UNARY(hardsigmoid, unary_op, FOO_UNARY_HARDSIGMOID)
+FOO_UNARY(hardswish, unary_op, FOO_UNARY_HARDSWISH)
+#undef FOO_UNARY
+
+at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
+  at::Tensor out;
+  auto it = TensorIterator::unary_op(out, self);
+  return same(it, FOO_UNARY_ROUND, {decimals});
+}
+at::Tensor& round_decimals_(at::Tensor& self, int64_t decimals) {
+  auto it = TensorIterator::unary_op(self, self);
+  same(it, FOO_UNARY_ROUND, {decimals});
+  return self;
+}
+at::Tensor& round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
+  auto it = TensorIterator::unary_op(out, self);
+  same(it, FOO_UNARY_ROUND, {decimals});
+  return out;
+}
+
+// ---- predicates -------------------------------------------------------------------------------
+at::Tensor logical_not(const at::Tensor& self) {
+  at::Tensor out;
+  return predicate(out, self, FOO_UNARY_LOGICAL_NOT);
+}
+at::Tensor& logical_not_(at::Tensor& self) {
+  predicate(self, self, FOO_UNARY_LOGICAL_NOT);
+  return self;
+}
+at::Tensor& logical_not_out(const at::Tensor& self, at::Tensor& out) {
+  predicate(out, self, FOO_UNARY_LOGICAL_NOT);
+  return out;
+}
+at::Tensor signbit(const at::Tensor& self) {
+  TORCH_CHECK(!self.is_complex(), "signbit is not implemented for complex tensors.");
+  at::Tensor out;
+  return predicate(out, self, FOO_UNARY_SIGNBIT);
+}
+at::Tensor& signbit_(at::Tensor& self) {
+  predicate(self, self, FOO_UNARY_SIGNBIT);
+  return self;
+}
+at::Tensor& signbit_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(!self.is_complex(), "signbit is not implemented for complex tensors.");
+  predicate(out, self, FOO_UNARY_SIGNBIT);
+  return out;
+}
+at::Tensor isnan(const at::Tensor& self) {
+  at::Tensor out;
+  return predicate(out, self, FOO_UNARY_IS_NAN);
+}
+at::Tensor isinf(const at::Tensor& self) {
+  at::Tensor out;
+  return predicate(out, self, FOO_UNARY_IS_INF);
+}
+at::Tensor isposinf(const at::Tensor& self) {
+  TORCH_CHECK(!self.is_complex(), "isposinf does not support complex inputs.");
+  at::Tensor out;
+  return predicate(out, self, FOO_UNARY_IS_POS_INF);
+}
+at::Tensor& isposinf_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(!self.is_complex(), "isposinf does not support complex inputs.");
+  TORCH_CHECK(out.scalar_type() == at::kBool, "isposinf does not support non-boolean outputs.");
+  predicate(out, self, FOO_UNARY_IS_POS_INF);
+  return out;
+}
+at::Tensor isneginf(const at::Tensor& self) {
+  TORCH_CHECK(!self.is_complex(), "isneginf does not support complex inputs.");
+  at::Tensor out;
+  return predicate(out, self, FOO_UNARY_IS_NEG_INF);
+}
+at::Tensor& isneginf_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(!self.is_complex(), "isneginf does not support complex inputs.");
+  TORCH_CHECK(out.scalar_type() == at::kBool, "isneginf does not support non-boolean outputs.");
+  predicate(out, self, FOO_UNARY_IS_NEG_INF);
+  return out;
+}
+
+// ---- activations with parameters ---------------------------------------------------------
+at::Tensor relu(const at::Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  at::Tensor out;
+  auto it = TensorIterator::unary_op(out, self);
+  return same(it, FOO_UNARY_RELU);
+}
+at::Tensor& relu_(at::Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  auto it = TensorIterator::unary_op(self, self);
+  same(it, FOO_UNARY_RELU);
+  return self;
+}
+
+at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
+  at::Tensor out;
+  auto it = TensorIterator::unary_op(out, self);
+  return same(it, FOO_UNARY_GELU, {approximate_code(approximate)});
+}
+at::Tensor& gelu_(at::Tensor& self, c10::string_view approximate) {
+  auto it = TensorIterator::unary_op(self, self);
+  same(it, FOO_UNARY_GELU, {approximate_code(approximate)});
+  return self;
+}
+at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
+  auto it = TensorIterator::unary_op(out, self);
+  same(it, FOO_UNARY_GELU, {approximate_code(approximate)});
+  return out;
+}
+
+at::Tensor softplus(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold) {
+  at::Tensor out;
+  auto it = TensorIterator::unary_op(out, self);
+  return same(it, FOO_UNARY_SOFTPLUS, {beta, threshold});
+}
+at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold, at::Tensor& out) {
+  auto it = TensorIterator::unary_op(out, self);
+  same(it, FOO_UNARY_SOFTPLUS, {beta, threshold});
+  return out;
+}
+at::Tensor leaky_relu(const at::Tensor& self, const c10::Scalar& negative_slope) {
+  at::Tensor out;
+  auto it = TensorIterator::unary_op(out, self);
+  return same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
+}
+at::Tensor& leaky_relu_(at::Tensor& self, const c10::Scalar& negative_slope) {
+  auto it = TensorIterator::unary_op(self, self);
+  same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
+  return self;
+}
+at::Tensor& leaky_relu_out(const at::Tensor& self, const c10::Scalar& negative_slope, at::Tensor& out) {
+  auto it = TensorIterator::unary_op(out, self);
+  same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
+  return out;
+}
+at::Tensor elu(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale, const c10::Scalar& input_scale) {
+  at::Tensor out;
+  auto it = TensorIterator::unary_op(out, self);
+  return same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
+}
+at::Tensor& elu_(at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale, const c10::Scalar& input_scale) {
+  auto it = TensorIterator::unary_op(self, self);
+  same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
+  return self;
+}
+at::Tensor& elu_out(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale,
+                    const c10::Scalar& input_scale, at::Tensor& out) {
+  auto it = TensorIterator::unary_op(out, self);
+  same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
+  return out;
+}
+
+// ---- clamp family -------------------------------------------------------------------------------
+namespace {
+
+// clamp's type promotion: bounds take part (clamp(int_tensor, 0.5) is float); in-place must
+// not change the dtype.
+at::Tensor clamp_into(at::Tensor& out, const at::Tensor& self, const std::optional<c10::Scalar>& min,
+                      const std::optional<c10::Scalar>& max, bool inplace) {
+  TORCH_CHECK(min.has_value() || max.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  at::ScalarType result = self.scalar_type();
+  TORCH_CHECK(!at::isComplexType(result), "clamp is not supported for complex types");
+  if (!at::isFloatingType(result)) {
+    at::native::ResultTypeState state{};
+    state = at::native::update_result_type_state(self, state);
+    if (min) state = at::native::update_result_type_state(*min, state);
+    if (max) state = at::native::update_result_type_state(*max, state);
+    result = at::native::result_type(state);
+    TORCH_CHECK(result == self.scalar_type() || !inplace, "result type ", result,
+                " can't be cast to the desired output type ", self.scalar_type());
+  }
+  TORCH_CHECK(!at::isComplexType(result), "clamp is not supported for complex types");
+  const at::Tensor input = self.scalar_type() == result ? self : self.to(result);
+  auto it = TensorIterator::unary_op(out, input);
+  return ew::launch_unary_raw(it, FOO_UNARY_CLAMP, it.common_dtype(), it.common_dtype(),
+                              {min ? to_ffi(*min) : ew::absent(), max ? to_ffi(*max) : ew::absent()});
+}
+
+}  // namespace
+
+at::Tensor clamp(const at::Tensor& self, const std::optional<c10::Scalar>& min, const std::optional<c10::Scalar>& max) {
+  at::Tensor out;
+  return clamp_into(out, self, min, max, false);
+}
+at::Tensor& clamp_(at::Tensor& self, const std::optional<c10::Scalar>& min, const std::optional<c10::Scalar>& max) {
+  clamp_into(self, self, min, max, true);
+  return self;
+}
+at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& min, const std::optional<c10::Scalar>& max,
+                      at::Tensor& out) {
+  clamp_into(out, self, min, max, false);
+  return out;
+}
+at::Tensor clamp_min(const at::Tensor& self, const c10::Scalar& min) { return ops::clamp(self, min, std::nullopt); }
+at::Tensor& clamp_min_(at::Tensor& self, const c10::Scalar& min) { return ops::clamp_(self, min, std::nullopt); }
+at::Tensor& clamp_min_out(const at::Tensor& self, const c10::Scalar& min, at::Tensor& out) {
+  return ops::clamp_out(self, min, std::nullopt, out);
+}
+at::Tensor clamp_max(const at::Tensor& self, const c10::Scalar& max) { return ops::clamp(self, std::nullopt, max); }
+at::Tensor& clamp_max_(at::Tensor& self, const c10::Scalar& max) { return ops::clamp_(self, std::nullopt, max); }
+at::Tensor& clamp_max_out(const at::Tensor& self, const c10::Scalar& max, at::Tensor& out) {
+  return ops::clamp_out(self, std::nullopt, max, out);
+}
+at::Tensor hardtanh(const at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  return ops::clamp(self, min_val, max_val);
+}
+at::Tensor& hardtanh_(at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  return ops::clamp_(self, min_val, max_val);
+}
+at::Tensor& hardtanh_out(const at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val, at::Tensor& out) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  return ops::clamp_out(self, min_val, max_val, out);
+}
+
+// ---- nan_to_num ------------------------------------------------------------------------------
+namespace {
+at::Tensor nan_to_num_into(at::Tensor& out, const at::Tensor& self, std::optional<double> nan,
+                           std::optional<double> posinf, std::optional<double> neginf) {
+  TORCH_CHECK(!self.is_complex(), "nan_to_num is not supported for complex tensors");
+  auto it = TensorIterator::unary_op(out, self);
+  return ew::launch_unary_raw(it, FOO_UNARY_NAN_TO_NUM, it.common_dtype(), it.common_dtype(),
+                              {to_ffi(c10::Scalar(nan.value_or(0.0))), posinf ? to_ffi(c10::Scalar(*posinf)) : ew::absent(),
+                               neginf ? to_ffi(c10::Scalar(*neginf)) : ew::absent()});
+}
+}  // namespace
+
+at::Tensor nan_to_num(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                      std::optional<double> neginf) {
+  at::Tensor out;
+  return nan_to_num_into(out, self, nan, posinf, neginf);
+}
+at::Tensor& nan_to_num_(at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                        std::optional<double> neginf) {
+  nan_to_num_into(self, self, nan, posinf, neginf);
+  return self;
+}
+at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
+                           std::optional<double> neginf, at::Tensor& out) {
+  nan_to_num_into(out, self, nan, posinf, neginf);
+  return out;
+}
+
+}  // namespace foo::ops

@@ -1,0 +1,178 @@
+//! Floating-point element types: how each is stored and which type its math runs in.
+//! float16/bfloat16 compute in float32 (PyTorch's "opmath" type); float32 and float64 in
+//! themselves.
+
+use super::element::Element;
+use half::{bf16, f16};
+use num_traits::Float;
+
+/// The math type of a float storage type: `num_traits::Float` plus what it lacks.
+pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
+    fn erf(self) -> Self;
+    fn erfc(self) -> Self;
+    fn from_f64c(v: f64) -> Self;
+    fn to_f64c(self) -> f64;
+    fn round_even(self) -> Self;
+}
+
+impl Math for f32 {
+    #[inline(always)]
+    fn erf(self) -> f32 {
+        libm::erff(self)
+    }
+    #[inline(always)]
+    fn erfc(self) -> f32 {
+        libm::erfcf(self)
+    }
+    #[inline(always)]
+    fn from_f64c(v: f64) -> f32 {
+        v as f32
+    }
+    #[inline(always)]
+    fn to_f64c(self) -> f64 {
+        self as f64
+    }
+    #[inline(always)]
+    fn round_even(self) -> f32 {
+        self.round_ties_even()
+    }
+}
+
+impl Math for f64 {
+    #[inline(always)]
+    fn erf(self) -> f64 {
+        libm::erf(self)
+    }
+    #[inline(always)]
+    fn erfc(self) -> f64 {
+        libm::erfc(self)
+    }
+    #[inline(always)]
+    fn from_f64c(v: f64) -> f64 {
+        v
+    }
+    #[inline(always)]
+    fn to_f64c(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn round_even(self) -> f64 {
+        self.round_ties_even()
+    }
+}
+
+/// A float storage type and its math type.
+pub trait FloatStore: Element + PartialOrd {
+    type M: Math;
+    fn load(self) -> Self::M;
+    fn store(m: Self::M) -> Self;
+    /// Largest and smallest finite values of the storage type (nan_to_num defaults).
+    fn max_finite() -> Self;
+    fn min_finite() -> Self;
+}
+
+impl FloatStore for f32 {
+    type M = f32;
+    #[inline(always)]
+    fn load(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn store(m: f32) -> f32 {
+        m
+    }
+    fn max_finite() -> f32 {
+        f32::MAX
+    }
+    fn min_finite() -> f32 {
+        f32::MIN
+    }
+}
+
+impl FloatStore for f64 {
+    type M = f64;
+    #[inline(always)]
+    fn load(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn store(m: f64) -> f64 {
+        m
+    }
+    fn max_finite() -> f64 {
+        f64::MAX
+    }
+    fn min_finite() -> f64 {
+        f64::MIN
+    }
+}
+
+impl FloatStore for f16 {
+    type M = f32;
+    #[inline(always)]
+    fn load(self) -> f32 {
+        self.to_f32()
+    }
+    #[inline(always)]
+    fn store(m: f32) -> f16 {
+        f16::from_f32(m)
+    }
+    fn max_finite() -> f16 {
+        f16::MAX
+    }
+    fn min_finite() -> f16 {
+        f16::MIN
+    }
+}
+
+impl FloatStore for bf16 {
+    type M = f32;
+    #[inline(always)]
+    fn load(self) -> f32 {
+        self.to_f32()
+    }
+    #[inline(always)]
+    fn store(m: f32) -> bf16 {
+        bf16::from_f32(m)
+    }
+    fn max_finite() -> bf16 {
+        bf16::MAX
+    }
+    fn min_finite() -> bf16 {
+        bf16::MIN
+    }
+}
+
+/// Runs `$body` with `$F` bound to the float storage type of `$dtype`; `$other` otherwise.
+#[macro_export]
+macro_rules! dispatch_float {
+    ($dtype:expr, $F:ident => $body:expr, _ => $other:expr) => {{
+        use $crate::dtype::DType as __D;
+        match $dtype {
+            __D::F32 => { type $F = f32; $body }
+            __D::F64 => { type $F = f64; $body }
+            __D::F16 => { type $F = half::f16; $body }
+            __D::BF16 => { type $F = half::bf16; $body }
+            _ => $other,
+        }
+    }};
+}
+
+/// Runs `$body` with `$I` bound to the integer type of `$dtype`; `$other` otherwise.
+#[macro_export]
+macro_rules! dispatch_int {
+    ($dtype:expr, $I:ident => $body:expr, _ => $other:expr) => {{
+        use $crate::dtype::DType as __D;
+        match $dtype {
+            __D::U8 => { type $I = u8; $body }
+            __D::I8 => { type $I = i8; $body }
+            __D::I16 => { type $I = i16; $body }
+            __D::I32 => { type $I = i32; $body }
+            __D::I64 => { type $I = i64; $body }
+            __D::U16 => { type $I = u16; $body }
+            __D::U32 => { type $I = u32; $body }
+            __D::U64 => { type $I = u64; $body }
+            _ => $other,
+        }
+    }};
+}

@@ -1,0 +1,354 @@
+//! Elementwise unary ops (and their scalar parameters). The glue picks the computation dtype
+//! (e.g. integer inputs of `exp` are promoted to float first); predicates write bool.
+
+use super::element::Element;
+use super::float::{FloatStore, Math};
+use super::int::IntElem;
+use super::map::map1;
+use crate::error::FooResult;
+use crate::tensor::{Scalar, TensorMut, TensorRef};
+use crate::{dispatch_float, dispatch_int, not_implemented};
+use num_traits::{Float, One, Zero};
+
+/// Op codes (mirrored by `FOO_UNARY_*` in `foo_ffi.h`; a test checks the two agree).
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnaryOp {
+    Neg = 0,
+    Abs = 1,
+    Sign = 2,
+    Exp = 3,
+    Exp2 = 4,
+    Expm1 = 5,
+    Log = 6,
+    Log2 = 7,
+    Log10 = 8,
+    Log1p = 9,
+    Sqrt = 10,
+    Rsqrt = 11,
+    Reciprocal = 12,
+    Sin = 13,
+    Cos = 14,
+    Tan = 15,
+    Tanh = 16,
+    Sigmoid = 17,
+    Relu = 18,
+    /// p0: approximate (0 = none, 1 = tanh)
+    Gelu = 19,
+    Silu = 20,
+    /// p0: beta, p1: threshold
+    Softplus = 21,
+    Erf = 22,
+    Floor = 23,
+    Ceil = 24,
+    /// p0: decimals
+    Round = 25,
+    Trunc = 26,
+    Frac = 27,
+    /// p0: min, p1: max; a parameter with tag -1 is absent
+    Clamp = 28,
+    LogicalNot = 29,
+    BitwiseNot = 30,
+    IsNan = 31,
+    IsInf = 32,
+    IsFinite = 33,
+    /// p0: nan, p1: posinf, p2: neginf (tag -1: dtype default)
+    NanToNum = 34,
+    Asin = 35,
+    Acos = 36,
+    Atan = 37,
+    Sinh = 38,
+    Cosh = 39,
+    Asinh = 40,
+    Acosh = 41,
+    Atanh = 42,
+    Erfc = 43,
+    /// p0: negative slope
+    LeakyRelu = 44,
+    /// p0: alpha, p1: scale, p2: input scale
+    Elu = 45,
+    Hardsigmoid = 46,
+    Hardswish = 47,
+    Mish = 48,
+    Signbit = 49,
+    IsPosInf = 50,
+    IsNegInf = 51,
+    Square = 52,
+    Sgn = 53,
+}
+
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 54] = {
+        use UnaryOp::*;
+        [
+            Neg, Abs, Sign, Exp, Exp2, Expm1, Log, Log2, Log10, Log1p, Sqrt, Rsqrt, Reciprocal, Sin, Cos, Tan, Tanh,
+            Sigmoid, Relu, Gelu, Silu, Softplus, Erf, Floor, Ceil, Round, Trunc, Frac, Clamp, LogicalNot, BitwiseNot,
+            IsNan, IsInf, IsFinite, NanToNum, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erfc, LeakyRelu, Elu,
+            Hardsigmoid, Hardswish, Mish, Signbit, IsPosInf, IsNegInf, Square, Sgn,
+        ]
+    };
+
+    pub fn from_code(code: i32) -> Option<UnaryOp> {
+        Self::ALL.iter().copied().find(|o| *o as i32 == code)
+    }
+
+    /// Ops whose output is bool whatever the input.
+    pub fn is_predicate(self) -> bool {
+        use UnaryOp::*;
+        matches!(self, LogicalNot | IsNan | IsInf | IsFinite | Signbit | IsPosInf | IsNegInf)
+    }
+}
+
+fn param(p: &[Scalar], i: usize) -> Option<&Scalar> {
+    p.get(i).filter(|s| s.tag >= 0)
+}
+
+fn pf(p: &[Scalar], i: usize, default: f64) -> f64 {
+    param(p, i).map(|s| f64::from_scalar(s)).unwrap_or(default)
+}
+
+/// Runs `op` elementwise: `out = op(a)`. `out` has `a`'s dtype, or bool for predicates.
+pub fn unary(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+    if op.is_predicate() {
+        return crate::dispatch_all!(a.dtype, T => predicate::<T>(op, out, a));
+    }
+    dispatch_float!(a.dtype, F => float_unary::<F>(op, out, a, p),
+        _ => dispatch_int!(a.dtype, I => int_unary::<I>(op, out, a, p),
+            _ => match a.dtype {
+                crate::DType::Bool => bool_unary(op, out, a),
+                other => not_implemented!("foo {op:?} has no kernel for dtype {}", other.name()),
+            }))
+}
+
+fn predicate<T: Element>(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResult<()> {
+    use UnaryOp::*;
+    // Float predicates look at the value as f64 (exact for every float dtype); integers and
+    // bools are always finite and never NaN.
+    let is_float = matches!(T::KIND, crate::dtype::Kind::Float);
+    let is_complex = matches!(T::KIND, crate::dtype::Kind::Complex);
+    match op {
+        LogicalNot => map1(out, a, |x: T| !x.to_bool()),
+        IsNan if is_complex => map1(out, a, |x: T| x.to_c64().re.is_nan() || x.to_c64().im.is_nan()),
+        IsNan => map1(out, a, |x: T| is_float && x.to_f64().is_nan()),
+        IsInf if is_complex => map1(out, a, |x: T| x.to_c64().re.is_infinite() || x.to_c64().im.is_infinite()),
+        IsInf => map1(out, a, |x: T| is_float && x.to_f64().is_infinite()),
+        IsFinite if is_complex => map1(out, a, |x: T| x.to_c64().re.is_finite() && x.to_c64().im.is_finite()),
+        IsFinite => map1(out, a, |x: T| !is_float || x.to_f64().is_finite()),
+        IsPosInf => map1(out, a, |x: T| is_float && x.to_f64() == f64::INFINITY),
+        IsNegInf => map1(out, a, |x: T| is_float && x.to_f64() == f64::NEG_INFINITY),
+        Signbit if is_float => map1(out, a, |x: T| x.to_f64().is_sign_negative()),
+        Signbit => map1(out, a, |x: T| x.to_i64() < 0),
+        _ => unreachable!("not a predicate"),
+    }
+}
+
+#[inline(always)]
+fn sigmoid<M: Math>(x: M) -> M {
+    M::one() / (M::one() + (-x).exp())
+}
+
+fn float_unary<F: FloatStore>(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+    use UnaryOp::*;
+    type Mf<F> = <F as FloatStore>::M;
+    let c = |v: f64| Mf::<F>::from_f64c(v);
+    macro_rules! m {
+        (|$x:ident| $e:expr) => {
+            map1(out, a, |v: F| {
+                let $x: Mf<F> = v.load();
+                F::store($e)
+            })
+        };
+    }
+    let zero = Mf::<F>::zero();
+    let one = Mf::<F>::one();
+    match op {
+        Neg => m!(|x| -x),
+        Abs => m!(|x| x.abs()),
+        Sign => m!(|x| if x > zero { one } else if x < zero { -one } else { zero }),
+        Sgn => m!(|x| if x > zero { one } else if x < zero { -one } else if x.is_nan() { x } else { zero }),
+        Exp => m!(|x| x.exp()),
+        Exp2 => m!(|x| x.exp2()),
+        Expm1 => m!(|x| x.exp_m1()),
+        Log => m!(|x| x.ln()),
+        Log2 => m!(|x| x.log2()),
+        Log10 => m!(|x| x.log10()),
+        Log1p => m!(|x| x.ln_1p()),
+        Sqrt => m!(|x| x.sqrt()),
+        Rsqrt => m!(|x| one / x.sqrt()),
+        Reciprocal => m!(|x| one / x),
+        Sin => m!(|x| x.sin()),
+        Cos => m!(|x| x.cos()),
+        Tan => m!(|x| x.tan()),
+        Tanh => m!(|x| x.tanh()),
+        Asin => m!(|x| x.asin()),
+        Acos => m!(|x| x.acos()),
+        Atan => m!(|x| x.atan()),
+        Sinh => m!(|x| x.sinh()),
+        Cosh => m!(|x| x.cosh()),
+        Asinh => m!(|x| x.asinh()),
+        Acosh => m!(|x| x.acosh()),
+        Atanh => m!(|x| x.atanh()),
+        Sigmoid => m!(|x| sigmoid(x)),
+        Relu => m!(|x| if x > zero || x.is_nan() { x } else { zero }),
+        Gelu if pf(p, 0, 0.0) != 0.0 => {
+            let k = c((2.0 / std::f64::consts::PI).sqrt());
+            let k1 = c(0.044715);
+            let half = c(0.5);
+            m!(|x| half * x * (one + (k * (x + k1 * x * x * x)).tanh()))
+        }
+        Gelu => {
+            let r = c(std::f64::consts::FRAC_1_SQRT_2);
+            let half = c(0.5);
+            m!(|x| half * x * (one + (x * r).erf()))
+        }
+        Silu => m!(|x| x * sigmoid(x)),
+        Mish => m!(|x| x * x.exp().ln_1p().tanh()),
+        Softplus => {
+            let beta = c(pf(p, 0, 1.0));
+            let threshold = c(pf(p, 1, 20.0));
+            m!(|x| if x * beta > threshold { x } else { (x * beta).exp().ln_1p() / beta })
+        }
+        Erf => m!(|x| x.erf()),
+        Erfc => m!(|x| x.erfc()),
+        Floor => m!(|x| x.floor()),
+        Ceil => m!(|x| x.ceil()),
+        Trunc => m!(|x| x.trunc()),
+        Frac => m!(|x| x - x.trunc()),
+        Round => {
+            let decimals = param(p, 0).map(|s| i64::from_scalar(s)).unwrap_or(0);
+            if decimals == 0 {
+                m!(|x| x.round_even())
+            } else {
+                let ten = c(10f64.powi(decimals.unsigned_abs() as i32));
+                if decimals > 0 {
+                    m!(|x| (x * ten).round_even() / ten)
+                } else {
+                    m!(|x| (x / ten).round_even() * ten)
+                }
+            }
+        }
+        Clamp => {
+            let lo = param(p, 0).map(|s| c(f64::from_scalar(s)));
+            let hi = param(p, 1).map(|s| c(f64::from_scalar(s)));
+            // torch.clamp: NaN inputs stay NaN; a NaN bound makes the result NaN.
+            m!(|x| {
+                let mut y = x;
+                if let Some(l) = lo {
+                    y = if y.is_nan() || l.is_nan() { y + l } else if y < l { l } else { y };
+                }
+                if let Some(h) = hi {
+                    y = if y.is_nan() || h.is_nan() { y + h } else if y > h { h } else { y };
+                }
+                y
+            })
+        }
+        NanToNum => {
+            let nan = c(pf(p, 0, 0.0));
+            let pos = param(p, 1).map(|s| c(f64::from_scalar(s))).unwrap_or(F::max_finite().load());
+            let neg = param(p, 2).map(|s| c(f64::from_scalar(s))).unwrap_or(F::min_finite().load());
+            m!(|x| if x.is_nan() {
+                nan
+            } else if x == Mf::<F>::infinity() {
+                pos
+            } else if x == Mf::<F>::neg_infinity() {
+                neg
+            } else {
+                x
+            })
+        }
+        LeakyRelu => {
+            let slope = c(pf(p, 0, 0.01));
+            m!(|x| if x > zero { x } else { x * slope })
+        }
+        Elu => {
+            let alpha = c(pf(p, 0, 1.0));
+            let scale = c(pf(p, 1, 1.0));
+            let input_scale = c(pf(p, 2, 1.0));
+            m!(|x| if x > zero { scale * x } else { scale * alpha * ((x * input_scale).exp() - one) })
+        }
+        Hardsigmoid => {
+            let (three, six) = (c(3.0), c(6.0));
+            m!(|x| ((x + three).max(zero)).min(six) / six)
+        }
+        Hardswish => {
+            let (three, six) = (c(3.0), c(6.0));
+            m!(|x| x * ((x + three).max(zero)).min(six) / six)
+        }
+        Square => m!(|x| x * x),
+        BitwiseNot => not_implemented!("bitwise_not is only defined for integer and bool tensors"),
+        LogicalNot | IsNan | IsInf | IsFinite | Signbit | IsPosInf | IsNegInf => unreachable!("predicates are dispatched earlier"),
+    }
+}
+
+fn int_unary<I: IntElem>(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+    use UnaryOp::*;
+    match op {
+        Neg => map1(out, a, |x: I| x.wrapping_neg()),
+        Abs => map1(out, a, |x: I| x.wabs()),
+        Sign | Sgn => map1(out, a, |x: I| x.sign()),
+        Relu => map1(out, a, |x: I| if x > I::zero() { x } else { I::zero() }),
+        Floor | Ceil | Round | Trunc => map1(out, a, |x: I| x),
+        Square => map1(out, a, |x: I| x.wrapping_mul(&x)),
+        BitwiseNot => map1(out, a, |x: I| !x),
+        Clamp => {
+            // Integer bounds keep full 64-bit precision (a float bound would have been promoted).
+            let lo = param(p, 0).map(I::from_scalar);
+            let hi = param(p, 1).map(I::from_scalar);
+            map1(out, a, |x: I| {
+                let mut y = x;
+                if let Some(l) = lo {
+                    y = y.max(l);
+                }
+                if let Some(h) = hi {
+                    y = y.min(h);
+                }
+                y
+            })
+        }
+        NanToNum => map1(out, a, |x: I| x),
+        _ => not_implemented!("foo {op:?} is not defined for integer dtype {} (the glue promotes to float)", a.dtype.name()),
+    }
+}
+
+fn bool_unary(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResult<()> {
+    use UnaryOp::*;
+    match op {
+        BitwiseNot => map1(out, a, |x: bool| !x),
+        Abs | Relu | Floor | Ceil | Trunc | Round | Sign | Sgn | NanToNum => map1(out, a, |x: bool| x),
+        _ => not_implemented!("foo {op:?} is not defined for bool tensors"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::map::testing::Owned;
+
+    #[test]
+    fn float_and_half() {
+        let a = Owned::new(vec![-1.5f32, 0.0, 2.5, f32::NAN], &[4]);
+        let mut o = Owned::<f32>::zeros(&[4]);
+        unary(UnaryOp::Relu, &o.m(), &a.r(), &[]).unwrap();
+        assert_eq!(&o.data[..3], &[0.0, 0.0, 2.5]);
+        assert!(o.data[3].is_nan());
+        unary(UnaryOp::Round, &o.m(), &a.r(), &[]).unwrap();
+        assert_eq!(&o.data[..3], &[-2.0, 0.0, 2.0]);
+        let h = Owned::new(vec![half::f16::from_f32(0.5)], &[1]);
+        let mut ho = Owned::<half::f16>::zeros(&[1]);
+        unary(UnaryOp::Exp, &ho.m(), &h.r(), &[]).unwrap();
+        assert_eq!(ho.data[0], half::f16::from_f32(0.5f32.exp()));
+    }
+
+    #[test]
+    fn predicates_and_ints() {
+        let a = Owned::new(vec![1.0f64, f64::INFINITY, f64::NAN], &[3]);
+        let mut o = Owned::<bool>::zeros(&[3]);
+        unary(UnaryOp::IsFinite, &o.m(), &a.r(), &[]).unwrap();
+        assert_eq!(o.data, vec![true, false, false]);
+        let i = Owned::new(vec![-3i64, 0, 7], &[3]);
+        let mut io = Owned::<i64>::zeros(&[3]);
+        unary(UnaryOp::Clamp, &io.m(), &i.r(), &[Scalar::from_i64(-1), Scalar::from_i64(5)]).unwrap();
+        assert_eq!(io.data, vec![-1, 0, 5]);
+        assert!(unary(UnaryOp::Exp, &io.m(), &i.r(), &[]).is_err());
+    }
+}
