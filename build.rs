@@ -87,8 +87,10 @@ fn main() {
     }
     let mut sources: Vec<PathBuf> = Vec::new();
     let mut headers = String::new();
-    let mut entries: Vec<PathBuf> =
-        std::fs::read_dir("src/glue").expect("src/glue").filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir("src/glue")
+        .expect("src/glue")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
     entries.sort();
     for p in entries {
         println!("cargo:rerun-if-changed={}", p.display());
@@ -104,12 +106,20 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let cache = out_dir.join("glue-objects");
     std::fs::create_dir_all(&cache).expect("object cache dir");
-    let profile = std::env::var("PROFILE").unwrap_or_default() + &std::env::var("OPT_LEVEL").unwrap_or_default();
+    let profile = std::env::var("PROFILE").unwrap_or_default()
+        + &std::env::var("OPT_LEVEL").unwrap_or_default();
     let stale: Vec<(PathBuf, PathBuf)> = sources
         .iter()
         .map(|src| {
             let text = std::fs::read_to_string(src).expect("source");
-            let key = fnv1a(&[text.as_str(), headers.as_str(), version, cxx11_abi, &profile, BUILD_FLAGS_VERSION]);
+            let key = fnv1a(&[
+                text.as_str(),
+                headers.as_str(),
+                version,
+                cxx11_abi,
+                &profile,
+                BUILD_FLAGS_VERSION,
+            ]);
             let stem = src.file_stem().unwrap().to_string_lossy();
             (src.clone(), cache.join(format!("{stem}-{key:016x}.o")))
         })

@@ -42,8 +42,17 @@ fn check_device(index: i64) -> R<usize> {
 }
 
 fn flatten(out: &mut BTreeMap<String, i64>, name: &str, a: &StatArray) {
-    for (pool, s) in [("all", &a.all), ("small_pool", &a.small), ("large_pool", &a.large)] {
-        for (metric, v) in [("current", s.current), ("peak", s.peak), ("allocated", s.allocated), ("freed", s.freed)] {
+    for (pool, s) in [
+        ("all", &a.all),
+        ("small_pool", &a.small),
+        ("large_pool", &a.large),
+    ] {
+        for (metric, v) in [
+            ("current", s.current),
+            ("peak", s.peak),
+            ("allocated", s.allocated),
+            ("freed", s.freed),
+        ] {
             out.insert(format!("{name}.{pool}.{metric}"), v);
         }
     }

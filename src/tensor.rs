@@ -86,7 +86,12 @@ impl TensorRef {
     /// `t` must describe live memory valid for reads at every index its sizes/strides reach.
     pub unsafe fn from_ffi(t: &FooTensor) -> FooResult<Self> {
         let (shape, strides, dtype) = read_layout(t)?;
-        let out = TensorRef { ptr: t.data as *const u8, shape, strides, dtype };
+        let out = TensorRef {
+            ptr: t.data as *const u8,
+            shape,
+            strides,
+            dtype,
+        };
         if out.numel() > 0 && out.ptr.is_null() {
             return invalid_arg!("non-empty tensor with a null data pointer");
         }
@@ -111,7 +116,12 @@ impl TensorMut {
     /// `t` must describe live memory valid for reads and writes at every index it reaches.
     pub unsafe fn from_ffi(t: &FooTensor) -> FooResult<Self> {
         let (shape, strides, dtype) = read_layout(t)?;
-        let out = TensorMut { ptr: t.data as *mut u8, shape, strides, dtype };
+        let out = TensorMut {
+            ptr: t.data as *mut u8,
+            shape,
+            strides,
+            dtype,
+        };
         if out.numel() > 0 && out.ptr.is_null() {
             return invalid_arg!("non-empty tensor with a null data pointer");
         }
@@ -188,18 +198,43 @@ impl Scalar {
     pub const TAG_UINT: i32 = 4;
 
     pub fn from_bool(v: bool) -> Self {
-        Scalar { tag: Self::TAG_BOOL, i: v as i64, f: 0.0, imag: 0.0 }
+        Scalar {
+            tag: Self::TAG_BOOL,
+            i: v as i64,
+            f: 0.0,
+            imag: 0.0,
+        }
     }
     pub fn from_i64(v: i64) -> Self {
-        Scalar { tag: Self::TAG_INT, i: v, f: 0.0, imag: 0.0 }
+        Scalar {
+            tag: Self::TAG_INT,
+            i: v,
+            f: 0.0,
+            imag: 0.0,
+        }
     }
     pub fn from_u64(v: u64) -> Self {
-        Scalar { tag: Self::TAG_UINT, i: v as i64, f: 0.0, imag: 0.0 }
+        Scalar {
+            tag: Self::TAG_UINT,
+            i: v as i64,
+            f: 0.0,
+            imag: 0.0,
+        }
     }
     pub fn from_f64(v: f64) -> Self {
-        Scalar { tag: Self::TAG_FLOAT, i: 0, f: v, imag: 0.0 }
+        Scalar {
+            tag: Self::TAG_FLOAT,
+            i: 0,
+            f: v,
+            imag: 0.0,
+        }
     }
     pub fn from_complex(re: f64, im: f64) -> Self {
-        Scalar { tag: Self::TAG_COMPLEX, i: 0, f: re, imag: im }
+        Scalar {
+            tag: Self::TAG_COMPLEX,
+            i: 0,
+            f: re,
+            imag: im,
+        }
     }
 }

@@ -18,7 +18,13 @@ fn unknown(family: &str, code: i32) -> FooError {
 /// # Safety
 /// Descriptors must describe live memory (out writable); `params` holds `nparams` scalars.
 #[no_mangle]
-pub unsafe extern "C" fn foo_unary(op: i32, out: *const FooTensor, a: *const FooTensor, params: *const Scalar, nparams: i32) -> i32 {
+pub unsafe extern "C" fn foo_unary(
+    op: i32,
+    out: *const FooTensor,
+    a: *const FooTensor,
+    params: *const Scalar,
+    nparams: i32,
+) -> i32 {
     guard(|| {
         let op = UnaryOp::from_code(op).ok_or_else(|| unknown("unary", op))?;
         // SAFETY: caller's contract.
@@ -43,7 +49,14 @@ pub unsafe extern "C" fn foo_binary(
     guard(|| {
         let op = BinaryOp::from_code(op).ok_or_else(|| unknown("binary", op))?;
         // SAFETY: caller's contract.
-        let (o, a, b, p) = unsafe { (tensor_mut(out)?, tensor_ref(a)?, tensor_ref(b)?, scalars(params, nparams)) };
+        let (o, a, b, p) = unsafe {
+            (
+                tensor_mut(out)?,
+                tensor_ref(a)?,
+                tensor_ref(b)?,
+                scalars(params, nparams),
+            )
+        };
         pool::run(o.numel() >= GRAIN, || binary(op, &o, &a, &b, p))
     })
 }
@@ -65,8 +78,15 @@ pub unsafe extern "C" fn foo_ternary(
     guard(|| {
         let op = TernaryOp::from_code(op).ok_or_else(|| unknown("ternary", op))?;
         // SAFETY: caller's contract.
-        let (o, a, b, c, p) =
-            unsafe { (tensor_mut(out)?, tensor_ref(a)?, tensor_ref(b)?, tensor_ref(c)?, scalars(params, nparams)) };
+        let (o, a, b, c, p) = unsafe {
+            (
+                tensor_mut(out)?,
+                tensor_ref(a)?,
+                tensor_ref(b)?,
+                tensor_ref(c)?,
+                scalars(params, nparams),
+            )
+        };
         pool::run(o.numel() >= GRAIN, || ternary(op, &o, &a, &b, &c, p))
     })
 }
@@ -77,7 +97,11 @@ mod tests {
     use super::*;
 
     fn header_codes(prefix: &str) -> Vec<(String, i32)> {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/glue/foo_ffi_elementwise.h")).unwrap();
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/glue/foo_ffi_elementwise.h"
+        ))
+        .unwrap();
         text.lines()
             .filter_map(|l| {
                 let l = l.trim().trim_end_matches(',');
@@ -90,10 +114,17 @@ mod tests {
 
     fn check<T: std::fmt::Debug + Copy>(prefix: &str, all: &[T], code: impl Fn(T) -> i32) {
         let header = header_codes(prefix);
-        assert_eq!(header.len(), all.len(), "{prefix}: header and Rust list different numbers of ops");
+        assert_eq!(
+            header.len(),
+            all.len(),
+            "{prefix}: header and Rust list different numbers of ops"
+        );
         for op in all {
             let rust_name = format!("{op:?}").to_uppercase();
-            let (_, v) = header.iter().find(|(n, _)| *n == rust_name).unwrap_or_else(|| panic!("{prefix}{rust_name} missing in header"));
+            let (_, v) = header
+                .iter()
+                .find(|(n, _)| *n == rust_name)
+                .unwrap_or_else(|| panic!("{prefix}{rust_name} missing in header"));
             assert_eq!(*v, code(*op), "{prefix}{rust_name}");
         }
     }

@@ -56,7 +56,10 @@ pub(crate) fn guard(f: impl FnOnce() -> FooResult<()>) -> i32 {
             e.status() as i32
         }
         Err(payload) => {
-            set_last_error(&format!("Rust panic in foo_rs: {}", panic_message(payload.as_ref())));
+            set_last_error(&format!(
+                "Rust panic in foo_rs: {}",
+                panic_message(payload.as_ref())
+            ));
             Status::Panic as i32
         }
     }
@@ -75,7 +78,8 @@ pub(crate) fn out<T>(ptr: *mut T, value: T) -> FooResult<()> {
 /// The descriptor and the memory it describes must stay valid for the call.
 pub(crate) unsafe fn tensor_ref(t: *const FooTensor) -> FooResult<TensorRef> {
     // SAFETY: caller's contract; null is checked.
-    let t = unsafe { t.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null tensor descriptor".into()))?;
+    let t = unsafe { t.as_ref() }
+        .ok_or_else(|| FooError::InvalidArgument("null tensor descriptor".into()))?;
     // SAFETY: caller's contract.
     unsafe { TensorRef::from_ffi(t) }
 }
@@ -84,7 +88,8 @@ pub(crate) unsafe fn tensor_ref(t: *const FooTensor) -> FooResult<TensorRef> {
 /// As [`tensor_ref`], and the memory must be writable.
 pub(crate) unsafe fn tensor_mut(t: *const FooTensor) -> FooResult<TensorMut> {
     // SAFETY: caller's contract; null is checked.
-    let t = unsafe { t.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null tensor descriptor".into()))?;
+    let t = unsafe { t.as_ref() }
+        .ok_or_else(|| FooError::InvalidArgument("null tensor descriptor".into()))?;
     // SAFETY: caller's contract.
     unsafe { TensorMut::from_ffi(t) }
 }
@@ -99,7 +104,9 @@ pub extern "C" fn foo_last_error() -> *const c_char {
 
 #[no_mangle]
 pub extern "C" fn foo_device_count() -> i32 {
-    catch_unwind(device::device_count).map(|n| n as i32).unwrap_or(0)
+    catch_unwind(device::device_count)
+        .map(|n| n as i32)
+        .unwrap_or(0)
 }
 
 #[no_mangle]
@@ -132,7 +139,12 @@ pub extern "C" fn foo_free(ptr: *mut c_void) -> i32 {
 /// Device of a pointer into a live block, or -1.
 #[no_mangle]
 pub extern "C" fn foo_device_of_ptr(ptr: *const c_void) -> i32 {
-    catch_unwind(|| memory::device_of(ptr as *const u8).map(|d| d as i32).unwrap_or(-1)).unwrap_or(-1)
+    catch_unwind(|| {
+        memory::device_of(ptr as *const u8)
+            .map(|d| d as i32)
+            .unwrap_or(-1)
+    })
+    .unwrap_or(-1)
 }
 
 /// Releases cached blocks of `device`, or of every device when `device < 0`.
@@ -157,7 +169,11 @@ pub extern "C" fn foo_reset_accumulated_stats(device: i32) -> i32 {
 }
 
 #[no_mangle]
-pub extern "C" fn foo_memory_info(device: i32, free_bytes: *mut usize, total_bytes: *mut usize) -> i32 {
+pub extern "C" fn foo_memory_info(
+    device: i32,
+    free_bytes: *mut usize,
+    total_bytes: *mut usize,
+) -> i32 {
     guard(|| {
         let total = memory::total_memory(device as i64)?;
         let used = memory::stats(device as i64)?.reserved_bytes.all.current as usize;
@@ -204,7 +220,8 @@ pub unsafe extern "C" fn foo_fill(dst: *const FooTensor, value: *const Scalar) -
         // SAFETY: caller's contract.
         let d = unsafe { tensor_mut(dst)? };
         // SAFETY: caller's contract; null is checked.
-        let v = unsafe { value.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null scalar".into()))?;
+        let v = unsafe { value.as_ref() }
+            .ok_or_else(|| FooError::InvalidArgument("null scalar".into()))?;
         pool::run(d.numel() >= GRAIN, || kernels::fill::fill(&d, v))
     })
 }
@@ -259,7 +276,9 @@ pub unsafe extern "C" fn foo_native_hit(slot: *const AtomicU64) {
 #[no_mangle]
 pub unsafe extern "C" fn foo_fallback_hit(name: *const c_char) -> i32 {
     // SAFETY: caller's contract.
-    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+    let name = unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned();
     catch_unwind(AssertUnwindSafe(|| {
         let first = counters::record_fallback(&name);
         if counters::strict() {
@@ -325,7 +344,9 @@ mod tests {
     fn panic_becomes_status() {
         assert_eq!(foo_debug_panic(), Status::Panic as i32);
         // SAFETY: foo_last_error returns a valid C string.
-        let msg = unsafe { CStr::from_ptr(foo_last_error()) }.to_string_lossy().into_owned();
+        let msg = unsafe { CStr::from_ptr(foo_last_error()) }
+            .to_string_lossy()
+            .into_owned();
         assert!(msg.contains("deliberate panic"), "{msg}");
     }
 
@@ -333,7 +354,9 @@ mod tests {
     fn errors_carry_messages() {
         assert_eq!(foo_set_device(99), Status::InvalidDevice as i32);
         // SAFETY: as above.
-        let msg = unsafe { CStr::from_ptr(foo_last_error()) }.to_string_lossy().into_owned();
+        let msg = unsafe { CStr::from_ptr(foo_last_error()) }
+            .to_string_lossy()
+            .into_owned();
         assert!(msg.contains("Invalid device index 99"), "{msg}");
     }
 }

@@ -80,10 +80,49 @@ impl BinaryOp {
     pub const ALL: [BinaryOp; 44] = {
         use BinaryOp::*;
         [
-            Add, Sub, Mul, Div, DivTrunc, DivFloor, Remainder, Fmod, Pow, Maximum, Minimum, Atan2, Eq, Ne, Lt, Le, Gt, Ge,
-            LogicalAnd, LogicalOr, LogicalXor, BitAnd, BitOr, BitXor, Shl, Shr, Fmax, Fmin, Hypot, Copysign, Xlogy,
-            ThresholdBackward, SigmoidBackward, TanhBackward, SiluBackward, GeluBackward, SoftplusBackward,
-            LeakyReluBackward, MaskedFill, HardtanhBackward, HardswishBackward, HardsigmoidBackward, MishBackward,
+            Add,
+            Sub,
+            Mul,
+            Div,
+            DivTrunc,
+            DivFloor,
+            Remainder,
+            Fmod,
+            Pow,
+            Maximum,
+            Minimum,
+            Atan2,
+            Eq,
+            Ne,
+            Lt,
+            Le,
+            Gt,
+            Ge,
+            LogicalAnd,
+            LogicalOr,
+            LogicalXor,
+            BitAnd,
+            BitOr,
+            BitXor,
+            Shl,
+            Shr,
+            Fmax,
+            Fmin,
+            Hypot,
+            Copysign,
+            Xlogy,
+            ThresholdBackward,
+            SigmoidBackward,
+            TanhBackward,
+            SiluBackward,
+            GeluBackward,
+            SoftplusBackward,
+            LeakyReluBackward,
+            MaskedFill,
+            HardtanhBackward,
+            HardswishBackward,
+            HardsigmoidBackward,
+            MishBackward,
             LogAddExp,
         ]
     };
@@ -95,17 +134,29 @@ impl BinaryOp {
     /// Ops that write bool whatever their inputs.
     pub fn is_predicate(self) -> bool {
         use BinaryOp::*;
-        matches!(self, Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr | LogicalXor)
+        matches!(
+            self,
+            Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr | LogicalXor
+        )
     }
 }
 
 fn pf(p: &[Scalar], i: usize, default: f64) -> f64 {
-    p.get(i).filter(|s| s.tag >= 0).map(f64::from_scalar).unwrap_or(default)
+    p.get(i)
+        .filter(|s| s.tag >= 0)
+        .map(f64::from_scalar)
+        .unwrap_or(default)
 }
 
 /// `out = op(a, b)`; `a` and `b` share a dtype (except MaskedFill's bool mask), `out` has it
 /// too, or bool for comparisons and logical ops.
-pub fn binary(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+pub fn binary(
+    op: BinaryOp,
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    p: &[Scalar],
+) -> FooResult<()> {
     if op == BinaryOp::MaskedFill {
         return crate::dispatch_all!(a.dtype, T => {
             let v = p.first().map(T::from_scalar).unwrap_or_default();
@@ -116,20 +167,27 @@ pub fn binary(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef, p: &[
         return crate::dispatch_all!(a.dtype, T => predicate::<T>(op, out, a, b));
     }
     dispatch_float!(a.dtype, F => float_binary::<F>(op, out, a, b, p),
-        _ => dispatch_int!(a.dtype, I => int_binary::<I>(op, out, a, b, p),
-            _ => match a.dtype {
-                crate::DType::Bool => bool_binary(op, out, a, b),
-                other => not_implemented!("foo {op:?} has no kernel for dtype {}", other.name()),
-            }))
+    _ => dispatch_int!(a.dtype, I => int_binary::<I>(op, out, a, b, p),
+        _ => match a.dtype {
+            crate::DType::Bool => bool_binary(op, out, a, b),
+            other => not_implemented!("foo {op:?} has no kernel for dtype {}", other.name()),
+        }))
 }
 
-fn predicate<T: Element>(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef) -> FooResult<()> {
+fn predicate<T: Element>(
+    op: BinaryOp,
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+) -> FooResult<()> {
     use BinaryOp::*;
     let ordered = !matches!(T::KIND, crate::dtype::Kind::Complex);
     match op {
         Eq => map2(out, a, b, |x: T, y: T| x == y),
         Ne => map2(out, a, b, |x: T, y: T| x != y),
-        Lt | Le | Gt | Ge if !ordered => not_implemented!("{op:?} is not supported for complex tensors"),
+        Lt | Le | Gt | Ge if !ordered => {
+            not_implemented!("{op:?} is not supported for complex tensors")
+        }
         Lt => map2(out, a, b, |x: T, y: T| lt_exact(x, y)),
         Le => map2(out, a, b, |x: T, y: T| x == y || lt_exact(x, y)),
         Gt => map2(out, a, b, |x: T, y: T| lt_exact(y, x)),
@@ -164,7 +222,11 @@ fn float_div_floor<M: Math>(a: M, b: M) -> M {
     }
     if div != M::zero() {
         let f = div.floor();
-        if div - f > M::from_f64c(0.5) { f + M::one() } else { f }
+        if div - f > M::from_f64c(0.5) {
+            f + M::one()
+        } else {
+            f
+        }
     } else {
         M::zero().copysign(a / b)
     }
@@ -175,7 +237,13 @@ fn sigmoid<M: Math>(x: M) -> M {
     M::one() / (M::one() + (-x).exp())
 }
 
-fn float_binary<F: FloatStore>(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+fn float_binary<F: FloatStore>(
+    op: BinaryOp,
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    p: &[Scalar],
+) -> FooResult<()> {
     use BinaryOp::*;
     type Mf<F> = <F as FloatStore>::M;
     let c = |v: f64| Mf::<F>::from_f64c(v);
@@ -215,18 +283,36 @@ fn float_binary<F: FloatStore>(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: 
         DivFloor => m!(|x, y| float_div_floor(x, y)),
         Remainder => m!(|x, y| {
             let r = x % y;
-            if r != zero && ((y < zero) != (r < zero)) { r + y } else { r }
+            if r != zero && ((y < zero) != (r < zero)) {
+                r + y
+            } else {
+                r
+            }
         }),
         Fmod => m!(|x, y| x % y),
         Pow => m!(|x, y| x.powf(y)),
-        Maximum => m!(|x, y| if x.is_nan() || y.is_nan() { x + y } else { x.max(y) }),
-        Minimum => m!(|x, y| if x.is_nan() || y.is_nan() { x + y } else { x.min(y) }),
+        Maximum => m!(|x, y| if x.is_nan() || y.is_nan() {
+            x + y
+        } else {
+            x.max(y)
+        }),
+        Minimum => m!(|x, y| if x.is_nan() || y.is_nan() {
+            x + y
+        } else {
+            x.min(y)
+        }),
         Fmax => m!(|x, y| x.max(y)),
         Fmin => m!(|x, y| x.min(y)),
         Atan2 => m!(|x, y| x.atan2(y)),
         Hypot => m!(|x, y| x.hypot(y)),
         Copysign => m!(|x, y| x.copysign(y)),
-        Xlogy => m!(|x, y| if y.is_nan() { y } else if x == zero { zero } else { x * y.ln() }),
+        Xlogy => m!(|x, y| if y.is_nan() {
+            y
+        } else if x == zero {
+            zero
+        } else {
+            x * y.ln()
+        }),
         LogAddExp => m!(|x, y| {
             if x.is_infinite() && x == y {
                 x
@@ -264,7 +350,8 @@ fn float_binary<F: FloatStore>(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: 
         }
         GeluBackward => {
             let k_alpha = c(std::f64::consts::FRAC_1_SQRT_2);
-            let k_beta = c(2.0 / std::f64::consts::PI.sqrt() * std::f64::consts::FRAC_1_SQRT_2 * 0.5);
+            let k_beta =
+                c(2.0 / std::f64::consts::PI.sqrt() * std::f64::consts::FRAC_1_SQRT_2 * 0.5);
             let half = c(0.5);
             m!(|g, x| {
                 let cdf = half * (one + (x * k_alpha).erf());
@@ -277,7 +364,11 @@ fn float_binary<F: FloatStore>(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: 
             let threshold = c(pf(p, 1, 20.0));
             m!(|g, x| {
                 let z = (x * beta).exp();
-                if x * beta > threshold { g } else { g * z / (z + one) }
+                if x * beta > threshold {
+                    g
+                } else {
+                    g * z / (z + one)
+                }
             })
         }
         LeakyReluBackward => {
@@ -301,19 +392,33 @@ fn float_binary<F: FloatStore>(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: 
         }
         HardsigmoidBackward => {
             let (three, sixth) = (c(3.0), c(1.0 / 6.0));
-            m!(|g, x| if x > -three && x < three { g * sixth } else { zero })
+            m!(|g, x| if x > -three && x < three {
+                g * sixth
+            } else {
+                zero
+            })
         }
         MishBackward => m!(|g, x| {
             let sp = x.exp().ln_1p();
             let t = sp.tanh();
             g * (t + x * sigmoid(x) * (one - t * t))
         }),
-        BitAnd | BitOr | BitXor | Shl | Shr => not_implemented!("{op:?} is only defined for integer and bool tensors"),
-        Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr | LogicalXor | MaskedFill => unreachable!("dispatched earlier"),
+        BitAnd | BitOr | BitXor | Shl | Shr => {
+            not_implemented!("{op:?} is only defined for integer and bool tensors")
+        }
+        Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr | LogicalXor | MaskedFill => {
+            unreachable!("dispatched earlier")
+        }
     }
 }
 
-fn int_binary<I: IntElem>(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+fn int_binary<I: IntElem>(
+    op: BinaryOp,
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    p: &[Scalar],
+) -> FooResult<()> {
     use BinaryOp::*;
     // Division by zero is an error for integers (ZeroDivisionError in PyTorch); the kernels
     // write 0 there and flag it, and the whole op reports it.
@@ -326,12 +431,20 @@ fn int_binary<I: IntElem>(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &Tens
     };
     let res = match op {
         Add | Sub => {
-            let alpha = p.first().filter(|s| s.tag >= 0).map(I::from_scalar).unwrap_or(I::one());
+            let alpha = p
+                .first()
+                .filter(|s| s.tag >= 0)
+                .map(I::from_scalar)
+                .unwrap_or(I::one());
             match (op, alpha == I::one()) {
                 (Add, true) => map2(out, a, b, |x: I, y: I| x.wrapping_add(&y)),
-                (Add, false) => map2(out, a, b, |x: I, y: I| x.wrapping_add(&alpha.wrapping_mul(&y))),
+                (Add, false) => map2(out, a, b, |x: I, y: I| {
+                    x.wrapping_add(&alpha.wrapping_mul(&y))
+                }),
                 (_, true) => map2(out, a, b, |x: I, y: I| x.wrapping_sub(&y)),
-                (_, false) => map2(out, a, b, |x: I, y: I| x.wrapping_sub(&alpha.wrapping_mul(&y))),
+                (_, false) => map2(out, a, b, |x: I, y: I| {
+                    x.wrapping_sub(&alpha.wrapping_mul(&y))
+                }),
             }
         }
         Mul => map2(out, a, b, |x: I, y: I| x.wrapping_mul(&y)),
@@ -351,7 +464,10 @@ fn int_binary<I: IntElem>(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &Tens
             let t = p.first().map(I::from_scalar).unwrap_or(I::zero());
             map2(out, a, b, |g: I, s: I| if s <= t { I::zero() } else { g })
         }
-        _ => not_implemented!("foo {op:?} is not defined for integer dtype {} (the glue promotes to float)", a.dtype.name()),
+        _ => not_implemented!(
+            "foo {op:?} is not defined for integer dtype {} (the glue promotes to float)",
+            a.dtype.name()
+        ),
     };
     res?;
     if zero_div.load(Ordering::Relaxed) {
@@ -387,7 +503,14 @@ mod tests {
         binary(BinaryOp::Remainder, &o.m(), &a.r(), &b.r(), &[]).unwrap();
         assert_eq!(o.data[1], 1.0);
         assert_eq!(o.data[3], -2.0);
-        binary(BinaryOp::Add, &o.m(), &a.r(), &b.r(), &[Scalar::from_f64(2.0)]).unwrap();
+        binary(
+            BinaryOp::Add,
+            &o.m(),
+            &a.r(),
+            &b.r(),
+            &[Scalar::from_f64(2.0)],
+        )
+        .unwrap();
         assert_eq!(o.data, vec![11.0, -3.0, 5.0, -5.0]);
     }
 

@@ -2,12 +2,12 @@
 //! any dtype pair, broadcast sources, non-contiguous sources and destinations).
 
 use super::element::Element;
-use super::layout::{coalesce, view, view_mut, GRAIN};
+use super::layout::{coalesce, GRAIN};
+use super::map::map1;
+use super::parallel::parallel_for;
 use crate::error::FooResult;
 use crate::invalid_arg;
 use crate::tensor::{TensorMut, TensorRef};
-use ndarray::Zip;
-use rayon::prelude::*;
 
 /// `dst[i] = cast(src[i])` for every index. Shapes must match (the glue expands `src` first);
 /// `dst` must not overlap itself or `src` (the glue stages overlapping copies).
@@ -22,60 +22,41 @@ pub fn copy(dst: &TensorMut, src: &TensorRef) -> FooResult<()> {
     if dst.numel() == 0 {
         return Ok(());
     }
-    let layout = coalesce(&dst.shape, [&dst.strides, &src.strides]);
-    if dst.dtype == src.dtype && layout.is_flat_contiguous() {
-        let nbytes = layout.numel() * dst.dtype.size();
-        // SAFETY: both regions are `nbytes` long, dense, and do not overlap (caller's contract).
-        let (d, s) = unsafe {
-            (
-                std::slice::from_raw_parts_mut(dst.ptr, nbytes),
-                std::slice::from_raw_parts(src.ptr, nbytes),
-            )
-        };
-        copy_bytes(d, s);
-        return Ok(());
-    }
-    crate::dispatch_all!(dst.dtype, D => crate::dispatch_all!(src.dtype, S => {
-        // SAFETY: the descriptors come from live tensors of these dtypes and this layout.
-        unsafe { convert::<D, S>(dst.ptr as *mut D, src.ptr as *const S, &layout.shape, &layout.strides) };
-    }));
-    Ok(())
-}
-
-fn copy_bytes(d: &mut [u8], s: &[u8]) {
-    const CHUNK: usize = 1 << 20;
-    if d.len() < 4 * GRAIN {
-        d.copy_from_slice(s);
-    } else {
-        d.par_chunks_mut(CHUNK).zip(s.par_chunks(CHUNK)).for_each(|(d, s)| d.copy_from_slice(s));
-    }
-}
-
-/// # Safety
-/// `dst`/`src` with `shape` and the two stride vectors must describe valid, non-overlapping
-/// regions of `D` and `S`.
-unsafe fn convert<D: Element, S: Element>(dst: *mut D, src: *const S, shape: &[usize], strides: &[Vec<isize>; 2]) {
-    let n: usize = shape.iter().product();
-    if shape.len() == 1 && strides[0][0] == 1 && strides[1][0] == 1 {
-        // SAFETY: dense regions of n elements (caller's contract).
-        let (d, s) = unsafe { (std::slice::from_raw_parts_mut(dst, n), std::slice::from_raw_parts(src, n)) };
-        if n < GRAIN {
-            d.iter_mut().zip(s).for_each(|(d, s)| *d = s.cast());
-        } else {
-            d.par_chunks_mut(GRAIN).zip(s.par_chunks(GRAIN)).for_each(|(d, s)| {
-                d.iter_mut().zip(s).for_each(|(d, s)| *d = s.cast());
-            });
+    if dst.dtype == src.dtype {
+        let layout = coalesce(&dst.shape, [&dst.strides, &src.strides]);
+        if layout.is_flat_contiguous() {
+            copy_bytes(dst.ptr, src.ptr, layout.numel() * dst.dtype.size());
+            return Ok(());
         }
-        return;
+        // Same dtype, strided: move bits by element size (one instantiation per size, not per dtype).
+        let (mut d, mut s) = (dst.clone(), src.clone());
+        let (dt, st) = match dst.dtype.size() {
+            1 => (crate::DType::U8, crate::DType::U8),
+            2 => (crate::DType::U16, crate::DType::U16),
+            4 => (crate::DType::U32, crate::DType::U32),
+            8 => (crate::DType::U64, crate::DType::U64),
+            _ => (crate::DType::C128, crate::DType::C128),
+        };
+        d.dtype = dt;
+        s.dtype = st;
+        return crate::dispatch_all!(dt, T => map1(&d, &s, |x: T| x));
     }
-    // SAFETY: forwarded caller's contract.
-    let (d, s) = unsafe { (view_mut(dst, shape, &strides[0]), view(src, shape, &strides[1])) };
-    let zip = Zip::from(d).and(s);
-    if n < GRAIN {
-        zip.for_each(|d, s| *d = s.cast());
-    } else {
-        zip.par_for_each(|d, s| *d = s.cast());
-    }
+    crate::dispatch_all!(dst.dtype, D => crate::dispatch_all!(src.dtype, S => map1(dst, src, |x: S| x.cast::<D>())))
+}
+
+/// Parallel memcpy of `n` bytes.
+pub fn copy_bytes(dst: *mut u8, src: *const u8, n: usize) {
+    let (d, s) = (dst as usize, src as usize);
+    parallel_for(n, 16 * GRAIN, &|start, end| {
+        // SAFETY: callers pass non-overlapping regions of at least n bytes; ranges are disjoint.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (s + start) as *const u8,
+                (d + start) as *mut u8,
+                end - start,
+            )
+        }
+    });
 }
 
 #[cfg(test)]
@@ -85,18 +66,31 @@ mod tests {
     use crate::tensor::contiguous_strides;
 
     fn tref<T>(data: &[T], shape: &[usize], strides: &[isize], dtype: DType) -> TensorRef {
-        TensorRef { ptr: data.as_ptr() as *const u8, shape: shape.to_vec(), strides: strides.to_vec(), dtype }
+        TensorRef {
+            ptr: data.as_ptr() as *const u8,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            dtype,
+        }
     }
     fn tmut<T>(data: &mut [T], shape: &[usize], dtype: DType) -> TensorMut {
-        TensorMut { ptr: data.as_mut_ptr() as *mut u8, shape: shape.to_vec(), strides: contiguous_strides(shape), dtype }
+        TensorMut {
+            ptr: data.as_mut_ptr() as *mut u8,
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+            dtype,
+        }
     }
 
     #[test]
     fn transposed_convert() {
         let src: Vec<f32> = (0..6).map(|x| x as f32 + 0.5).collect();
         let mut dst = vec![0i64; 6];
-        // src viewed as the 3x2 transpose of a 2x3 matrix.
-        copy(&tmut(&mut dst, &[3, 2], DType::I64), &tref(&src, &[3, 2], &[1, 3], DType::F32)).unwrap();
+        copy(
+            &tmut(&mut dst, &[3, 2], DType::I64),
+            &tref(&src, &[3, 2], &[1, 3], DType::F32),
+        )
+        .unwrap();
         assert_eq!(dst, vec![0, 3, 1, 4, 2, 5]);
     }
 
@@ -104,21 +98,45 @@ mod tests {
     fn broadcast_source() {
         let src = [1u8, 2, 3];
         let mut dst = vec![0u8; 6];
-        copy(&tmut(&mut dst, &[2, 3], DType::U8), &tref(&src, &[2, 3], &[0, 1], DType::U8)).unwrap();
+        copy(
+            &tmut(&mut dst, &[2, 3], DType::U8),
+            &tref(&src, &[2, 3], &[0, 1], DType::U8),
+        )
+        .unwrap();
         assert_eq!(dst, vec![1, 2, 3, 1, 2, 3]);
     }
 
     #[test]
-    fn large_parallel_same_dtype() {
+    fn strided_same_dtype_moves_bits() {
+        let src = [1.5f64, -2.0, f64::NAN, 4.0];
+        let mut dst = vec![0f64; 2];
+        copy(
+            &tmut(&mut dst, &[2], DType::F64),
+            &tref(&src, &[2], &[2], DType::F64),
+        )
+        .unwrap();
+        assert_eq!(dst[0], 1.5);
+        assert!(dst[1].is_nan());
+    }
+
+    #[test]
+    fn large_parallel_and_reversed() {
         let n = 3 * GRAIN + 7;
         let src: Vec<f64> = (0..n).map(|x| x as f64).collect();
         let mut dst = vec![0f64; n];
-        copy(&tmut(&mut dst, &[n], DType::F64), &tref(&src, &[n], &[1], DType::F64)).unwrap();
+        copy(
+            &tmut(&mut dst, &[n], DType::F64),
+            &tref(&src, &[n], &[1], DType::F64),
+        )
+        .unwrap();
         assert_eq!(dst, src);
-        // Reversed (negative stride) source, converted, parallel path.
         let mut dst32 = vec![0f32; n];
-        // SAFETY-free: the descriptor below starts at the last element and walks backwards.
-        let rev = TensorRef { ptr: src[n - 1..].as_ptr() as *const u8, shape: vec![n], strides: vec![-1], dtype: DType::F64 };
+        let rev = TensorRef {
+            ptr: src[n - 1..].as_ptr() as *const u8,
+            shape: vec![n],
+            strides: vec![-1],
+            dtype: DType::F64,
+        };
         copy(&tmut(&mut dst32, &[n], DType::F32), &rev).unwrap();
         assert_eq!(dst32[0], (n - 1) as f32);
         assert_eq!(dst32[n - 1], 0.0);
@@ -128,6 +146,10 @@ mod tests {
     fn mismatched_shapes_error() {
         let src = [1u8, 2, 3];
         let mut dst = vec![0u8; 2];
-        assert!(copy(&tmut(&mut dst, &[2], DType::U8), &tref(&src, &[3], &[1], DType::U8)).is_err());
+        assert!(copy(
+            &tmut(&mut dst, &[2], DType::U8),
+            &tref(&src, &[3], &[1], DType::U8)
+        )
+        .is_err());
     }
 }

@@ -171,9 +171,27 @@ macro_rules! float_element {
 }
 
 float_element!(f64, DType::F64, |v: f64| v, |v: f64| v, |_f: f32, d: f64| d);
-float_element!(f32, DType::F32, |v: f64| v as f32, |v: f32| v as f64, |f: f32, _d: f64| f);
-float_element!(f16, DType::F16, f16::from_f64, f16::to_f64, |_f: f32, d: f64| f16::from_f64(d));
-float_element!(bf16, DType::BF16, bf16::from_f64, bf16::to_f64, |_f: f32, d: f64| bf16::from_f64(d));
+float_element!(
+    f32,
+    DType::F32,
+    |v: f64| v as f32,
+    |v: f32| v as f64,
+    |f: f32, _d: f64| f
+);
+float_element!(
+    f16,
+    DType::F16,
+    f16::from_f64,
+    f16::to_f64,
+    |_f: f32, d: f64| f16::from_f64(d)
+);
+float_element!(
+    bf16,
+    DType::BF16,
+    bf16::from_f64,
+    bf16::to_f64,
+    |_f: f32, d: f64| bf16::from_f64(d)
+);
 
 impl Element for bool {
     const DTYPE: DType = DType::Bool;
@@ -278,21 +296,66 @@ macro_rules! dispatch_all {
     ($dtype:expr, $T:ident => $body:expr) => {{
         use $crate::dtype::DType as __D;
         match $dtype {
-            __D::U8 => { type $T = u8; $body }
-            __D::I8 => { type $T = i8; $body }
-            __D::I16 => { type $T = i16; $body }
-            __D::I32 => { type $T = i32; $body }
-            __D::I64 => { type $T = i64; $body }
-            __D::U16 => { type $T = u16; $body }
-            __D::U32 => { type $T = u32; $body }
-            __D::U64 => { type $T = u64; $body }
-            __D::F16 => { type $T = half::f16; $body }
-            __D::BF16 => { type $T = half::bf16; $body }
-            __D::F32 => { type $T = f32; $body }
-            __D::F64 => { type $T = f64; $body }
-            __D::C64 => { type $T = num_complex::Complex32; $body }
-            __D::C128 => { type $T = num_complex::Complex64; $body }
-            __D::Bool => { type $T = bool; $body }
+            __D::U8 => {
+                type $T = u8;
+                $body
+            }
+            __D::I8 => {
+                type $T = i8;
+                $body
+            }
+            __D::I16 => {
+                type $T = i16;
+                $body
+            }
+            __D::I32 => {
+                type $T = i32;
+                $body
+            }
+            __D::I64 => {
+                type $T = i64;
+                $body
+            }
+            __D::U16 => {
+                type $T = u16;
+                $body
+            }
+            __D::U32 => {
+                type $T = u32;
+                $body
+            }
+            __D::U64 => {
+                type $T = u64;
+                $body
+            }
+            __D::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            __D::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            __D::F32 => {
+                type $T = f32;
+                $body
+            }
+            __D::F64 => {
+                type $T = f64;
+                $body
+            }
+            __D::C64 => {
+                type $T = num_complex::Complex32;
+                $body
+            }
+            __D::C128 => {
+                type $T = num_complex::Complex64;
+                $body
+            }
+            __D::Bool => {
+                type $T = bool;
+                $body
+            }
         }
     }};
 }

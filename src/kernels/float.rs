@@ -149,10 +149,22 @@ macro_rules! dispatch_float {
     ($dtype:expr, $F:ident => $body:expr, _ => $other:expr) => {{
         use $crate::dtype::DType as __D;
         match $dtype {
-            __D::F32 => { type $F = f32; $body }
-            __D::F64 => { type $F = f64; $body }
-            __D::F16 => { type $F = half::f16; $body }
-            __D::BF16 => { type $F = half::bf16; $body }
+            __D::F32 => {
+                type $F = f32;
+                $body
+            }
+            __D::F64 => {
+                type $F = f64;
+                $body
+            }
+            __D::F16 => {
+                type $F = half::f16;
+                $body
+            }
+            __D::BF16 => {
+                type $F = half::bf16;
+                $body
+            }
             _ => $other,
         }
     }};
@@ -164,14 +176,38 @@ macro_rules! dispatch_int {
     ($dtype:expr, $I:ident => $body:expr, _ => $other:expr) => {{
         use $crate::dtype::DType as __D;
         match $dtype {
-            __D::U8 => { type $I = u8; $body }
-            __D::I8 => { type $I = i8; $body }
-            __D::I16 => { type $I = i16; $body }
-            __D::I32 => { type $I = i32; $body }
-            __D::I64 => { type $I = i64; $body }
-            __D::U16 => { type $I = u16; $body }
-            __D::U32 => { type $I = u32; $body }
-            __D::U64 => { type $I = u64; $body }
+            __D::U8 => {
+                type $I = u8;
+                $body
+            }
+            __D::I8 => {
+                type $I = i8;
+                $body
+            }
+            __D::I16 => {
+                type $I = i16;
+                $body
+            }
+            __D::I32 => {
+                type $I = i32;
+                $body
+            }
+            __D::I64 => {
+                type $I = i64;
+                $body
+            }
+            __D::U16 => {
+                type $I = u16;
+                $body
+            }
+            __D::U32 => {
+                type $I = u32;
+                $body
+            }
+            __D::U64 => {
+                type $I = u64;
+                $body
+            }
             _ => $other,
         }
     }};

@@ -3,11 +3,24 @@
 use super::element::Element;
 use num_traits::{CheckedRem, PrimInt, WrappingAdd, WrappingMul, WrappingNeg, WrappingSub};
 
-pub trait IntElem: Element + PrimInt + CheckedRem + WrappingAdd + WrappingSub + WrappingMul + WrappingNeg + std::hash::Hash {
+pub trait IntElem:
+    Element
+    + PrimInt
+    + CheckedRem
+    + WrappingAdd
+    + WrappingSub
+    + WrappingMul
+    + WrappingNeg
+    + std::hash::Hash
+{
     const SIGNED: bool;
     #[inline(always)]
     fn wabs(self) -> Self {
-        if Self::SIGNED && self < Self::zero() { self.wrapping_neg() } else { self }
+        if Self::SIGNED && self < Self::zero() {
+            self.wrapping_neg()
+        } else {
+            self
+        }
     }
     #[inline(always)]
     fn sign(self) -> Self {
@@ -87,7 +100,11 @@ pub trait IntElem: Element + PrimInt + CheckedRem + WrappingAdd + WrappingSub + 
     fn shl_torch(self, s: Self) -> Self {
         let bits = (std::mem::size_of::<Self>() * 8) as i64;
         let s = Element::to_i64(s);
-        if s < 0 || s >= bits { Self::zero() } else { self.unsigned_shl(s as u32) }
+        if s < 0 || s >= bits {
+            Self::zero()
+        } else {
+            self.unsigned_shl(s as u32)
+        }
     }
     #[inline(always)]
     fn shr_torch(self, s: Self) -> Self {
@@ -95,7 +112,11 @@ pub trait IntElem: Element + PrimInt + CheckedRem + WrappingAdd + WrappingSub + 
         let s = Element::to_i64(s);
         let neg = Self::SIGNED && self < Self::zero();
         if s < 0 || s >= bits {
-            if neg { Self::zero().wrapping_sub(&Self::one()) } else { Self::zero() }
+            if neg {
+                Self::zero().wrapping_sub(&Self::one())
+            } else {
+                Self::zero()
+            }
         } else {
             self.signed_shr(s as u32)
         }

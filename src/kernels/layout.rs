@@ -22,7 +22,11 @@ impl<const N: usize> Layout<N> {
 
     /// True when every operand walks memory densely in the same order (one flat loop).
     pub fn is_flat_contiguous(&self) -> bool {
-        self.shape.len() <= 1 && self.strides.iter().all(|s| s.first().is_none_or(|&x| x == 1))
+        self.shape.len() <= 1
+            && self
+                .strides
+                .iter()
+                .all(|s| s.first().is_none_or(|&x| x == 1))
     }
 }
 
@@ -31,14 +35,19 @@ pub fn coalesce<const N: usize>(shape: &[usize], strides: [&[isize]; N]) -> Layo
     // Keep non-trivial dims only.
     let mut dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
     // Outer-to-inner by the output's stride magnitude (stable: ties keep logical order).
-    dims.sort_by(|&a, &b| strides[0][b].unsigned_abs().cmp(&strides[0][a].unsigned_abs()));
+    dims.sort_by(|&a, &b| {
+        strides[0][b]
+            .unsigned_abs()
+            .cmp(&strides[0][a].unsigned_abs())
+    });
     let mut out_shape: Vec<usize> = Vec::with_capacity(dims.len());
     let mut out_strides: [Vec<isize>; N] = std::array::from_fn(|_| Vec::with_capacity(dims.len()));
     for &d in &dims {
         if let Some(&last_n) = out_shape.last() {
             // Merge the previous (outer) dim into this (inner) one when contiguous for everyone.
             let k = out_shape.len() - 1;
-            let mergeable = (0..N).all(|op| out_strides[op][k] == strides[op][d] * shape[d] as isize);
+            let mergeable =
+                (0..N).all(|op| out_strides[op][k] == strides[op][d] * shape[d] as isize);
             if mergeable {
                 out_shape[k] = last_n * shape[d];
                 for (op, s) in out_strides.iter_mut().enumerate() {
@@ -52,10 +61,17 @@ pub fn coalesce<const N: usize>(shape: &[usize], strides: [&[isize]; N]) -> Layo
             s.push(strides[op][d]);
         }
     }
-    Layout { shape: out_shape, strides: out_strides }
+    Layout {
+        shape: out_shape,
+        strides: out_strides,
+    }
 }
 
-fn positive_layout(shape: &[usize], strides: &[isize], itemsize: usize) -> (isize, Vec<usize>, Vec<usize>) {
+fn positive_layout(
+    shape: &[usize],
+    strides: &[isize],
+    itemsize: usize,
+) -> (isize, Vec<usize>, Vec<usize>) {
     // Byte offset from element 0 to the lowest-addressed element, and the absolute strides;
     // the dims that had negative strides are inverted again on the view.
     let mut offset = 0isize;
@@ -92,7 +108,11 @@ pub unsafe fn view<'a, T>(ptr: *const T, shape: &[usize], strides: &[isize]) -> 
 ///
 /// # Safety
 /// As [`view`], plus: writable, no two indices alias, no other live reference to the region.
-pub unsafe fn view_mut<'a, T>(ptr: *mut T, shape: &[usize], strides: &[isize]) -> ArrayViewMutD<'a, T> {
+pub unsafe fn view_mut<'a, T>(
+    ptr: *mut T,
+    shape: &[usize],
+    strides: &[isize],
+) -> ArrayViewMutD<'a, T> {
     let (offset, abs, flipped) = positive_layout(shape, strides, std::mem::size_of::<T>());
     // SAFETY: as in `view`.
     let base = unsafe { (ptr as *mut u8).offset(offset) as *mut T };
@@ -144,6 +164,9 @@ mod tests {
         // A flipped 2x3 view: element [i][j] = data[5 - (3i + j)].
         // SAFETY: all indices stay within `data`.
         let v = unsafe { view(data.as_ptr().add(5), &[2, 3], &[-3, -1]) };
-        assert_eq!(v.iter().copied().collect::<Vec<_>>(), vec![5, 4, 3, 2, 1, 0]);
+        assert_eq!(
+            v.iter().copied().collect::<Vec<_>>(),
+            vec![5, 4, 3, 2, 1, 0]
+        );
     }
 }

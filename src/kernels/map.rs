@@ -1,15 +1,24 @@
 //! The elementwise engine: `out[i] = f(a[i], b[i], ...)` over broadcast-ready operands (same
-//! shape as `out`, zero strides where broadcast). Dense operands take a slice loop that the
-//! compiler vectorizes; anything else walks ndarray views (Zip). Both go parallel above GRAIN.
+//! shape as `out`, zero strides where broadcast).
+//!
+//! Like ATen's TensorIterator, it coalesces the operands' dims ([`layout::coalesce`]), walks the
+//! outer dims with an index counter (not generic over the op) and runs a small inner loop per
+//! row that *is* generic over the op, specialised for dense and broadcast inner strides so the
+//! compiler vectorizes the common cases. Work above [`GRAIN`] elements is split across threads
+//! by [`parallel_for`], which is compiled once for all ops.
 
 use super::element::Element;
-use super::layout::{coalesce, view, view_mut, Layout, GRAIN};
+use super::layout::{coalesce, Layout, GRAIN};
+use super::parallel::parallel_for;
 use crate::error::{FooError, FooResult};
 use crate::tensor::{TensorMut, TensorRef};
-use ndarray::Zip;
-use rayon::prelude::*;
 
-fn check_operand<T: Element>(what: &str, dtype: crate::DType, shape: &[usize], out_shape: &[usize]) -> FooResult<()> {
+fn check_operand<T: Element>(
+    what: &str,
+    dtype: crate::DType,
+    shape: &[usize],
+    out_shape: &[usize],
+) -> FooResult<()> {
     if dtype != T::DTYPE {
         return Err(FooError::Runtime(format!(
             "elementwise kernel: {what} has dtype {} but the kernel expects {}",
@@ -25,87 +34,115 @@ fn check_operand<T: Element>(what: &str, dtype: crate::DType, shape: &[usize], o
     Ok(())
 }
 
-/// A dense slice of `n` elements when the operand walks memory contiguously (stride 1), or a
-/// single broadcast value (stride 0) — the two flat cases the slice loop handles.
-enum Flat<'a, T> {
-    Dense(&'a [T]),
-    Splat(T),
+/// Calls `row(offsets, len)` for every row of the linear range `start..end` of `l`'s index
+/// space: `offsets[k]` is operand k's element offset of the row's first element, and the row
+/// runs `len` elements along the innermost dim.
+pub fn for_each_row<const N: usize>(
+    l: &Layout<N>,
+    start: usize,
+    end: usize,
+    row: &mut dyn FnMut([isize; N], usize),
+) {
+    let nd = l.shape.len();
+    if nd == 0 {
+        if start < end {
+            row([0; N], 1);
+        }
+        return;
+    }
+    let inner = l.shape[nd - 1];
+    // Multi-index of `start` (outer dims) and position within the row.
+    let mut idx = vec![0usize; nd];
+    let mut rem = start;
+    for d in (0..nd).rev() {
+        idx[d] = rem % l.shape[d];
+        rem /= l.shape[d];
+    }
+    let mut pos = start;
+    while pos < end {
+        let len = (inner - idx[nd - 1]).min(end - pos);
+        let mut offsets = [0isize; N];
+        for (k, o) in offsets.iter_mut().enumerate() {
+            *o = idx
+                .iter()
+                .zip(&l.strides[k])
+                .map(|(&i, &s)| i as isize * s)
+                .sum();
+        }
+        row(offsets, len);
+        pos += len;
+        // Advance the counter by `len` (to the next row start, or past the end).
+        idx[nd - 1] += len;
+        let mut d = nd - 1;
+        while d > 0 && idx[d] >= l.shape[d] {
+            idx[d] = 0;
+            idx[d - 1] += 1;
+            d -= 1;
+        }
+    }
 }
 
-impl<T: Copy> Flat<'_, T> {
+/// Pointer plus element offset, as the integer address the closures capture (raw pointers are
+/// not `Sync`; the memory is valid for the whole kernel by the callers' contracts).
+#[derive(Clone, Copy)]
+struct Base(usize);
+
+impl Base {
+    fn of(ptr: *const u8) -> Self {
+        Base(ptr as usize)
+    }
     #[inline(always)]
-    fn get(&self, i: usize) -> T {
-        match self {
-            Flat::Dense(s) => s[i],
-            Flat::Splat(v) => *v,
-        }
+    fn at<T>(self, offset: isize) -> *mut T {
+        (self.0 as *mut T).wrapping_offset(offset)
     }
 }
 
-/// # Safety
-/// `ptr` must address `n` readable elements when `stride == 1`, or one when `stride == 0`.
-unsafe fn flat<'a, T: Copy>(ptr: *const u8, stride: isize, n: usize) -> Option<Flat<'a, T>> {
-    match stride {
-        // SAFETY: caller's contract.
-        1 => Some(Flat::Dense(unsafe { std::slice::from_raw_parts(ptr as *const T, n) })),
-        // SAFETY: caller's contract.
-        0 => Some(Flat::Splat(unsafe { (ptr as *const T).read() })),
-        _ => None,
-    }
+/// Runs `body(row offsets, len)` over every row of `l`, in parallel above GRAIN.
+pub fn drive_rows<const N: usize>(l: &Layout<N>, body: &(dyn Fn([isize; N], usize) + Sync)) {
+    let n = l.numel();
+    parallel_for(n, GRAIN, &|s, e| {
+        for_each_row(l, s, e, &mut |off, len| body(off, len))
+    });
 }
 
-fn flat_layout<const N: usize>(l: &Layout<N>) -> bool {
-    l.shape.len() == 1 && l.strides[0][0] == 1 && l.strides[1..].iter().all(|s| s[0] == 0 || s[0] == 1)
-}
-
-macro_rules! flat_loop {
-    ($n:expr, $out:expr, |$i:ident| $value:expr) => {{
-        let out: &mut [_] = $out;
-        if $n < GRAIN {
-            for ($i, o) in out.iter_mut().enumerate() {
-                *o = $value;
-            }
-        } else {
-            out.par_chunks_mut(GRAIN).enumerate().for_each(|(c, chunk)| {
-                let base = c * GRAIN;
-                for (k, o) in chunk.iter_mut().enumerate() {
-                    let $i = base + k;
-                    *o = $value;
-                }
-            });
-        }
-    }};
+fn inner_strides<const N: usize>(l: &Layout<N>) -> [isize; N] {
+    std::array::from_fn(|k| l.strides[k].last().copied().unwrap_or(0))
 }
 
 /// `out[i] = f(a[i])`.
-pub fn map1<A: Element, O: Element>(out: &TensorMut, a: &TensorRef, f: impl Fn(A) -> O + Sync + Send) -> FooResult<()> {
+pub fn map1<A: Element, O: Element>(
+    out: &TensorMut,
+    a: &TensorRef,
+    f: impl Fn(A) -> O + Sync + Send,
+) -> FooResult<()> {
     check_operand::<O>("output", out.dtype, &out.shape, &out.shape)?;
     check_operand::<A>("input", a.dtype, &a.shape, &out.shape)?;
-    let n = out.numel();
-    if n == 0 {
+    if out.numel() == 0 {
         return Ok(());
     }
     let l = coalesce(&out.shape, [&out.strides, &a.strides]);
-    if flat_layout(&l) {
-        // SAFETY: the layout is flat: `out` is dense and `a` dense or broadcast (checked above).
-        let (o, fa) = unsafe { (std::slice::from_raw_parts_mut(out.ptr as *mut O, n), flat::<A>(a.ptr, l.strides[1][0], n).unwrap()) };
-        match fa {
-            Flat::Dense(s) => flat_loop!(n, o, |i| f(s[i])),
-            Flat::Splat(v) => {
-                let r = f(v);
-                flat_loop!(n, o, |_i| r)
+    let [so, sa] = inner_strides(&l);
+    let (po, pa) = (Base::of(out.ptr), Base::of(a.ptr));
+    drive_rows(&l, &|off, len| {
+        let (o, x) = (po.at::<O>(off[0]), pa.at::<A>(off[1]));
+        // SAFETY: every (row offset + i * inner stride), i < len, addresses an element of the
+        // operand (the layout came from its shape/strides); `out` does not overlap itself.
+        unsafe {
+            if so == 1 && sa == 1 {
+                let (o, x) = (
+                    std::slice::from_raw_parts_mut(o, len),
+                    std::slice::from_raw_parts(x as *const A, len),
+                );
+                for (o, &x) in o.iter_mut().zip(x) {
+                    *o = f(x);
+                }
+            } else {
+                for i in 0..len as isize {
+                    *o.offset(i * so) = f(*x.offset(i * sa));
+                }
             }
         }
-        return Ok(());
-    }
-    // SAFETY: descriptors of live tensors; `out` has no internal overlap (glue-checked).
-    let (o, va) = unsafe { (view_mut(out.ptr as *mut O, &l.shape, &l.strides[0]), view(a.ptr as *const A, &l.shape, &l.strides[1])) };
-    let z = Zip::from(o).and(va);
-    if n < GRAIN {
-        z.for_each(|o, &a| *o = f(a));
-    } else {
-        z.par_for_each(|o, &a| *o = f(a));
-    }
+    });
     Ok(())
 }
 
@@ -119,46 +156,51 @@ pub fn map2<A: Element, B: Element, O: Element>(
     check_operand::<O>("output", out.dtype, &out.shape, &out.shape)?;
     check_operand::<A>("input 1", a.dtype, &a.shape, &out.shape)?;
     check_operand::<B>("input 2", b.dtype, &b.shape, &out.shape)?;
-    let n = out.numel();
-    if n == 0 {
+    if out.numel() == 0 {
         return Ok(());
     }
     let l = coalesce(&out.shape, [&out.strides, &a.strides, &b.strides]);
-    if flat_layout(&l) {
-        // SAFETY: flat layout (see map1).
-        let (o, fa, fb) = unsafe {
-            (
-                std::slice::from_raw_parts_mut(out.ptr as *mut O, n),
-                flat::<A>(a.ptr, l.strides[1][0], n).unwrap(),
-                flat::<B>(b.ptr, l.strides[2][0], n).unwrap(),
-            )
-        };
-        // Specialize the common shapes so the dense loops stay branch-free.
-        match (fa, fb) {
-            (Flat::Dense(x), Flat::Dense(y)) => flat_loop!(n, o, |i| f(x[i], y[i])),
-            (Flat::Dense(x), Flat::Splat(y)) => flat_loop!(n, o, |i| f(x[i], y)),
-            (Flat::Splat(x), Flat::Dense(y)) => flat_loop!(n, o, |i| f(x, y[i])),
-            (Flat::Splat(x), Flat::Splat(y)) => {
-                let r = f(x, y);
-                flat_loop!(n, o, |_i| r)
+    let [so, sa, sb] = inner_strides(&l);
+    let (po, pa, pb) = (Base::of(out.ptr), Base::of(a.ptr), Base::of(b.ptr));
+    drive_rows(&l, &|off, len| {
+        let (o, x, y) = (po.at::<O>(off[0]), pa.at::<A>(off[1]), pb.at::<B>(off[2]));
+        // SAFETY: as in map1.
+        unsafe {
+            let o_dense = so == 1;
+            if o_dense && sa == 1 && sb == 1 {
+                let o = std::slice::from_raw_parts_mut(o, len);
+                let (x, y) = (
+                    std::slice::from_raw_parts(x as *const A, len),
+                    std::slice::from_raw_parts(y as *const B, len),
+                );
+                for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                    *o = f(x, y);
+                }
+            } else if o_dense && sa == 1 && sb == 0 {
+                let (o, x, y) = (
+                    std::slice::from_raw_parts_mut(o, len),
+                    std::slice::from_raw_parts(x as *const A, len),
+                    *y,
+                );
+                for (o, &x) in o.iter_mut().zip(x) {
+                    *o = f(x, y);
+                }
+            } else if o_dense && sa == 0 && sb == 1 {
+                let (o, x, y) = (
+                    std::slice::from_raw_parts_mut(o, len),
+                    *x,
+                    std::slice::from_raw_parts(y as *const B, len),
+                );
+                for (o, &y) in o.iter_mut().zip(y) {
+                    *o = f(x, y);
+                }
+            } else {
+                for i in 0..len as isize {
+                    *o.offset(i * so) = f(*x.offset(i * sa), *y.offset(i * sb));
+                }
             }
         }
-        return Ok(());
-    }
-    // SAFETY: as in map1.
-    let (o, va, vb) = unsafe {
-        (
-            view_mut(out.ptr as *mut O, &l.shape, &l.strides[0]),
-            view(a.ptr as *const A, &l.shape, &l.strides[1]),
-            view(b.ptr as *const B, &l.shape, &l.strides[2]),
-        )
-    };
-    let z = Zip::from(o).and(va).and(vb);
-    if n < GRAIN {
-        z.for_each(|o, &a, &b| *o = f(a, b));
-    } else {
-        z.par_for_each(|o, &a, &b| *o = f(a, b));
-    }
+    });
     Ok(())
 }
 
@@ -174,46 +216,52 @@ pub fn map3<A: Element, B: Element, C: Element, O: Element>(
     check_operand::<A>("input 1", a.dtype, &a.shape, &out.shape)?;
     check_operand::<B>("input 2", b.dtype, &b.shape, &out.shape)?;
     check_operand::<C>("input 3", c.dtype, &c.shape, &out.shape)?;
-    let n = out.numel();
-    if n == 0 {
+    if out.numel() == 0 {
         return Ok(());
     }
-    let l = coalesce(&out.shape, [&out.strides, &a.strides, &b.strides, &c.strides]);
-    if flat_layout(&l) {
-        // SAFETY: flat layout (see map1).
-        let (o, fa, fb, fc) = unsafe {
-            (
-                std::slice::from_raw_parts_mut(out.ptr as *mut O, n),
-                flat::<A>(a.ptr, l.strides[1][0], n).unwrap(),
-                flat::<B>(b.ptr, l.strides[2][0], n).unwrap(),
-                flat::<C>(c.ptr, l.strides[3][0], n).unwrap(),
-            )
-        };
-        flat_loop!(n, o, |i| f(fa.get(i), fb.get(i), fc.get(i)));
-        return Ok(());
-    }
-    // SAFETY: as in map1.
-    let (o, va, vb, vc) = unsafe {
-        (
-            view_mut(out.ptr as *mut O, &l.shape, &l.strides[0]),
-            view(a.ptr as *const A, &l.shape, &l.strides[1]),
-            view(b.ptr as *const B, &l.shape, &l.strides[2]),
-            view(c.ptr as *const C, &l.shape, &l.strides[3]),
-        )
-    };
-    let z = Zip::from(o).and(va).and(vb).and(vc);
-    if n < GRAIN {
-        z.for_each(|o, &a, &b, &c| *o = f(a, b, c));
-    } else {
-        z.par_for_each(|o, &a, &b, &c| *o = f(a, b, c));
-    }
+    let l = coalesce(
+        &out.shape,
+        [&out.strides, &a.strides, &b.strides, &c.strides],
+    );
+    let [so, sa, sb, sc] = inner_strides(&l);
+    let (po, pa, pb, pc) = (
+        Base::of(out.ptr),
+        Base::of(a.ptr),
+        Base::of(b.ptr),
+        Base::of(c.ptr),
+    );
+    drive_rows(&l, &|off, len| {
+        let (o, x, y, z) = (
+            po.at::<O>(off[0]),
+            pa.at::<A>(off[1]),
+            pb.at::<B>(off[2]),
+            pc.at::<C>(off[3]),
+        );
+        // SAFETY: as in map1.
+        unsafe {
+            if so == 1 && sa == 1 && sb == 1 && sc == 1 {
+                let o = std::slice::from_raw_parts_mut(o, len);
+                let (x, y, z) = (
+                    std::slice::from_raw_parts(x as *const A, len),
+                    std::slice::from_raw_parts(y as *const B, len),
+                    std::slice::from_raw_parts(z as *const C, len),
+                );
+                for i in 0..len {
+                    o[i] = f(x[i], y[i], z[i]);
+                }
+            } else {
+                for i in 0..len as isize {
+                    *o.offset(i * so) = f(*x.offset(i * sa), *y.offset(i * sb), *z.offset(i * sc));
+                }
+            }
+        }
+    });
     Ok(())
 }
 
 #[cfg(test)]
 pub(crate) mod testing {
     //! Owned test tensors for kernel unit tests.
-    use crate::dtype::DType;
     use crate::kernels::element::Element;
     use crate::tensor::{contiguous_strides, TensorMut, TensorRef};
 
@@ -225,30 +273,50 @@ pub(crate) mod testing {
     impl<T: Element> Owned<T> {
         pub fn new(data: Vec<T>, shape: &[usize]) -> Self {
             assert_eq!(data.len(), shape.iter().product::<usize>());
-            Owned { data, shape: shape.to_vec() }
+            Owned {
+                data,
+                shape: shape.to_vec(),
+            }
         }
         pub fn zeros(shape: &[usize]) -> Self {
             Owned::new(vec![T::default(); shape.iter().product()], shape)
         }
         pub fn r(&self) -> TensorRef {
-            TensorRef { ptr: self.data.as_ptr() as *const u8, shape: self.shape.clone(), strides: contiguous_strides(&self.shape), dtype: T::DTYPE }
+            TensorRef {
+                ptr: self.data.as_ptr() as *const u8,
+                shape: self.shape.clone(),
+                strides: contiguous_strides(&self.shape),
+                dtype: T::DTYPE,
+            }
         }
         /// A broadcast view of this tensor to `shape` (numpy rules, trailing alignment).
         pub fn bcast(&self, shape: &[usize]) -> TensorRef {
             let own = contiguous_strides(&self.shape);
             let off = shape.len() - self.shape.len();
             let strides = (0..shape.len())
-                .map(|d| if d < off || self.shape[d - off] == 1 { 0 } else { own[d - off] })
+                .map(|d| {
+                    if d < off || self.shape[d - off] == 1 {
+                        0
+                    } else {
+                        own[d - off]
+                    }
+                })
                 .collect();
-            TensorRef { ptr: self.data.as_ptr() as *const u8, shape: shape.to_vec(), strides, dtype: T::DTYPE }
+            TensorRef {
+                ptr: self.data.as_ptr() as *const u8,
+                shape: shape.to_vec(),
+                strides,
+                dtype: T::DTYPE,
+            }
         }
         pub fn m(&mut self) -> TensorMut {
-            TensorMut { ptr: self.data.as_mut_ptr() as *mut u8, shape: self.shape.clone(), strides: contiguous_strides(&self.shape), dtype: T::DTYPE }
+            TensorMut {
+                ptr: self.data.as_mut_ptr() as *mut u8,
+                shape: self.shape.clone(),
+                strides: contiguous_strides(&self.shape),
+                dtype: T::DTYPE,
+            }
         }
-    }
-
-    pub fn dtype_of<T: Element>() -> DType {
-        T::DTYPE
     }
 }
 
@@ -256,6 +324,7 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::Owned;
     use super::*;
+    use crate::DType;
 
     #[test]
     fn map2_broadcast_and_parallel() {
@@ -277,12 +346,35 @@ mod tests {
     fn map1_strided_and_dtype_check() {
         // Column of a 3x2 matrix.
         let a = Owned::new(vec![1i32, 2, 3, 4, 5, 6], &[3, 2]);
-        let col = TensorRef { ptr: a.data.as_ptr() as *const u8, shape: vec![3], strides: vec![2], dtype: DType::I32 };
+        let col = TensorRef {
+            ptr: a.data.as_ptr() as *const u8,
+            shape: vec![3],
+            strides: vec![2],
+            dtype: DType::I32,
+        };
         let mut o = Owned::<bool>::zeros(&[3]);
         map1(&o.m(), &col, |x: i32| x > 2).unwrap();
         assert_eq!(o.data, vec![false, true, true]);
         assert!(map1(&o.m(), &col, |x: f32| x > 2.0).is_err());
     }
 
-    use crate::DType;
+    #[test]
+    fn rows_split_across_chunks() {
+        // A transposed (column-major) input over a large matrix crosses row boundaries mid-chunk.
+        let (r, c) = (300, 517);
+        let a = Owned::new((0..r * c).map(|x| x as i64).collect(), &[r, c]);
+        let t = TensorRef {
+            ptr: a.data.as_ptr() as *const u8,
+            shape: vec![c, r],
+            strides: vec![1, c as isize],
+            dtype: DType::I64,
+        };
+        let mut o = Owned::<i64>::zeros(&[c, r]);
+        map1(&o.m(), &t, |x: i64| x + 1).unwrap();
+        for i in 0..c {
+            for j in 0..r {
+                assert_eq!(o.data[i * r + j], (j * c + i) as i64 + 1);
+            }
+        }
+    }
 }

@@ -10,5 +10,6 @@ pub mod float;
 pub mod int;
 pub mod layout;
 pub mod map;
+pub mod parallel;
 pub mod ternary;
 pub mod unary;

@@ -24,7 +24,12 @@ pub enum TernaryOp {
 }
 
 impl TernaryOp {
-    pub const ALL: [TernaryOp; 4] = [TernaryOp::Where, TernaryOp::Lerp, TernaryOp::Addcmul, TernaryOp::Addcdiv];
+    pub const ALL: [TernaryOp; 4] = [
+        TernaryOp::Where,
+        TernaryOp::Lerp,
+        TernaryOp::Addcmul,
+        TernaryOp::Addcdiv,
+    ];
 
     pub fn from_code(code: i32) -> Option<TernaryOp> {
         Self::ALL.iter().copied().find(|o| *o as i32 == code)
@@ -33,7 +38,14 @@ impl TernaryOp {
 
 /// `out = op(a, b, c)`. For Where, `a` is bool and `b`, `c`, `out` share a dtype; otherwise
 /// all four share one.
-pub fn ternary(op: TernaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef, c: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+pub fn ternary(
+    op: TernaryOp,
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: &TensorRef,
+    p: &[Scalar],
+) -> FooResult<()> {
     if op == TernaryOp::Where {
         return crate::dispatch_all!(b.dtype, T => map3(out, a, b, c, |m: bool, x: T, y: T| if m { x } else { y }));
     }
@@ -42,7 +54,14 @@ pub fn ternary(op: TernaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef, c: 
             _ => not_implemented!("foo {op:?} has no kernel for dtype {}", a.dtype.name())))
 }
 
-fn float_ternary<F: FloatStore>(op: TernaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef, c: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+fn float_ternary<F: FloatStore>(
+    op: TernaryOp,
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: &TensorRef,
+    p: &[Scalar],
+) -> FooResult<()> {
     type Mf<F> = <F as FloatStore>::M;
     let value = Mf::<F>::from_f64c(p.first().map(f64::from_scalar).unwrap_or(1.0));
     let half = Mf::<F>::from_f64c(0.5);
@@ -52,19 +71,39 @@ fn float_ternary<F: FloatStore>(op: TernaryOp, out: &TensorMut, a: &TensorRef, b
         TernaryOp::Lerp => map3(out, a, b, c, |s: F, e: F, w: F| {
             let (s, e, w) = (s.load(), e.load(), w.load());
             let d = e - s;
-            F::store(if w.abs() < half { s + w * d } else { e - d * (one - w) })
+            F::store(if w.abs() < half {
+                s + w * d
+            } else {
+                e - d * (one - w)
+            })
         }),
-        TernaryOp::Addcmul => map3(out, a, b, c, |x: F, y: F, z: F| F::store(x.load() + value * y.load() * z.load())),
-        TernaryOp::Addcdiv => map3(out, a, b, c, |x: F, y: F, z: F| F::store(x.load() + value * (y.load() / z.load()))),
+        TernaryOp::Addcmul => map3(out, a, b, c, |x: F, y: F, z: F| {
+            F::store(x.load() + value * y.load() * z.load())
+        }),
+        TernaryOp::Addcdiv => map3(out, a, b, c, |x: F, y: F, z: F| {
+            F::store(x.load() + value * (y.load() / z.load()))
+        }),
         TernaryOp::Where => unreachable!(),
     }
 }
 
-fn int_ternary<I: IntElem>(op: TernaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef, c: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+fn int_ternary<I: IntElem>(
+    op: TernaryOp,
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: &TensorRef,
+    p: &[Scalar],
+) -> FooResult<()> {
     let value = p.first().map(I::from_scalar).unwrap_or(I::one());
     match op {
-        TernaryOp::Addcmul => map3(out, a, b, c, |x: I, y: I, z: I| x.wrapping_add(&value.wrapping_mul(&y).wrapping_mul(&z))),
-        _ => not_implemented!("foo {op:?} is not defined for integer dtype {}", a.dtype.name()),
+        TernaryOp::Addcmul => map3(out, a, b, c, |x: I, y: I, z: I| {
+            x.wrapping_add(&value.wrapping_mul(&y).wrapping_mul(&z))
+        }),
+        _ => not_implemented!(
+            "foo {op:?} is not defined for integer dtype {}",
+            a.dtype.name()
+        ),
     }
 }
 
@@ -79,12 +118,28 @@ mod tests {
         let x = Owned::new(vec![1.0f32, 2.0, 3.0], &[3]);
         let y = Owned::new(vec![-1.0f32], &[1]);
         let mut o = Owned::<f32>::zeros(&[3]);
-        ternary(TernaryOp::Where, &o.m(), &m.r(), &x.r(), &y.bcast(&[3]), &[]).unwrap();
+        ternary(
+            TernaryOp::Where,
+            &o.m(),
+            &m.r(),
+            &x.r(),
+            &y.bcast(&[3]),
+            &[],
+        )
+        .unwrap();
         assert_eq!(o.data, vec![1.0, -1.0, 3.0]);
         let w = Owned::new(vec![0.25f32, 0.75, 1.0], &[3]);
         ternary(TernaryOp::Lerp, &o.m(), &x.r(), &y.bcast(&[3]), &w.r(), &[]).unwrap();
         assert_eq!(o.data, vec![0.5, -0.25, -1.0]);
-        ternary(TernaryOp::Addcdiv, &o.m(), &x.r(), &x.r(), &w.r(), &[Scalar::from_f64(0.5)]).unwrap();
+        ternary(
+            TernaryOp::Addcdiv,
+            &o.m(),
+            &x.r(),
+            &x.r(),
+            &w.r(),
+            &[Scalar::from_f64(0.5)],
+        )
+        .unwrap();
         assert_eq!(o.data[0], 1.0 + 0.5 * 4.0);
     }
 }

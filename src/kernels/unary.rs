@@ -81,10 +81,60 @@ impl UnaryOp {
     pub const ALL: [UnaryOp; 54] = {
         use UnaryOp::*;
         [
-            Neg, Abs, Sign, Exp, Exp2, Expm1, Log, Log2, Log10, Log1p, Sqrt, Rsqrt, Reciprocal, Sin, Cos, Tan, Tanh,
-            Sigmoid, Relu, Gelu, Silu, Softplus, Erf, Floor, Ceil, Round, Trunc, Frac, Clamp, LogicalNot, BitwiseNot,
-            IsNan, IsInf, IsFinite, NanToNum, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erfc, LeakyRelu, Elu,
-            Hardsigmoid, Hardswish, Mish, Signbit, IsPosInf, IsNegInf, Square, Sgn,
+            Neg,
+            Abs,
+            Sign,
+            Exp,
+            Exp2,
+            Expm1,
+            Log,
+            Log2,
+            Log10,
+            Log1p,
+            Sqrt,
+            Rsqrt,
+            Reciprocal,
+            Sin,
+            Cos,
+            Tan,
+            Tanh,
+            Sigmoid,
+            Relu,
+            Gelu,
+            Silu,
+            Softplus,
+            Erf,
+            Floor,
+            Ceil,
+            Round,
+            Trunc,
+            Frac,
+            Clamp,
+            LogicalNot,
+            BitwiseNot,
+            IsNan,
+            IsInf,
+            IsFinite,
+            NanToNum,
+            Asin,
+            Acos,
+            Atan,
+            Sinh,
+            Cosh,
+            Asinh,
+            Acosh,
+            Atanh,
+            Erfc,
+            LeakyRelu,
+            Elu,
+            Hardsigmoid,
+            Hardswish,
+            Mish,
+            Signbit,
+            IsPosInf,
+            IsNegInf,
+            Square,
+            Sgn,
         ]
     };
 
@@ -95,7 +145,10 @@ impl UnaryOp {
     /// Ops whose output is bool whatever the input.
     pub fn is_predicate(self) -> bool {
         use UnaryOp::*;
-        matches!(self, LogicalNot | IsNan | IsInf | IsFinite | Signbit | IsPosInf | IsNegInf)
+        matches!(
+            self,
+            LogicalNot | IsNan | IsInf | IsFinite | Signbit | IsPosInf | IsNegInf
+        )
     }
 }
 
@@ -113,11 +166,11 @@ pub fn unary(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[Scalar]) -> FooRe
         return crate::dispatch_all!(a.dtype, T => predicate::<T>(op, out, a));
     }
     dispatch_float!(a.dtype, F => float_unary::<F>(op, out, a, p),
-        _ => dispatch_int!(a.dtype, I => int_unary::<I>(op, out, a, p),
-            _ => match a.dtype {
-                crate::DType::Bool => bool_unary(op, out, a),
-                other => not_implemented!("foo {op:?} has no kernel for dtype {}", other.name()),
-            }))
+    _ => dispatch_int!(a.dtype, I => int_unary::<I>(op, out, a, p),
+        _ => match a.dtype {
+            crate::DType::Bool => bool_unary(op, out, a),
+            other => not_implemented!("foo {op:?} has no kernel for dtype {}", other.name()),
+        }))
 }
 
 fn predicate<T: Element>(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResult<()> {
@@ -128,11 +181,17 @@ fn predicate<T: Element>(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResu
     let is_complex = matches!(T::KIND, crate::dtype::Kind::Complex);
     match op {
         LogicalNot => map1(out, a, |x: T| !x.to_bool()),
-        IsNan if is_complex => map1(out, a, |x: T| x.to_c64().re.is_nan() || x.to_c64().im.is_nan()),
+        IsNan if is_complex => map1(out, a, |x: T| {
+            x.to_c64().re.is_nan() || x.to_c64().im.is_nan()
+        }),
         IsNan => map1(out, a, |x: T| is_float && x.to_f64().is_nan()),
-        IsInf if is_complex => map1(out, a, |x: T| x.to_c64().re.is_infinite() || x.to_c64().im.is_infinite()),
+        IsInf if is_complex => map1(out, a, |x: T| {
+            x.to_c64().re.is_infinite() || x.to_c64().im.is_infinite()
+        }),
         IsInf => map1(out, a, |x: T| is_float && x.to_f64().is_infinite()),
-        IsFinite if is_complex => map1(out, a, |x: T| x.to_c64().re.is_finite() && x.to_c64().im.is_finite()),
+        IsFinite if is_complex => map1(out, a, |x: T| {
+            x.to_c64().re.is_finite() && x.to_c64().im.is_finite()
+        }),
         IsFinite => map1(out, a, |x: T| !is_float || x.to_f64().is_finite()),
         IsPosInf => map1(out, a, |x: T| is_float && x.to_f64() == f64::INFINITY),
         IsNegInf => map1(out, a, |x: T| is_float && x.to_f64() == f64::NEG_INFINITY),
@@ -147,7 +206,12 @@ fn sigmoid<M: Math>(x: M) -> M {
     M::one() / (M::one() + (-x).exp())
 }
 
-fn float_unary<F: FloatStore>(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+fn float_unary<F: FloatStore>(
+    op: UnaryOp,
+    out: &TensorMut,
+    a: &TensorRef,
+    p: &[Scalar],
+) -> FooResult<()> {
     use UnaryOp::*;
     type Mf<F> = <F as FloatStore>::M;
     let c = |v: f64| Mf::<F>::from_f64c(v);
@@ -164,8 +228,22 @@ fn float_unary<F: FloatStore>(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[
     match op {
         Neg => m!(|x| -x),
         Abs => m!(|x| x.abs()),
-        Sign => m!(|x| if x > zero { one } else if x < zero { -one } else { zero }),
-        Sgn => m!(|x| if x > zero { one } else if x < zero { -one } else if x.is_nan() { x } else { zero }),
+        Sign => m!(|x| if x > zero {
+            one
+        } else if x < zero {
+            -one
+        } else {
+            zero
+        }),
+        Sgn => m!(|x| if x > zero {
+            one
+        } else if x < zero {
+            -one
+        } else if x.is_nan() {
+            x
+        } else {
+            zero
+        }),
         Exp => m!(|x| x.exp()),
         Exp2 => m!(|x| x.exp2()),
         Expm1 => m!(|x| x.exp_m1()),
@@ -206,7 +284,11 @@ fn float_unary<F: FloatStore>(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[
         Softplus => {
             let beta = c(pf(p, 0, 1.0));
             let threshold = c(pf(p, 1, 20.0));
-            m!(|x| if x * beta > threshold { x } else { (x * beta).exp().ln_1p() / beta })
+            m!(|x| if x * beta > threshold {
+                x
+            } else {
+                (x * beta).exp().ln_1p() / beta
+            })
         }
         Erf => m!(|x| x.erf()),
         Erfc => m!(|x| x.erfc()),
@@ -234,18 +316,34 @@ fn float_unary<F: FloatStore>(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[
             m!(|x| {
                 let mut y = x;
                 if let Some(l) = lo {
-                    y = if y.is_nan() || l.is_nan() { y + l } else if y < l { l } else { y };
+                    y = if y.is_nan() || l.is_nan() {
+                        y + l
+                    } else if y < l {
+                        l
+                    } else {
+                        y
+                    };
                 }
                 if let Some(h) = hi {
-                    y = if y.is_nan() || h.is_nan() { y + h } else if y > h { h } else { y };
+                    y = if y.is_nan() || h.is_nan() {
+                        y + h
+                    } else if y > h {
+                        h
+                    } else {
+                        y
+                    };
                 }
                 y
             })
         }
         NanToNum => {
             let nan = c(pf(p, 0, 0.0));
-            let pos = param(p, 1).map(|s| c(f64::from_scalar(s))).unwrap_or(F::max_finite().load());
-            let neg = param(p, 2).map(|s| c(f64::from_scalar(s))).unwrap_or(F::min_finite().load());
+            let pos = param(p, 1)
+                .map(|s| c(f64::from_scalar(s)))
+                .unwrap_or(F::max_finite().load());
+            let neg = param(p, 2)
+                .map(|s| c(f64::from_scalar(s)))
+                .unwrap_or(F::min_finite().load());
             m!(|x| if x.is_nan() {
                 nan
             } else if x == Mf::<F>::infinity() {
@@ -264,7 +362,11 @@ fn float_unary<F: FloatStore>(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[
             let alpha = c(pf(p, 0, 1.0));
             let scale = c(pf(p, 1, 1.0));
             let input_scale = c(pf(p, 2, 1.0));
-            m!(|x| if x > zero { scale * x } else { scale * alpha * ((x * input_scale).exp() - one) })
+            m!(|x| if x > zero {
+                scale * x
+            } else {
+                scale * alpha * ((x * input_scale).exp() - one)
+            })
         }
         Hardsigmoid => {
             let (three, six) = (c(3.0), c(6.0));
@@ -276,11 +378,18 @@ fn float_unary<F: FloatStore>(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[
         }
         Square => m!(|x| x * x),
         BitwiseNot => not_implemented!("bitwise_not is only defined for integer and bool tensors"),
-        LogicalNot | IsNan | IsInf | IsFinite | Signbit | IsPosInf | IsNegInf => unreachable!("predicates are dispatched earlier"),
+        LogicalNot | IsNan | IsInf | IsFinite | Signbit | IsPosInf | IsNegInf => {
+            unreachable!("predicates are dispatched earlier")
+        }
     }
 }
 
-fn int_unary<I: IntElem>(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[Scalar]) -> FooResult<()> {
+fn int_unary<I: IntElem>(
+    op: UnaryOp,
+    out: &TensorMut,
+    a: &TensorRef,
+    p: &[Scalar],
+) -> FooResult<()> {
     use UnaryOp::*;
     match op {
         Neg => map1(out, a, |x: I| x.wrapping_neg()),
@@ -306,7 +415,10 @@ fn int_unary<I: IntElem>(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[Scala
             })
         }
         NanToNum => map1(out, a, |x: I| x),
-        _ => not_implemented!("foo {op:?} is not defined for integer dtype {} (the glue promotes to float)", a.dtype.name()),
+        _ => not_implemented!(
+            "foo {op:?} is not defined for integer dtype {} (the glue promotes to float)",
+            a.dtype.name()
+        ),
     }
 }
 
@@ -314,7 +426,9 @@ fn bool_unary(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResult<()> {
     use UnaryOp::*;
     match op {
         BitwiseNot => map1(out, a, |x: bool| !x),
-        Abs | Relu | Floor | Ceil | Trunc | Round | Sign | Sgn | NanToNum => map1(out, a, |x: bool| x),
+        Abs | Relu | Floor | Ceil | Trunc | Round | Sign | Sgn | NanToNum => {
+            map1(out, a, |x: bool| x)
+        }
         _ => not_implemented!("foo {op:?} is not defined for bool tensors"),
     }
 }
@@ -347,7 +461,13 @@ mod tests {
         assert_eq!(o.data, vec![true, false, false]);
         let i = Owned::new(vec![-3i64, 0, 7], &[3]);
         let mut io = Owned::<i64>::zeros(&[3]);
-        unary(UnaryOp::Clamp, &io.m(), &i.r(), &[Scalar::from_i64(-1), Scalar::from_i64(5)]).unwrap();
+        unary(
+            UnaryOp::Clamp,
+            &io.m(),
+            &i.r(),
+            &[Scalar::from_i64(-1), Scalar::from_i64(5)],
+        )
+        .unwrap();
         assert_eq!(io.data, vec![-1, 0, 5]);
         assert!(unary(UnaryOp::Exp, &io.m(), &i.r(), &[]).is_err());
     }

@@ -17,7 +17,9 @@ struct Counters {
 
 fn counters() -> MutexGuard<'static, Counters> {
     static C: OnceLock<Mutex<Counters>> = OnceLock::new();
-    C.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner())
+    C.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 /// Returns the counter for a native op (same counter for the same name).
@@ -80,7 +82,10 @@ pub fn strict() -> bool {
     if STRICT_OVERRIDE_SET.load(Ordering::Relaxed) {
         return STRICT_OVERRIDE.load(Ordering::Relaxed);
     }
-    matches!(std::env::var("FOO_RS_STRICT").as_deref().map(str::trim), Ok("1") | Ok("true") | Ok("yes"))
+    matches!(
+        std::env::var("FOO_RS_STRICT").as_deref().map(str::trim),
+        Ok("1") | Ok("true") | Ok("yes")
+    )
 }
 
 /// `Some(b)` forces strict mode on/off; `None` goes back to the environment variable.

@@ -25,7 +25,8 @@ pub fn parse_device_count(value: Option<&str>) -> usize {
 }
 
 pub fn device_count() -> usize {
-    *DEVICE_COUNT.get_or_init(|| parse_device_count(std::env::var("FOO_RS_DEVICE_COUNT").ok().as_deref()))
+    *DEVICE_COUNT
+        .get_or_init(|| parse_device_count(std::env::var("FOO_RS_DEVICE_COUNT").ok().as_deref()))
 }
 
 pub fn check_device(index: i64) -> FooResult<usize> {
@@ -72,7 +73,9 @@ mod tests {
     fn current_device_is_per_thread() {
         set_device(1).unwrap();
         assert_eq!(current_device(), 1);
-        std::thread::spawn(|| assert_eq!(current_device(), 0)).join().unwrap();
+        std::thread::spawn(|| assert_eq!(current_device(), 0))
+            .join()
+            .unwrap();
         assert_eq!(exchange_device(0).unwrap(), 1);
         assert!(set_device(99).is_err());
         assert!(set_device(-1).is_err());

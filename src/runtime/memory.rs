@@ -53,11 +53,19 @@ pub struct StatArray {
 impl StatArray {
     fn increase(&mut self, small: bool, n: usize) {
         self.all.increase(n);
-        if small { self.small.increase(n) } else { self.large.increase(n) }
+        if small {
+            self.small.increase(n)
+        } else {
+            self.large.increase(n)
+        }
     }
     fn decrease(&mut self, small: bool, n: usize) {
         self.all.decrease(n);
-        if small { self.small.decrease(n) } else { self.large.decrease(n) }
+        if small {
+            self.small.decrease(n)
+        } else {
+            self.large.decrease(n)
+        }
     }
     fn stats_mut(&mut self) -> [&mut Stat; 3] {
         [&mut self.all, &mut self.small, &mut self.large]
@@ -124,9 +132,14 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         Some('t') => (&t[..t.len() - 1], 1 << 40),
         _ => (t, 1),
     };
-    let value: f64 = num.trim().parse().map_err(|_| format!("{text:?} is not a byte size (e.g. 2G, 512M, 1048576)"))?;
+    let value: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte size (e.g. 2G, 512M, 1048576)"))?;
     if !(value >= 0.0 && value.is_finite()) {
-        return Err(format!("{text:?} is not a byte size (e.g. 2G, 512M, 1048576)"));
+        return Err(format!(
+            "{text:?} is not a byte size (e.g. 2G, 512M, 1048576)"
+        ));
     }
     Ok((value * mult as f64) as usize)
 }
@@ -176,7 +189,14 @@ fn allocator() -> &'static Allocator {
             _ => (None, None),
         };
         Allocator {
-            pools: (0..device_count()).map(|_| Mutex::new(Pool { limit, ..Pool::default() })).collect(),
+            pools: (0..device_count())
+                .map(|_| {
+                    Mutex::new(Pool {
+                        limit,
+                        ..Pool::default()
+                    })
+                })
+                .collect(),
             live: Mutex::new(BTreeMap::new()),
             pinned: Mutex::new(BTreeMap::new()),
             limit_error,
@@ -211,7 +231,11 @@ fn fmt_bytes(n: usize) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{n} bytes") } else { format!("{v:.2} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{n} bytes")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
 }
 
 /// Allocates `nbytes` on `device`. Zero bytes gives a null pointer (as CUDA does).
@@ -247,13 +271,23 @@ pub fn allocate(device: i64, nbytes: usize) -> FooResult<*mut u8> {
     s.active_bytes.increase(small, size);
     s.requested_bytes.increase(small, nbytes);
     drop(pool);
-    lock(&a.live).insert(addr, Block { device, size, requested: nbytes });
+    lock(&a.live).insert(
+        addr,
+        Block {
+            device,
+            size,
+            requested: nbytes,
+        },
+    );
     Ok(addr as *mut u8)
 }
 
 fn new_segment(pool: &mut Pool, device: usize, size: usize, nbytes: usize) -> FooResult<usize> {
     let small = size < SMALL_LIMIT;
-    let over_limit = |p: &Pool| p.limit.is_some_and(|l| p.stats.reserved_bytes.all.current as usize + size > l);
+    let over_limit = |p: &Pool| {
+        p.limit
+            .is_some_and(|l| p.stats.reserved_bytes.all.current as usize + size > l)
+    };
     let mut retried = false;
     loop {
         let ptr = if over_limit(pool) {
@@ -296,12 +330,15 @@ pub fn free(ptr: *mut u8) -> FooResult<()> {
         return Ok(());
     }
     let a = allocator();
-    let block = lock(&a.live)
-        .remove(&(ptr as usize))
-        .ok_or_else(|| FooError::Runtime(format!("foo free: {ptr:p} is not a live foo allocation")))?;
+    let block = lock(&a.live).remove(&(ptr as usize)).ok_or_else(|| {
+        FooError::Runtime(format!("foo free: {ptr:p} is not a live foo allocation"))
+    })?;
     let small = block.size < SMALL_LIMIT;
     let mut pool = lock(&a.pools[block.device]);
-    pool.cached.entry(block.size).or_default().push(ptr as usize);
+    pool.cached
+        .entry(block.size)
+        .or_default()
+        .push(ptr as usize);
     pool.cached_bytes += block.size;
     let s = &mut pool.stats;
     s.allocation.decrease(small, 1);
@@ -421,13 +458,19 @@ pub fn host_allocate(nbytes: usize) -> FooResult<*mut u8> {
         return Ok(std::ptr::null_mut());
     }
     if nbytes > isize::MAX as usize / 2 {
-        return Err(FooError::OutOfMemory(format!("cannot allocate {} of pinned host memory", fmt_bytes(nbytes))));
+        return Err(FooError::OutOfMemory(format!(
+            "cannot allocate {} of pinned host memory",
+            fmt_bytes(nbytes)
+        )));
     }
     let size = nbytes.div_ceil(ALIGN) * ALIGN;
     // SAFETY: non-zero size.
     let ptr = unsafe { alloc(layout(size)) };
     if ptr.is_null() {
-        return Err(FooError::OutOfMemory(format!("cannot allocate {} of pinned host memory", fmt_bytes(nbytes))));
+        return Err(FooError::OutOfMemory(format!(
+            "cannot allocate {} of pinned host memory",
+            fmt_bytes(nbytes)
+        )));
     }
     lock(&allocator().pinned).insert(ptr as usize, size);
     Ok(ptr)
@@ -462,7 +505,10 @@ mod tests {
         assert_eq!(round_size(1), 512);
         assert_eq!(round_size(513), 1024);
         assert_eq!(round_size(SMALL_LIMIT), SMALL_LIMIT);
-        assert_eq!(round_size(SMALL_LIMIT + 1), SMALL_LIMIT + (SMALL_LIMIT >> 3));
+        assert_eq!(
+            round_size(SMALL_LIMIT + 1),
+            SMALL_LIMIT + (SMALL_LIMIT >> 3)
+        );
         for n in [3 << 20, 40_000_000usize, 123_456_789] {
             let r = round_size(n);
             assert!(r >= n && (r - n) * 8 <= n && r % ALIGN == 0);
@@ -489,14 +535,23 @@ mod tests {
         // SAFETY: an interior pointer of a live 1024-byte block.
         assert_eq!(device_of(unsafe { p.add(1000) }), Some(1));
         let s = stats(1).unwrap();
-        assert_eq!(s.allocated_bytes.all.current - before.allocated_bytes.all.current, 1024);
-        assert_eq!(s.requested_bytes.all.current - before.requested_bytes.all.current, 1000);
+        assert_eq!(
+            s.allocated_bytes.all.current - before.allocated_bytes.all.current,
+            1024
+        );
+        assert_eq!(
+            s.requested_bytes.all.current - before.requested_bytes.all.current,
+            1000
+        );
         free(p).unwrap();
         assert!(free(p).is_err(), "double free is reported, not performed");
         let q = allocate(1, 900).unwrap();
         assert_eq!(p, q, "same size class reuses the cached block");
         free(q).unwrap();
-        assert_eq!(stats(1).unwrap().allocated_bytes.all.current, before.allocated_bytes.all.current);
+        assert_eq!(
+            stats(1).unwrap().allocated_bytes.all.current,
+            before.allocated_bytes.all.current
+        );
 
         set_memory_limit(Some(1), Some(4 << 20)).unwrap();
         let big = allocate(1, 3 << 20).unwrap();

@@ -2,6 +2,6 @@
 
 pub mod counters;
 pub mod device;
-pub mod pool;
 pub mod memory;
+pub mod pool;
 pub mod rng;

@@ -20,9 +20,17 @@ static POOL: Mutex<Option<Owned>> = Mutex::new(None);
 pub fn configured_threads() -> usize {
     ["FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS"]
         .iter()
-        .find_map(|k| std::env::var(k).ok().and_then(|v| v.trim().parse::<usize>().ok()))
+        .find_map(|k| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+        })
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
 }
 
 fn pool() -> Arc<ThreadPool> {
@@ -46,7 +54,10 @@ fn pool() -> Arc<ThreadPool> {
             if let Some(old) = guard.take() {
                 std::mem::forget(old);
             }
-            *guard = Some(Owned { pid, pool: pool.clone() });
+            *guard = Some(Owned {
+                pid,
+                pool: pool.clone(),
+            });
             pool
         }
     }

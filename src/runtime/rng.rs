@@ -31,8 +31,22 @@ fn registry() -> MutexGuard<'static, Registry> {
     static REG: OnceLock<Mutex<Registry>> = OnceLock::new();
     REG.get_or_init(|| {
         let n = device_count();
-        let gens = (0..n as u64).map(|d| (d, GenState { seed: DEFAULT_SEED, offset: 0, device: d as usize })).collect();
-        Mutex::new(Registry { gens, next_id: n as u64 })
+        let gens = (0..n as u64)
+            .map(|d| {
+                (
+                    d,
+                    GenState {
+                        seed: DEFAULT_SEED,
+                        offset: 0,
+                        device: d as usize,
+                    },
+                )
+            })
+            .collect();
+        Mutex::new(Registry {
+            gens,
+            next_id: n as u64,
+        })
     })
     .lock()
     .unwrap_or_else(|e| e.into_inner())
@@ -53,7 +67,14 @@ pub fn new_generator(device: i64) -> FooResult<u64> {
     let mut r = registry();
     let id = r.next_id;
     r.next_id += 1;
-    r.gens.insert(id, GenState { seed: DEFAULT_SEED, offset: 0, device });
+    r.gens.insert(
+        id,
+        GenState {
+            seed: DEFAULT_SEED,
+            offset: 0,
+            device,
+        },
+    );
     Ok(id)
 }
 
@@ -132,7 +153,10 @@ pub fn set_state_bytes(id: u64, bytes: &[u8]) -> FooResult<()> {
 pub fn nondeterministic_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     h.write_u128(nanos);
     h.write_u32(std::process::id());
     // Keep it within 53 bits like PyTorch's, so it round-trips through Python floats too.
@@ -154,7 +178,14 @@ mod tests {
         assert_eq!(state(h).unwrap().offset, 12);
         manual_seed(g, 7).unwrap();
         set_state_bytes(g, &bytes).unwrap();
-        assert_eq!(state(g).unwrap(), GenState { seed: 42, offset: 12, device: 0 });
+        assert_eq!(
+            state(g).unwrap(),
+            GenState {
+                seed: 42,
+                offset: 12,
+                device: 0
+            }
+        );
         assert!(set_state_bytes(g, &bytes[..3]).is_err());
         release_generator(g);
         release_generator(h);
