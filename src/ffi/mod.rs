@@ -14,7 +14,12 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod conv;
 mod elementwise;
+mod index;
+mod linalg;
+mod nn;
+mod reduce;
 
 /// The scalar parameters `params[0..n]` of a kernel call (empty for a null pointer).
 ///

@@ -3,13 +3,18 @@
 //! (rayon) only above [`layout::GRAIN`] elements.
 
 pub mod binary;
+pub mod conv;
 pub mod copy;
 pub mod element;
 pub mod fill;
 pub mod float;
+pub mod index;
 pub mod int;
 pub mod layout;
+pub mod linalg;
 pub mod map;
+pub mod nn;
 pub mod parallel;
+pub mod reduce;
 pub mod ternary;
 pub mod unary;

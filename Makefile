@@ -1,0 +1,40 @@
+# foo_rs: every target sets up what it needs (venv with the pinned torch, the extension).
+#   make demo   - train a small model on the foo device next to the same run on CPU
+#   make test   - Rust unit tests + the pytest suite (what .ci/run runs)
+#   make bench  - cargo bench + benches/compare_cpu.py (foo/CPU ratios)
+#   make lint   - cargo fmt --check, clippy -D warnings, ruff
+SHELL := /bin/bash
+VENV := $(shell scripts/venv.sh)
+PY := $(VENV)/bin/python
+export VIRTUAL_ENV := $(VENV)
+export PATH := $(VENV)/bin:$(PATH)
+export FOO_RS_PYTHON := $(PY)
+
+.PHONY: build demo test test-rust test-python bench lint info
+
+build:
+	maturin develop --release --quiet
+
+demo: build
+	$(PY) -m foo_rs demo
+
+info: build
+	$(PY) -m foo_rs info
+
+test-rust:
+	cargo test --all-targets --quiet
+
+test-python: build
+	$(PY) -m pytest -q tests
+
+test: test-rust test-python
+
+bench: build
+	cargo bench --bench kernels
+	$(PY) benches/compare_cpu.py
+
+lint:
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --features python -- -D warnings
+	$(VENV)/bin/ruff check python tests benches

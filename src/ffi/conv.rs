@@ -1,0 +1,1 @@
+//! C ABI of the conv family (see kernels::conv).

@@ -1,0 +1,1 @@
+//! C ABI of the index family (see kernels::index).

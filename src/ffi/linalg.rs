@@ -1,0 +1,1 @@
+//! C ABI of the linalg family (see kernels::linalg).

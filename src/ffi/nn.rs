@@ -1,0 +1,1 @@
+//! C ABI of the nn family (see kernels::nn).

@@ -1,0 +1,1 @@
+//! C ABI of the reduce family (see kernels::reduce).

@@ -1,0 +1,1 @@
+//! Matrix products (mm, bmm, addmm, baddbmm, addmv, mv, dot) on a tuned GEMM.

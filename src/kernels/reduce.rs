@@ -1,0 +1,1 @@
+//! Reductions (sum, mean, prod, max/min, arg*, var/std, norm, all/any, logsumexp) and scans (cumsum, cumprod).
