@@ -17,9 +17,14 @@ ALL_REAL_DTYPES = FLOAT_DTYPES + INT_DTYPES + [torch.bool]
 def to_foo(x: Any) -> Any:
     """Copies tensors (recursively through lists/tuples/dicts) to foo, keeping strides."""
     if isinstance(x, torch.Tensor):
-        y = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=FOO)
-        y.copy_(x)
-        return y.requires_grad_(x.requires_grad) if x.is_leaf else y
+        # Copy the whole storage and view it the same way, so strides, offsets and even
+        # overlapping (expanded) layouts carry over exactly.
+        requires_grad = x.requires_grad
+        x = x.detach()
+        n = x.untyped_storage().nbytes() // x.element_size()
+        flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,))
+        y = flat.to(FOO).as_strided(x.size(), x.stride(), x.storage_offset())
+        return y.detach().requires_grad_() if requires_grad else y
     if isinstance(x, (list, tuple)):
         return type(x)(to_foo(v) for v in x)
     if isinstance(x, dict):
