@@ -19,6 +19,7 @@ mod elementwise;
 mod index;
 mod linalg;
 mod nn;
+mod random;
 mod reduce;
 
 /// The scalar parameters `params[0..n]` of a kernel call (empty for a null pointer).

@@ -15,6 +15,7 @@ pub mod linalg;
 pub mod map;
 pub mod nn;
 pub mod parallel;
+pub mod random;
 pub mod reduce;
 pub mod ternary;
 pub mod unary;

@@ -148,6 +148,32 @@ pub fn set_state_bytes(id: u64, bytes: &[u8]) -> FooResult<()> {
     Ok(())
 }
 
+const PHILOX_M0: u32 = 0xD251_1F53;
+const PHILOX_M1: u32 = 0xCD9E_8D57;
+const PHILOX_W0: u32 = 0x9E37_79B9;
+const PHILOX_W1: u32 = 0xBB67_AE85;
+
+/// Philox4x32-10 (Salmon et al., SC'11; the generator CUDA's curand uses): a bijection of the
+/// 128-bit counter under a 64-bit key.
+#[inline(always)]
+pub fn philox4x32_10(mut ctr: [u32; 4], mut key: [u32; 2]) -> [u32; 4] {
+    for round in 0..10 {
+        if round > 0 {
+            key[0] = key[0].wrapping_add(PHILOX_W0);
+            key[1] = key[1].wrapping_add(PHILOX_W1);
+        }
+        let p0 = PHILOX_M0 as u64 * ctr[0] as u64;
+        let p1 = PHILOX_M1 as u64 * ctr[2] as u64;
+        ctr = [
+            (p1 >> 32) as u32 ^ ctr[1] ^ key[0],
+            p1 as u32,
+            (p0 >> 32) as u32 ^ ctr[3] ^ key[1],
+            p0 as u32,
+        ];
+    }
+    ctr
+}
+
 /// A fresh non-deterministic seed (for `seed()` / `seed_all()`), from the OS's hasher keys
 /// mixed with the time, like `c10::detail::getNonDeterministicRandom`.
 pub fn nondeterministic_seed() -> u64 {
@@ -166,6 +192,26 @@ pub fn nondeterministic_seed() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn philox_known_answers() {
+        // Known-answer vectors of the Random123 distribution (kat_vectors, philox4x32 R=10).
+        assert_eq!(
+            philox4x32_10([0; 4], [0; 2]),
+            [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]
+        );
+        assert_eq!(
+            philox4x32_10([u32::MAX; 4], [u32::MAX; 2]),
+            [0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd]
+        );
+        assert_eq!(
+            philox4x32_10(
+                [0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344],
+                [0xa4093822, 0x299f31d0]
+            ),
+            [0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1]
+        );
+    }
 
     #[test]
     fn state_round_trip_and_reserve() {

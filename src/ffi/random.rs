@@ -1,0 +1,108 @@
+//! C ABI of the random kernels (see kernels::random).
+
+use super::{guard, scalars, tensor_mut, tensor_ref};
+use crate::error::FooError;
+use crate::kernels::layout::GRAIN;
+use crate::kernels::random::{bernoulli_tensor, dropout, random, randperm, RandomOp};
+use crate::runtime::pool;
+use crate::tensor::{FooTensor, Scalar};
+
+/// Fills the dense `out` from generator `gen` with distribution `op`.
+///
+/// # Safety
+/// `out` must describe live writable dense memory; `params` holds `nparams` scalars.
+#[no_mangle]
+pub unsafe extern "C" fn foo_random(
+    op: i32,
+    out: *const FooTensor,
+    gen: u64,
+    params: *const Scalar,
+    nparams: i32,
+) -> i32 {
+    guard(|| {
+        let op = RandomOp::from_code(op)
+            .ok_or_else(|| FooError::InvalidArgument(format!("unknown random op {op}")))?;
+        // SAFETY: caller's contract.
+        let (o, p) = unsafe { (tensor_mut(out)?, scalars(params, nparams)) };
+        pool::run(o.numel() >= GRAIN, || random(op, &o, gen, p))
+    })
+}
+
+/// `out[i] = uniform() < prob[i]`.
+///
+/// # Safety
+/// Descriptors must describe live memory (out dense and writable).
+#[no_mangle]
+pub unsafe extern "C" fn foo_bernoulli_tensor(
+    out: *const FooTensor,
+    prob: *const FooTensor,
+    gen: u64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, p) = unsafe { (tensor_mut(out)?, tensor_ref(prob)?) };
+        pool::run(o.numel() >= GRAIN, || bernoulli_tensor(&o, &p, gen))
+    })
+}
+
+/// Inverted dropout into `out` with the keep-mask in `mask`.
+///
+/// # Safety
+/// Descriptors must describe live memory (out and mask writable, mask dense bool).
+#[no_mangle]
+pub unsafe extern "C" fn foo_dropout(
+    out: *const FooTensor,
+    mask: *const FooTensor,
+    input: *const FooTensor,
+    p: f64,
+    gen: u64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, m, x) = unsafe { (tensor_mut(out)?, tensor_mut(mask)?, tensor_ref(input)?) };
+        pool::run(o.numel() >= GRAIN, || dropout(&o, &m, &x, p, gen))
+    })
+}
+
+/// A random permutation of 0..numel(out) into the dense integer tensor `out`.
+///
+/// # Safety
+/// `out` must describe live writable dense memory.
+#[no_mangle]
+pub unsafe extern "C" fn foo_randperm(out: *const FooTensor, gen: u64) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let o = unsafe { tensor_mut(out)? };
+        pool::run(o.numel() >= GRAIN, || randperm(&o, gen))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_matches_rust() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/glue/foo_ffi_random.h"
+        ))
+        .unwrap();
+        for op in RandomOp::ALL {
+            let name = format!("{op:?}");
+            let snake: String = name
+                .chars()
+                .enumerate()
+                .flat_map(|(i, c)| {
+                    if c.is_uppercase() && i > 0 {
+                        vec!['_', c]
+                    } else {
+                        vec![c.to_ascii_uppercase()]
+                    }
+                })
+                .collect();
+            let line = format!("FOO_RANDOM_{snake} = {},", op as i32);
+            assert!(text.contains(&line), "missing `{line}` in foo_ffi_random.h");
+        }
+    }
+}

@@ -1,0 +1,189 @@
+// Random ops: each draws from a foo generator (a handle onto Rust's Philox state) through the
+// Rust random kernels. Strided outputs are filled through a dense temporary so that element i
+// of the tensor's logical order always gets draw i.
+#include <ATen/core/DistributionsHelper.h>
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include "common.h"
+#include "foo_ffi_random.h"
+#include "generator.h"
+#include "ops_random.h"
+
+namespace foo::ops {
+namespace {
+
+uint64_t generator_id(const std::optional<at::Generator>& gen, const at::Tensor& self) {
+  auto* g = at::get_generator_or_default<FooGeneratorImpl>(gen, default_generator(self.device().index()));
+  return g->rust_id();
+}
+
+at::Tensor& fill_random(at::Tensor& self, int32_t op, std::initializer_list<FooScalar> params,
+                        const std::optional<at::Generator>& gen) {
+  check_supported_dtype(self.scalar_type(), "random op");
+  if (self.numel() == 0) return self;
+  const c10::DeviceGuard guard(self.device());
+  const uint64_t id = generator_id(gen, self);
+  at::Tensor target = self.is_contiguous() ? self : at::empty(self.sizes(), self.options());
+  const FooTensor d = describe(target);
+  const std::vector<FooScalar> p(params);
+  check(foo_random(op, &d, id, p.data(), static_cast<int32_t>(p.size())), "random op");
+  if (!target.is_same(self)) self.copy_(target);
+  return self;
+}
+
+FooScalar f(double v) { return to_ffi(c10::Scalar(v)); }
+FooScalar i(int64_t v) { return to_ffi(c10::Scalar(v)); }
+
+// Bits of integer range a float dtype represents exactly (random_() draws from [0, 2^digits]).
+int64_t float_digits(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return std::numeric_limits<float>::digits;
+    case at::kDouble: return std::numeric_limits<double>::digits;
+    case at::kHalf: return 11;
+    case at::kBFloat16: return 8;
+    default: return 0;
+  }
+}
+
+// [from, from + range) with range 0 meaning 2^64, as kernels::random::RandomRange reads it.
+at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, const std::optional<at::Generator>& gen) {
+  return fill_random(self, FOO_RANDOM_RANDOM_RANGE, {i(from), i(static_cast<int64_t>(range))}, gen);
+}
+
+// One past the largest value random_() may produce for a dtype (as a 128-bit-safe pair).
+uint64_t default_range(at::ScalarType t) {
+  if (at::isFloatingType(t)) return (uint64_t{1} << float_digits(t)) + 1;
+  switch (t) {
+    case at::kBool: return 2;
+    case at::kByte: return uint64_t{1} << 8;
+    case at::kChar: return uint64_t{1} << 7;
+    case at::kShort: return uint64_t{1} << 15;
+    case at::kInt: return uint64_t{1} << 31;
+    case at::kLong: return uint64_t{1} << 63;
+    case at::kUInt16: return uint64_t{1} << 16;
+    case at::kUInt32: return uint64_t{1} << 32;
+    case at::kUInt64: return 0;  // 2^64
+    default: TORCH_CHECK(false, "random_ is not supported for dtype ", t);
+  }
+}
+
+}  // namespace
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "uniform_ is only implemented for floating-point types, got ",
+              self.scalar_type());
+  TORCH_CHECK(std::isfinite(to - from), "uniform_ expects to-from <= std::numeric_limits<",
+              self.scalar_type(), ">::max(), but found to=", to, " and from=", from, " which result in to-from to exceed the limit");
+  return fill_random(self, FOO_RANDOM_UNIFORM, {f(from), f(to)}, gen);
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ is only implemented for floating-point types");
+  return fill_random(self, FOO_RANDOM_NORMAL, {f(mean), f(std)}, gen);
+}
+
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  return fill_random(self, FOO_RANDOM_LOG_NORMAL, {f(mean), f(std)}, gen);
+}
+
+at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
+  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  return fill_random(self, FOO_RANDOM_EXPONENTIAL, {f(lambd)}, gen);
+}
+
+at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  return fill_random(self, FOO_RANDOM_GEOMETRIC, {f(p)}, gen);
+}
+
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> gen) {
+  return fill_random(self, FOO_RANDOM_CAUCHY, {f(median), f(sigma)}, gen);
+}
+
+at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  return fill_random(self, FOO_RANDOM_BERNOULLI, {f(p)}, gen);
+}
+
+at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
+  check_supported_dtype(self.scalar_type(), "bernoulli_");
+  if (self.numel() == 0) return self;
+  const c10::DeviceGuard guard(self.device());
+  const uint64_t id = generator_id(gen, self);
+  at::Tensor prob = p.device() == self.device() ? p : p.to(self.device());
+  prob = prob.expand(self.sizes());
+  at::Tensor target = self.is_contiguous() ? self : at::empty(self.sizes(), self.options());
+  const FooTensor d = describe(target), dp = describe(prob);
+  check(foo_bernoulli_tensor(&d, &dp, id), "bernoulli_");
+  if (!target.is_same(self)) self.copy_(target);
+  return self;
+}
+
+at::Tensor& bernoulli_out(const at::Tensor& self, std::optional<at::Generator> gen, at::Tensor& out) {
+  out.resize_(self.sizes());
+  return bernoulli_tensor_(out, self, gen);
+}
+
+at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
+  return random_range(self, 0, default_range(self.scalar_type()), gen);
+}
+
+at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
+  if (to.has_value()) {
+    TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    return random_range(self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from), gen);
+  }
+  // [from, max]: the dtype's upper end.
+  const uint64_t top = default_range(self.scalar_type());
+  TORCH_CHECK(top == 0 || static_cast<int64_t>(top) > from, "random_ expects 'from' to be less than the dtype's maximum");
+  return random_range(self, from, top == 0 ? 0 : top - static_cast<uint64_t>(from), gen);
+}
+
+at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 < to, "random_ expects 'from' to be less than 'to', but got from=0 >= to=", to);
+  return random_range(self, 0, static_cast<uint64_t>(to), gen);
+}
+
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  at::Tensor mask = at::empty(input.sizes(), input.options().dtype(at::kBool));
+  if (!train.value_or(true) || p == 0 || input.numel() == 0) {
+    return {input.clone(), mask.fill_(true)};
+  }
+  const c10::DeviceGuard guard(input.device());
+  const uint64_t id = generator_id(std::nullopt, input);
+  at::Tensor out = at::empty(input.sizes(), input.options());
+  const FooTensor d = describe(out), dm = describe(mask), dx = describe(input);
+  check(foo_dropout(&d, &dm, &dx, p, id), "native_dropout");
+  return {out, mask};
+}
+
+at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
+  // grad * mask * scale, composed of native foo kernels.
+  return at::mul(at::mul(grad_output, mask), scale);
+}
+
+at::Tensor& randperm_generator_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  TORCH_CHECK(at::isIntegralType(out.scalar_type(), false) || at::isFloatingType(out.scalar_type()),
+              "randperm is not implemented for ", out.scalar_type());
+  out.resize_({n});
+  if (n == 0) return out;
+  const c10::DeviceGuard guard(out.device());
+  const uint64_t id = generator_id(gen, out);
+  at::Tensor target = out.is_contiguous() && out.scalar_type() == at::kLong ? out : at::empty({n}, out.options().dtype(at::kLong));
+  const FooTensor d = describe(target);
+  check(foo_randperm(&d, id), "randperm");
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+}  // namespace foo::ops

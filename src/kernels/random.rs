@@ -1,0 +1,350 @@
+//! Random kernels on the counter-based Philox4x32-10 generator.
+//!
+//! Element `i` of a random op reads the 32-bit words `offset + i*W .. offset + i*W + W` of the
+//! stream of (seed, offset) — `W` words per element (1, 2 or 4) — so a value depends only on
+//! the seed, the generator offset at the start of the op and `i`: the same with 1 thread or 16.
+//! The output must be dense (the glue stages non-contiguous outputs).
+
+use super::element::Element;
+use super::layout::GRAIN;
+use super::parallel::parallel_for;
+use crate::error::{FooError, FooResult};
+use crate::runtime::rng::{philox4x32_10, reserve};
+use crate::tensor::{Scalar, TensorMut, TensorRef};
+use crate::{dispatch_all, invalid_arg, not_implemented};
+
+/// Op codes (mirrored by `FOO_RANDOM_*` in `foo_ffi_random.h`; a test checks they agree).
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RandomOp {
+    /// p0: from, p1: to
+    Uniform = 0,
+    /// p0: mean, p1: std
+    Normal = 1,
+    /// p0: probability of 1
+    Bernoulli = 2,
+    /// p0: from (int), p1: range (u64 as int; 0 means 2^64)
+    RandomRange = 3,
+    /// p0: lambda
+    Exponential = 4,
+    /// p0: p
+    Geometric = 5,
+    /// p0: mean, p1: std of the underlying normal
+    LogNormal = 6,
+    /// p0: median, p1: sigma
+    Cauchy = 7,
+}
+
+impl RandomOp {
+    pub const ALL: [RandomOp; 8] = [
+        RandomOp::Uniform,
+        RandomOp::Normal,
+        RandomOp::Bernoulli,
+        RandomOp::RandomRange,
+        RandomOp::Exponential,
+        RandomOp::Geometric,
+        RandomOp::LogNormal,
+        RandomOp::Cauchy,
+    ];
+
+    pub fn from_code(code: i32) -> Option<RandomOp> {
+        Self::ALL.iter().copied().find(|o| *o as i32 == code)
+    }
+}
+
+const TWO_PI: f64 = std::f64::consts::TAU;
+
+/// A uniform double in [0, 1) from 53 random bits.
+#[inline(always)]
+fn unit_f64(w0: u32, w1: u32) -> f64 {
+    let bits = ((w0 as u64) << 21) ^ (w1 as u64 >> 11);
+    (bits & ((1u64 << 53) - 1)) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// A uniform float in [0, 1) from 24 random bits.
+#[inline(always)]
+fn unit_f32(w: u32) -> f32 {
+    (w >> 8) as f32 * (1.0 / (1u32 << 24) as f32)
+}
+
+/// Runs `make(words) -> T` for every element of a dense output, `W` words per element.
+fn generate<T: Element, const W: usize>(
+    out: &TensorMut,
+    seed: u64,
+    offset: u64,
+    make: impl Fn([u32; W]) -> T + Sync,
+) {
+    let n = out.numel();
+    let base = out.ptr as usize;
+    let key = [seed as u32, (seed >> 32) as u32];
+    parallel_for(n, GRAIN, &|start, end| {
+        let o = base as *mut T;
+        let mut i = start;
+        while i < end {
+            let word = offset + (i * W) as u64;
+            let block = word / 4;
+            let r = philox4x32_10([block as u32, (block >> 32) as u32, 0, 0], key);
+            // All W words of an element lie in one block (offset is a multiple of 4, W divides 4).
+            let mut lane = (word % 4) as usize;
+            while lane + W <= 4 && i < end {
+                let mut w = [0u32; W];
+                w.copy_from_slice(&r[lane..lane + W]);
+                // SAFETY: i < n and the output is dense with n elements.
+                unsafe { o.add(i).write(make(w)) };
+                lane += W;
+                i += 1;
+            }
+        }
+    });
+}
+
+fn param(p: &[Scalar], i: usize, default: f64) -> f64 {
+    p.get(i).map(f64::from_scalar).unwrap_or(default)
+}
+
+/// Fills the dense tensor `out` from generator `gen` with values of distribution `op`.
+pub fn random(op: RandomOp, out: &TensorMut, gen: u64, p: &[Scalar]) -> FooResult<()> {
+    let n = out.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    if !out.is_contiguous() {
+        return invalid_arg!("random kernels write dense outputs (the glue stages strided ones)");
+    }
+    let float = matches!(out.dtype.kind(), crate::dtype::Kind::Float);
+    let double = out.dtype == crate::DType::F64;
+    match op {
+        RandomOp::RandomRange => {
+            let from = p.first().map(i64::from_scalar).unwrap_or(0);
+            let range = p.get(1).map(|s| s.i as u64).unwrap_or(0);
+            let (seed, offset) = reserve(gen, 2 * n as u64)?;
+            dispatch_all!(out.dtype, T => generate::<T, 2>(out, seed, offset, |w| {
+                let r = ((w[0] as u64) << 32) | w[1] as u64;
+                let v = if range == 0 { r } else { r % range };
+                T::from_i64(from.wrapping_add(v as i64))
+            }));
+            Ok(())
+        }
+        RandomOp::Bernoulli => {
+            let prob = param(p, 0, 0.5);
+            if !(0.0..=1.0).contains(&prob) {
+                return invalid_arg!("bernoulli_ expects p to be in [0, 1], but got p={prob}");
+            }
+            let (seed, offset) = reserve(gen, 2 * n as u64)?;
+            dispatch_all!(out.dtype, T => generate::<T, 2>(out, seed, offset, |w| T::from_bool(unit_f64(w[0], w[1]) < prob)));
+            Ok(())
+        }
+        _ if !float => not_implemented!(
+            "{op:?} is only defined for floating-point tensors, got {}",
+            out.dtype.name()
+        ),
+        RandomOp::Uniform => {
+            let (from, to) = (param(p, 0, 0.0), param(p, 1, 1.0));
+            if double {
+                let (seed, offset) = reserve(gen, 2 * n as u64)?;
+                generate::<f64, 2>(out, seed, offset, |w| {
+                    from + (to - from) * unit_f64(w[0], w[1])
+                });
+            } else {
+                let (seed, offset) = reserve(gen, n as u64)?;
+                let (f, t) = (from as f32, to as f32);
+                crate::dispatch_float!(out.dtype, F => generate::<F, 1>(out, seed, offset, |w| {
+                    // Keep the result inside [from, to) after rounding to the storage type.
+                    let v = F::from_f64((f + (t - f) * unit_f32(w[0])) as f64);
+                    if v.to_f64() >= to && to > from { F::from_f64(from) } else { v }
+                }), _ => unreachable!())
+            }
+            Ok(())
+        }
+        RandomOp::Normal | RandomOp::LogNormal => {
+            let (mean, std) = (param(p, 0, 0.0), param(p, 1, 1.0));
+            if std < 0.0 {
+                return invalid_arg!("normal expects std >= 0.0, but found std {std}");
+            }
+            let log = op == RandomOp::LogNormal;
+            let (seed, offset) = reserve(gen, 4 * n as u64)?;
+            // Box-Muller on two 53-bit uniforms per element.
+            crate::dispatch_float!(out.dtype, F => generate::<F, 4>(out, seed, offset, |w| {
+                let u1 = 1.0 - unit_f64(w[0], w[1]); // (0, 1]
+                let u2 = unit_f64(w[2], w[3]);
+                let z = mean + std * (-2.0 * u1.ln()).sqrt() * (TWO_PI * u2).cos();
+                F::from_f64(if log { z.exp() } else { z })
+            }), _ => unreachable!());
+            Ok(())
+        }
+        RandomOp::Exponential => {
+            let lambda = param(p, 0, 1.0);
+            if lambda <= 0.0 {
+                return invalid_arg!(
+                    "exponential_ expects lambda > 0.0, but found lambda={lambda}"
+                );
+            }
+            let (seed, offset) = reserve(gen, 2 * n as u64)?;
+            crate::dispatch_float!(out.dtype, F => generate::<F, 2>(out, seed, offset, |w| {
+                F::from_f64(-(1.0 - unit_f64(w[0], w[1])).ln() / lambda)
+            }), _ => unreachable!());
+            Ok(())
+        }
+        RandomOp::Geometric => {
+            let prob = param(p, 0, 0.5);
+            if !(prob > 0.0 && prob < 1.0) {
+                return invalid_arg!("geometric_ expects p to be in (0, 1), but got p={prob}");
+            }
+            let (seed, offset) = reserve(gen, 2 * n as u64)?;
+            let denom = (1.0 - prob).ln();
+            crate::dispatch_float!(out.dtype, F => generate::<F, 2>(out, seed, offset, |w| {
+                F::from_f64(((1.0 - unit_f64(w[0], w[1])).ln() / denom).ceil().max(1.0))
+            }), _ => unreachable!());
+            Ok(())
+        }
+        RandomOp::Cauchy => {
+            let (median, sigma) = (param(p, 0, 0.0), param(p, 1, 1.0));
+            let (seed, offset) = reserve(gen, 2 * n as u64)?;
+            crate::dispatch_float!(out.dtype, F => generate::<F, 2>(out, seed, offset, |w| {
+                F::from_f64(median + sigma * (std::f64::consts::PI * (unit_f64(w[0], w[1]) - 0.5)).tan())
+            }), _ => unreachable!());
+            Ok(())
+        }
+    }
+}
+
+/// `out[i] = uniform() < p[i]` (p read as f64, same shape as out, any layout for p).
+pub fn bernoulli_tensor(out: &TensorMut, prob: &TensorRef, gen: u64) -> FooResult<()> {
+    let n = out.numel();
+    if prob.shape != out.shape {
+        return invalid_arg!(
+            "bernoulli: p shape {:?} differs from the output shape {:?}",
+            prob.shape,
+            out.shape
+        );
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    // Draw the uniforms first (dense f64 scratch), then compare elementwise with p.
+    let mut u = vec![0f64; n];
+    let scratch = TensorMut {
+        ptr: u.as_mut_ptr() as *mut u8,
+        shape: vec![n],
+        strides: vec![1],
+        dtype: crate::DType::F64,
+    };
+    let (seed, offset) = reserve(gen, 2 * n as u64)?;
+    generate::<f64, 2>(&scratch, seed, offset, |w| unit_f64(w[0], w[1]));
+    let uniform = TensorRef {
+        ptr: u.as_ptr() as *const u8,
+        shape: out.shape.clone(),
+        strides: crate::tensor::contiguous_strides(&out.shape),
+        dtype: crate::DType::F64,
+    };
+    dispatch_all!(prob.dtype, P => dispatch_all!(out.dtype, T => super::map::map2(out, &uniform, prob, |u: f64, p: P| {
+        T::from_bool(u < p.to_f64())
+    })))
+}
+
+/// Inverted dropout: `mask[i] = uniform() >= p`, `out[i] = input[i] * mask[i] / (1 - p)`.
+pub fn dropout(
+    out: &TensorMut,
+    mask: &TensorMut,
+    input: &TensorRef,
+    p: f64,
+    gen: u64,
+) -> FooResult<()> {
+    if mask.dtype != crate::DType::Bool || !mask.is_contiguous() || mask.shape != input.shape {
+        return Err(FooError::InvalidArgument(
+            "dropout mask must be a dense bool tensor shaped like the input".into(),
+        ));
+    }
+    random(RandomOp::Bernoulli, mask, gen, &[Scalar::from_f64(1.0 - p)])?;
+    let scale = if p < 1.0 { 1.0 / (1.0 - p) } else { 0.0 };
+    let mref = mask.as_ref();
+    crate::dispatch_float!(input.dtype, F => {
+        let s = <F as super::float::FloatStore>::M::from_f64c(scale);
+        use super::float::{FloatStore, Math};
+        super::map::map2(out, input, &mref, move |x: F, m: bool| if m { F::store(x.load() * s) } else { F::store(x.load() * <F as FloatStore>::M::from_f64c(0.0)) })
+    }, _ => not_implemented!("dropout is only defined for floating-point tensors, got {}", input.dtype.name()))
+}
+
+/// A random permutation of 0..n into a dense int64 `out`: sort indices by 64-bit random keys.
+pub fn randperm(out: &TensorMut, gen: u64) -> FooResult<()> {
+    let n = out.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let mut keys = vec![0u64; n];
+    let kt = TensorMut {
+        ptr: keys.as_mut_ptr() as *mut u8,
+        shape: vec![n],
+        strides: vec![1],
+        dtype: crate::DType::U64,
+    };
+    let (seed, offset) = reserve(gen, 2 * n as u64)?;
+    generate::<u64, 2>(&kt, seed, offset, |w| ((w[0] as u64) << 32) | w[1] as u64);
+    let mut idx: Vec<u64> = (0..n as u64).collect();
+    // Ties (probability ~n^2/2^65) are broken by index, so the result is still a permutation.
+    idx.sort_unstable_by_key(|&i| (keys[i as usize], i));
+    crate::dispatch_int!(out.dtype, I => {
+        let o = out.ptr as *mut I;
+        for (k, &v) in idx.iter().enumerate() {
+            // SAFETY: the output is dense with n elements.
+            unsafe { o.add(k).write(I::from_u64(v)) };
+        }
+    }, _ => return not_implemented!("randperm output dtype {} is not supported", out.dtype.name()));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::map::testing::Owned;
+    use crate::runtime::rng::{manual_seed, new_generator};
+
+    #[test]
+    fn same_seed_same_stream_and_thread_independent() {
+        let g = new_generator(0).unwrap();
+        manual_seed(g, 7).unwrap();
+        let mut a = Owned::<f32>::zeros(&[3 * GRAIN + 5]);
+        random(RandomOp::Uniform, &a.m(), g, &[]).unwrap();
+        manual_seed(g, 7).unwrap();
+        let mut b = Owned::<f32>::zeros(&[3 * GRAIN + 5]);
+        // Single-threaded pool: same values.
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap()
+            .install(|| {
+                random(RandomOp::Uniform, &b.m(), g, &[]).unwrap();
+            });
+        assert_eq!(a.data, b.data);
+        assert!(a.data.iter().all(|&x| (0.0..1.0).contains(&x)));
+        let mean: f32 = a.data.iter().sum::<f32>() / a.data.len() as f32;
+        assert!((mean - 0.5).abs() < 0.01, "{mean}");
+    }
+
+    #[test]
+    fn normal_moments_and_randperm() {
+        let g = new_generator(0).unwrap();
+        manual_seed(g, 1).unwrap();
+        let mut x = Owned::<f64>::zeros(&[200_000]);
+        random(
+            RandomOp::Normal,
+            &x.m(),
+            g,
+            &[Scalar::from_f64(2.0), Scalar::from_f64(3.0)],
+        )
+        .unwrap();
+        let n = x.data.len() as f64;
+        let mean = x.data.iter().sum::<f64>() / n;
+        let var = x.data.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+        assert!(
+            (mean - 2.0).abs() < 0.05 && (var - 9.0).abs() < 0.2,
+            "{mean} {var}"
+        );
+        let mut p = Owned::<i64>::zeros(&[1000]);
+        randperm(&p.m(), g).unwrap();
+        let mut sorted = p.data.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..1000).collect::<Vec<_>>());
+        assert_ne!(p.data, sorted);
+    }
+}
