@@ -1,6 +1,5 @@
 // Matrix products: argument checks, output shapes and 3-D views here; the arithmetic in Rust
-// (foo_matmul, gemm crate). float16/bfloat16 operands are widened to float32 (by foo's copy
-// kernel), multiplied with float32 accumulation, and rounded once into the output.
+// (foo_matmul, gemm crate; float16/bfloat16 are multiplied in float32 there).
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 
@@ -45,8 +44,6 @@ View3 as3(const at::Tensor& t) {
 // A 1-D tensor as a row vector [1, K].
 View3 as_row(const at::Tensor& t) { return View3(t, {1, 1, t.size(0)}, {0, 1, t.stride(0)}); }
 
-bool is_reduced_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
-
 void call(const at::Tensor& out, const View3& o, const View3& a, const View3& b, const View3* c,
           const c10::Scalar& beta, const c10::Scalar& alpha, const char* name) {
   const FooScalar fb = to_ffi(beta), fa = to_ffi(alpha);
@@ -55,7 +52,7 @@ void call(const at::Tensor& out, const View3& o, const View3& a, const View3& b,
 }
 
 // out (already sized) = beta * c + alpha * (a @ b), where the operands are given with the
-// view builders above. `c` is undefined when absent. Handles reduced floats and aliasing.
+// view builders above. `c` is undefined when absent. Handles outputs aliasing inputs.
 template <typename MakeA, typename MakeB, typename MakeO>
 void launch(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
             const c10::Scalar& beta, const c10::Scalar& alpha, MakeA make_a, MakeB make_b, MakeO make_o,
@@ -63,7 +60,6 @@ void launch(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, con
   check_supported_dtype(out.scalar_type(), name);
   if (out.numel() == 0) return;
   at::assert_no_internal_overlap(out);
-  const bool reduced = is_reduced_float(out.scalar_type());
   const bool beta_zero = beta.isComplex()         ? beta.toComplexDouble() == c10::complex<double>(0.0)
                          : beta.isFloatingPoint() ? beta.toDouble() == 0.0
                                                   : beta.toLong() == 0;
@@ -72,15 +68,12 @@ void launch(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, con
   const bool alias = at::get_overlap_status(out, a) != at::MemOverlapStatus::No ||
                      at::get_overlap_status(out, b) != at::MemOverlapStatus::No ||
                      (use_c && !out_is_c && at::get_overlap_status(out, c) != at::MemOverlapStatus::No);
-  if (reduced || alias) {
-    // Compute into a fresh buffer (float32 for reduced floats), then copy into out.
-    const auto ct = reduced ? at::kFloat : out.scalar_type();
-    const at::Tensor a2 = reduced ? a.to(ct) : a;
-    const at::Tensor b2 = reduced ? b.to(ct) : b;
-    at::Tensor tmp = at::empty(out.sizes(), out.options().dtype(ct));
+  if (alias) {
+    // The output overlaps an input: compute into a fresh buffer, then copy into out.
+    at::Tensor tmp = at::empty(out.sizes(), out.options());
     at::Tensor c2;
-    if (use_c) c2 = c.to(ct).expand(out.sizes());
-    const View3 o = make_o(tmp), va = make_a(a2), vb = make_b(b2);
+    if (use_c) c2 = c.expand(out.sizes());
+    const View3 o = make_o(tmp), va = make_a(a), vb = make_b(b);
     if (use_c) {
       const View3 vc = make_o(c2);
       call(tmp, o, va, vb, &vc, beta, alpha, name);

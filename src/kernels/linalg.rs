@@ -127,14 +127,65 @@ pub fn matmul(
             DType::F64 => gemm_batched::<f64>(out, a, b, c, beta, alpha),
             DType::C64 => gemm_batched::<Complex32>(out, a, b, c, beta, alpha),
             DType::C128 => gemm_batched::<Complex64>(out, a, b, c, beta, alpha),
-            _ => not_implemented!(
-                "matmul: {} is computed in float32 by the glue",
-                dtype.name()
-            ),
+            DType::F16 | DType::BF16 => widened(out, a, b, c, beta, alpha),
+            _ => not_implemented!("matmul: dtype {} is not supported", dtype.name()),
         },
         Kind::Signed | Kind::Unsigned => crate::dispatch_all!(dtype, T => int_matmul::<T>(out, a, b, c, beta, alpha)),
         Kind::Bool => not_implemented!("\"addmm_impl_cpu_\" not implemented for 'Bool'"),
     }
+}
+
+/// A contiguous float32 copy of `t` (any strides, any float dtype).
+fn widen(t: &TensorRef) -> FooResult<Vec<f32>> {
+    let mut buf = vec![0f32; t.numel()];
+    let dst = TensorMut {
+        ptr: buf.as_mut_ptr() as *mut u8,
+        shape: t.shape.clone(),
+        strides: crate::tensor::contiguous_strides(&t.shape),
+        dtype: DType::F32,
+    };
+    super::copy::copy(&dst, t)?;
+    Ok(buf)
+}
+
+/// float16/bfloat16: widen the operands to float32, multiply with float32 accumulation (and
+/// `beta * c` in float32), round once into the output.
+fn widened(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> FooResult<()> {
+    let view = |buf: &[f32], shape: &[usize]| TensorRef {
+        ptr: buf.as_ptr() as *const u8,
+        shape: shape.to_vec(),
+        strides: crate::tensor::contiguous_strides(shape),
+        dtype: DType::F32,
+    };
+    let (wa, wb) = (widen(a)?, widen(b)?);
+    let use_c = c.filter(|_| f32::from_scalar(beta) != 0.0);
+    let mut acc = match use_c {
+        Some(c) => widen(c)?,
+        None => vec![0f32; out.numel()],
+    };
+    let acc_ref = view(&acc, &out.shape);
+    let acc_mut = TensorMut {
+        ptr: acc.as_mut_ptr() as *mut u8,
+        shape: acc_ref.shape.clone(),
+        strides: acc_ref.strides.clone(),
+        dtype: DType::F32,
+    };
+    gemm_batched::<f32>(
+        &acc_mut,
+        &view(&wa, &a.shape),
+        &view(&wb, &b.shape),
+        use_c.map(|_| &acc_ref),
+        beta,
+        alpha,
+    )?;
+    super::copy::copy(out, &acc_ref)
 }
 
 /// Integer address of a pointer (raw pointers are not `Sync`; the memory outlives the kernel).
