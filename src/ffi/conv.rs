@@ -43,9 +43,18 @@ pub unsafe extern "C" fn foo_conv_forward(
 ) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
-        let (o, x, w, b) = unsafe { (tensor_mut(out)?, tensor_ref(input)?, tensor_ref(weight)?, optional(bias)?) };
+        let (o, x, w, b) = unsafe {
+            (
+                tensor_mut(out)?,
+                tensor_ref(input)?,
+                tensor_ref(weight)?,
+                optional(bias)?,
+            )
+        };
         let p = params(p)?;
-        threads::run(big(o.numel() + x.numel()), || conv::conv_forward(&o, &x, &w, b.as_ref(), p))
+        threads::run(big(o.numel() + x.numel()), || {
+            conv::conv_forward(&o, &x, &w, b.as_ref(), p)
+        })
     })
 }
 
@@ -63,8 +72,14 @@ pub unsafe extern "C" fn foo_conv_backward_input(
 ) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
-        let (gi, go, w, b) =
-            unsafe { (tensor_mut(grad_input)?, tensor_ref(grad_output)?, tensor_ref(weight)?, optional(bias)?) };
+        let (gi, go, w, b) = unsafe {
+            (
+                tensor_mut(grad_input)?,
+                tensor_ref(grad_output)?,
+                tensor_ref(weight)?,
+                optional(bias)?,
+            )
+        };
         let p = params(p)?;
         threads::run(big(gi.numel() + go.numel()), || {
             conv::conv_backward_input(&gi, &go, &w, b.as_ref(), p)
@@ -85,9 +100,17 @@ pub unsafe extern "C" fn foo_conv_backward_weight(
 ) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
-        let (gw, x, go) = unsafe { (tensor_mut(grad_weight)?, tensor_ref(input)?, tensor_ref(grad_output)?) };
+        let (gw, x, go) = unsafe {
+            (
+                tensor_mut(grad_weight)?,
+                tensor_ref(input)?,
+                tensor_ref(grad_output)?,
+            )
+        };
         let p = params(p)?;
-        threads::run(big(x.numel() + go.numel()), || conv::conv_backward_weight(&gw, &x, &go, p))
+        threads::run(big(x.numel() + go.numel()), || {
+            conv::conv_backward_weight(&gw, &x, &go, p)
+        })
     })
 }
 
@@ -96,7 +119,10 @@ pub unsafe extern "C" fn foo_conv_backward_weight(
 /// # Safety
 /// As `foo_conv_forward`.
 #[no_mangle]
-pub unsafe extern "C" fn foo_conv_backward_bias(grad_bias: *const FooTensor, grad_output: *const FooTensor) -> i32 {
+pub unsafe extern "C" fn foo_conv_backward_bias(
+    grad_bias: *const FooTensor,
+    grad_output: *const FooTensor,
+) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
         let (gb, go) = unsafe { (tensor_mut(grad_bias)?, tensor_ref(grad_output)?) };
@@ -133,8 +159,16 @@ pub unsafe extern "C" fn foo_max_pool2d_backward(
 ) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
-        let (gi, go, i) = unsafe { (tensor_mut(grad_input)?, tensor_ref(grad_output)?, tensor_ref(indices)?) };
-        threads::run(gi.numel() >= GRAIN, || pool::max_pool2d_backward(&gi, &go, &i))
+        let (gi, go, i) = unsafe {
+            (
+                tensor_mut(grad_input)?,
+                tensor_ref(grad_output)?,
+                tensor_ref(indices)?,
+            )
+        };
+        threads::run(gi.numel() >= GRAIN, || {
+            pool::max_pool2d_backward(&gi, &go, &i)
+        })
     })
 }
 
@@ -166,14 +200,19 @@ pub unsafe extern "C" fn foo_avg_pool2d_backward(
         // SAFETY: caller's contract.
         let (gi, go) = unsafe { (tensor_mut(grad_input)?, tensor_ref(grad_output)?) };
         let p = params(p)?;
-        threads::run(gi.numel() >= GRAIN, || pool::avg_pool2d_backward(&gi, &go, p))
+        threads::run(gi.numel() >= GRAIN, || {
+            pool::avg_pool2d_backward(&gi, &go, p)
+        })
     })
 }
 
 /// # Safety
 /// As `foo_conv_forward`.
 #[no_mangle]
-pub unsafe extern "C" fn foo_adaptive_avg_pool2d(out: *const FooTensor, input: *const FooTensor) -> i32 {
+pub unsafe extern "C" fn foo_adaptive_avg_pool2d(
+    out: *const FooTensor,
+    input: *const FooTensor,
+) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
         let (o, x) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
@@ -191,7 +230,9 @@ pub unsafe extern "C" fn foo_adaptive_avg_pool2d_backward(
     guard(|| {
         // SAFETY: caller's contract.
         let (gi, go) = unsafe { (tensor_mut(grad_input)?, tensor_ref(grad_output)?) };
-        threads::run(gi.numel() >= GRAIN, || pool::adaptive_avg_pool2d_backward(&gi, &go))
+        threads::run(gi.numel() >= GRAIN, || {
+            pool::adaptive_avg_pool2d_backward(&gi, &go)
+        })
     })
 }
 
@@ -204,8 +245,14 @@ mod tests {
     fn conv_params_layout_matches_header() {
         assert_eq!(std::mem::size_of::<ConvParams>(), 10 * 8);
         assert_eq!(std::mem::size_of::<Pool2dParams>(), 10 * 8);
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/glue/foo_ffi_conv.h")).unwrap();
-        assert!(text.contains("int64_t stride[3];\n  int64_t padding[3];\n  int64_t dilation[3];\n  int64_t groups;"));
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/glue/foo_ffi_conv.h"
+        ))
+        .unwrap();
+        assert!(text.contains(
+            "int64_t stride[3];\n  int64_t padding[3];\n  int64_t dilation[3];\n  int64_t groups;"
+        ));
         assert!(text.contains(
             "int64_t kernel[2];\n  int64_t stride[2];\n  int64_t padding[2];\n  int64_t dilation[2];\n  int32_t count_include_pad;\n  int64_t divisor_override;"
         ));

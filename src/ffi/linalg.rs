@@ -35,9 +35,12 @@ pub unsafe extern "C" fn foo_matmul(
         let (beta, alpha) = beta
             .zip(alpha)
             .ok_or_else(|| FooError::InvalidArgument("null scalar".into()))?;
-        let work = a.numel().saturating_mul(b.shape.last().copied().unwrap_or(0));
-        pool::run(work >= GEMM_PARALLEL_FLOPS || o.numel() >= crate::kernels::layout::GRAIN, || {
-            matmul(&o, &a, &b, c.as_ref(), beta, alpha)
-        })
+        let work = a
+            .numel()
+            .saturating_mul(b.shape.last().copied().unwrap_or(0));
+        pool::run(
+            work >= GEMM_PARALLEL_FLOPS || o.numel() >= crate::kernels::layout::GRAIN,
+            || matmul(&o, &a, &b, c.as_ref(), beta, alpha),
+        )
     })
 }

@@ -184,9 +184,17 @@ fn im2col<T: GemmElem>(g: &Geometry, x: Addr, xs: &[isize], c0: usize, col: &mut
                             r[w1..].fill(T::ZERO);
                             let step = g.stride[2] * xs[3];
                             let base = xh + (w0 as isize * g.stride[2] + offw) * xs[3];
-                            for (i, v) in r[w0..w1].iter_mut().enumerate() {
-                                // SAFETY: (c, d, h, w) is inside the input by `valid_range`.
-                                *v = unsafe { *x.at::<T>(base + i as isize * step) };
+                            if step == 1 {
+                                // SAFETY: the run (c, d, h, w0..w1) is inside the input and dense.
+                                let src = unsafe {
+                                    std::slice::from_raw_parts(x.at::<T>(base) as *const T, w1 - w0)
+                                };
+                                r[w0..w1].copy_from_slice(src);
+                            } else {
+                                for (i, v) in r[w0..w1].iter_mut().enumerate() {
+                                    // SAFETY: (c, d, h, w) is inside the input by `valid_range`.
+                                    *v = unsafe { *x.at::<T>(base + i as isize * step) };
+                                }
                             }
                         }
                     }
@@ -223,9 +231,16 @@ fn col2im<T: GemmElem>(g: &Geometry, x: &mut [T], c0: usize, col: &[T]) {
                             let s = &src[(zd * oh + zh) * ow..(zd * oh + zh + 1) * ow];
                             let st = g.stride[2] as usize;
                             let first = xh + (w0 as isize * g.stride[2] + offw) as usize;
-                            for (i, &v) in s[w0..w1].iter().enumerate() {
-                                let t = &mut x[first + i * st];
-                                *t = *t + v;
+                            if st == 1 {
+                                let dst = &mut x[first..first + (w1 - w0)];
+                                dst.iter_mut()
+                                    .zip(&s[w0..w1])
+                                    .for_each(|(t, &v)| *t = *t + v);
+                            } else {
+                                for (i, &v) in s[w0..w1].iter().enumerate() {
+                                    let t = &mut x[first + i * st];
+                                    *t = *t + v;
+                                }
                             }
                         }
                     }
@@ -266,7 +281,10 @@ pub fn conv_forward(
     match check_dtypes("convolution", &dts)? {
         DType::F32 => forward_impl::<f32>(&g, out, input, weight, bias),
         DType::F64 => forward_impl::<f64>(&g, out, input, weight, bias),
-        d => not_implemented!("convolution: dtype {} (the glue computes it in float32)", d.name()),
+        d => not_implemented!(
+            "convolution: dtype {} (the glue computes it in float32)",
+            d.name()
+        ),
     }
 }
 
@@ -337,7 +355,21 @@ fn forward_impl<T: GemmElem>(
             };
             // SAFETY: dst is this sample/group's [og, p] block (written only here); lhs/rhs
             // are in-bounds reads of the weight and the column matrix.
-            unsafe { gemm_raw(og, p, ck, dst, p as isize, 1, read_dst, lhs, rhs, T::ONE, !split) };
+            unsafe {
+                gemm_raw(
+                    og,
+                    p,
+                    ck,
+                    dst,
+                    p as isize,
+                    1,
+                    read_dst,
+                    lhs,
+                    rhs,
+                    T::ONE,
+                    !split,
+                )
+            };
         }
     };
     if split {
@@ -392,7 +424,9 @@ fn backward_input_impl<T: GemmElem>(
     let split = g.split_samples();
     let sample = |ni: usize, col: &mut Vec<T>| {
         // SAFETY: sample `ni` of the contiguous grad_input, written only by this call.
-        let gin = unsafe { std::slice::from_raw_parts_mut(gio.at::<T>((ni * g.c * ip) as isize), g.c * ip) };
+        let gin = unsafe {
+            std::slice::from_raw_parts_mut(gio.at::<T>((ni * g.c * ip) as isize), g.c * ip)
+        };
         if !direct {
             gin.fill(T::ZERO);
         }
@@ -410,12 +444,38 @@ fn backward_input_impl<T: GemmElem>(
             if direct {
                 let dst = gin[gi * cg * ip..].as_mut_ptr();
                 // SAFETY: dst is this group's [cg, ip] block of the sample (ip == p here).
-                unsafe { gemm_raw(ck, p, og, dst, p as isize, 1, false, lhs, rhs, T::ONE, !split) };
+                unsafe {
+                    gemm_raw(
+                        ck,
+                        p,
+                        og,
+                        dst,
+                        p as isize,
+                        1,
+                        false,
+                        lhs,
+                        rhs,
+                        T::ONE,
+                        !split,
+                    )
+                };
             } else {
                 col.resize(ck * p, T::ZERO);
                 // SAFETY: col is an owned [ck, p] buffer.
                 unsafe {
-                    gemm_raw(ck, p, og, col.as_mut_ptr(), p as isize, 1, false, lhs, rhs, T::ONE, !split)
+                    gemm_raw(
+                        ck,
+                        p,
+                        og,
+                        col.as_mut_ptr(),
+                        p as isize,
+                        1,
+                        false,
+                        lhs,
+                        rhs,
+                        T::ONE,
+                        !split,
+                    )
                 };
                 col2im(g, gin, gi * cg, col);
             }
@@ -497,7 +557,21 @@ fn backward_weight_impl<T: GemmElem>(
                 };
                 let dst = acc[gi * og * ck..].as_mut_ptr();
                 // SAFETY: dst is group gi's [og, ck] block of the accumulator.
-                unsafe { gemm_raw(og, ck, p, dst, ck as isize, 1, true, lhs, rhs, T::ONE, parallel) };
+                unsafe {
+                    gemm_raw(
+                        og,
+                        ck,
+                        p,
+                        dst,
+                        ck as isize,
+                        1,
+                        true,
+                        lhs,
+                        rhs,
+                        T::ONE,
+                        parallel,
+                    )
+                };
             }
         }
     };
@@ -521,7 +595,10 @@ pub fn conv_backward_bias(grad_bias: &TensorMut, grad_output: &TensorRef) -> Foo
         return invalid_arg!("convolution_backward: bias gradient shape mismatch");
     }
     require_contiguous("grad_output", &grad_output.shape, &grad_output.strides)?;
-    match check_dtypes("convolution_backward", &[grad_bias.dtype, grad_output.dtype])? {
+    match check_dtypes(
+        "convolution_backward",
+        &[grad_bias.dtype, grad_output.dtype],
+    )? {
         DType::F32 => bias_impl::<f32>(grad_bias, grad_output),
         DType::F64 => bias_impl::<f64>(grad_bias, grad_output),
         d => not_implemented!("convolution_backward: dtype {}", d.name()),
@@ -539,7 +616,10 @@ fn bias_impl<T: GemmElem>(gb: &TensorMut, go: &TensorRef) -> FooResult<()> {
             for ni in 0..n {
                 // SAFETY: the [p] plane (ni, oc) of the contiguous grad_output.
                 let plane = unsafe {
-                    std::slice::from_raw_parts(goo.at::<T>(((ni * o + oc) * p) as isize) as *const T, p)
+                    std::slice::from_raw_parts(
+                        goo.at::<T>(((ni * o + oc) * p) as isize) as *const T,
+                        p,
+                    )
                 };
                 sum += plane.iter().map(|v| v.to_f64()).sum::<f64>();
             }
@@ -610,7 +690,16 @@ mod tests {
         let (n, c, h, w, o, k, s, pad, dil, groups) = (2, 4, 7, 6, 6, 3, 2, 1, 2, 2);
         let x = Owned::new(data(n * c * h * w, 1), &[n, c, 1, h, w]);
         let wt = Owned::new(data(o * (c / groups) * k * k, 2), &[o, c / groups, 1, k, k]);
-        let (want, [oh, ow]) = naive(&x.data, &wt.data, [n, c, h, w], [o, k, k], s, pad, dil, groups);
+        let (want, [oh, ow]) = naive(
+            &x.data,
+            &wt.data,
+            [n, c, h, w],
+            [o, k, k],
+            s,
+            pad,
+            dil,
+            groups,
+        );
         let p = ConvParams {
             stride: [1, s as i64, s as i64],
             padding: [0, pad as i64, pad as i64],
@@ -633,7 +722,8 @@ mod tests {
         assert_eq!(dot(&gw.data, &wt.data), lhs);
         let mut gb = Owned::<f64>::zeros(&[o]);
         conv_backward_bias(&gb.m(), &gy.r()).unwrap();
-        let per: f64 = gy.data[..oh * ow].iter().sum::<f64>() + gy.data[o * oh * ow..(o + 1) * oh * ow].iter().sum::<f64>();
+        let per: f64 = gy.data[..oh * ow].iter().sum::<f64>()
+            + gy.data[o * oh * ow..(o + 1) * oh * ow].iter().sum::<f64>();
         assert_eq!(gb.data[0], per);
     }
 

@@ -32,8 +32,16 @@ macro_rules! gemm_elem {
 }
 gemm_elem!(f32, 0.0, 1.0);
 gemm_elem!(f64, 0.0, 1.0);
-gemm_elem!(Complex32, Complex32::new(0.0, 0.0), Complex32::new(1.0, 0.0));
-gemm_elem!(Complex64, Complex64::new(0.0, 0.0), Complex64::new(1.0, 0.0));
+gemm_elem!(
+    Complex32,
+    Complex32::new(0.0, 0.0),
+    Complex32::new(1.0, 0.0)
+);
+gemm_elem!(
+    Complex64,
+    Complex64::new(0.0, 0.0),
+    Complex64::new(1.0, 0.0)
+);
 
 /// Multiply-adds below which a matrix product stays on one thread.
 pub const GEMM_PARALLEL_FLOPS: usize = 1 << 18;
@@ -78,8 +86,25 @@ pub unsafe fn gemm_raw<T: GemmElem>(
     // scales dst, its `beta` the product) and ignores dst when read_dst is false.
     unsafe {
         gemm::gemm(
-            m, n, k, dst, dst_cs, dst_rs, read_dst, lhs.ptr, lhs.cs, lhs.rs, rhs.ptr, rhs.cs,
-            rhs.rs, T::ONE, alpha, false, false, false, par,
+            m,
+            n,
+            k,
+            dst,
+            dst_cs,
+            dst_rs,
+            read_dst,
+            lhs.ptr,
+            lhs.cs,
+            lhs.rs,
+            rhs.ptr,
+            rhs.cs,
+            rhs.rs,
+            T::ONE,
+            alpha,
+            false,
+            false,
+            false,
+            par,
         )
     }
 }
@@ -130,7 +155,9 @@ pub fn matmul(
             DType::F16 | DType::BF16 => widened(out, a, b, c, beta, alpha),
             _ => not_implemented!("matmul: dtype {} is not supported", dtype.name()),
         },
-        Kind::Signed | Kind::Unsigned => crate::dispatch_all!(dtype, T => int_matmul::<T>(out, a, b, c, beta, alpha)),
+        Kind::Signed | Kind::Unsigned => {
+            crate::dispatch_all!(dtype, T => int_matmul::<T>(out, a, b, c, beta, alpha))
+        }
         Kind::Bool => not_implemented!("\"addmm_impl_cpu_\" not implemented for 'Bool'"),
     }
 }
@@ -241,7 +268,11 @@ fn gemm_batched<T: GemmElem>(
         };
         // SAFETY: the descriptors come from live tensors of the checked shapes; batch `i` of
         // the output is written by this call only and does not overlap the inputs (glue check).
-        unsafe { gemm_raw(m, n, k, op, os[1], os[2], read_dst, lhs, rhs, alpha_v, parallel) };
+        unsafe {
+            gemm_raw(
+                m, n, k, op, os[1], os[2], read_dst, lhs, rhs, alpha_v, parallel,
+            )
+        };
     };
     let flops = m * n * k;
     let threads = rayon::current_num_threads();
@@ -307,47 +338,43 @@ fn int_matmul<T: Element>(
     let pc = Addr(use_c.map_or(0, |c| c.ptr as usize));
     let cs = use_c.map(|c| c.strides.clone());
     let (os, as_, bs_) = (&out.strides, &a.strides, &b.strides);
-    parallel_for(
-        out.shape[0] * m,
-        (1 << 15) / (n * k).max(1) + 1,
-        &|s, e| {
-            let mut acc = vec![0i64; n];
-            for r in s..e {
-                let (bi, i) = ((r / m) as isize, (r % m) as isize);
-                acc.iter_mut().for_each(|x| *x = 0);
-                for p in 0..k as isize {
-                    // SAFETY: (bi, i, p) is in bounds of `a`.
-                    let av = unsafe {
-                        (*(pa.0 as *const T).wrapping_offset(bi * as_[0] + i * as_[1] + p * as_[2]))
-                            .to_i64()
-                    };
-                    let brow = (pb.0 as *const T).wrapping_offset(bi * bs_[0] + p * bs_[1]);
-                    for (j, x) in acc.iter_mut().enumerate() {
-                        // SAFETY: (bi, p, j) is in bounds of `b`.
-                        let bv = unsafe { (*brow.wrapping_offset(j as isize * bs_[2])).to_i64() };
-                        *x = x.wrapping_add(av.wrapping_mul(bv));
-                    }
-                }
-                for (j, x) in acc.iter().enumerate() {
-                    let j = j as isize;
-                    let mut v = x.wrapping_mul(alpha_v);
-                    if let Some(cs) = &cs {
-                        // SAFETY: (bi, i, j) is in bounds of `c`.
-                        let cv = unsafe {
-                            (*(pc.0 as *const T).wrapping_offset(bi * cs[0] + i * cs[1] + j * cs[2]))
-                                .to_i64()
-                        };
-                        v = v.wrapping_add(cv.wrapping_mul(beta_v));
-                    }
-                    // SAFETY: (bi, i, j) is in bounds of the output; rows are disjoint per chunk.
-                    unsafe {
-                        *(o.0 as *mut T).wrapping_offset(bi * os[0] + i * os[1] + j * os[2]) =
-                            T::from_i64(v)
-                    };
+    parallel_for(out.shape[0] * m, (1 << 15) / (n * k).max(1) + 1, &|s, e| {
+        let mut acc = vec![0i64; n];
+        for r in s..e {
+            let (bi, i) = ((r / m) as isize, (r % m) as isize);
+            acc.iter_mut().for_each(|x| *x = 0);
+            for p in 0..k as isize {
+                // SAFETY: (bi, i, p) is in bounds of `a`.
+                let av = unsafe {
+                    (*(pa.0 as *const T).wrapping_offset(bi * as_[0] + i * as_[1] + p * as_[2]))
+                        .to_i64()
+                };
+                let brow = (pb.0 as *const T).wrapping_offset(bi * bs_[0] + p * bs_[1]);
+                for (j, x) in acc.iter_mut().enumerate() {
+                    // SAFETY: (bi, p, j) is in bounds of `b`.
+                    let bv = unsafe { (*brow.wrapping_offset(j as isize * bs_[2])).to_i64() };
+                    *x = x.wrapping_add(av.wrapping_mul(bv));
                 }
             }
-        },
-    );
+            for (j, x) in acc.iter().enumerate() {
+                let j = j as isize;
+                let mut v = x.wrapping_mul(alpha_v);
+                if let Some(cs) = &cs {
+                    // SAFETY: (bi, i, j) is in bounds of `c`.
+                    let cv = unsafe {
+                        (*(pc.0 as *const T).wrapping_offset(bi * cs[0] + i * cs[1] + j * cs[2]))
+                            .to_i64()
+                    };
+                    v = v.wrapping_add(cv.wrapping_mul(beta_v));
+                }
+                // SAFETY: (bi, i, j) is in bounds of the output; rows are disjoint per chunk.
+                unsafe {
+                    *(o.0 as *mut T).wrapping_offset(bi * os[0] + i * os[1] + j * os[2]) =
+                        T::from_i64(v)
+                };
+            }
+        }
+    });
     Ok(())
 }
 

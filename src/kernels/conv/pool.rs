@@ -64,7 +64,9 @@ struct Planes {
 
 fn planes(what: &str, input: &[usize], output: &[usize]) -> FooResult<Planes> {
     if input.len() != 4 || output.len() != 4 || input[..2] != output[..2] {
-        return invalid_arg!("{what}: expected 4-D input {input:?} and output {output:?} with equal N, C");
+        return invalid_arg!(
+            "{what}: expected 4-D input {input:?} and output {output:?} with equal N, C"
+        );
     }
     Ok(Planes {
         n: input[0],
@@ -117,7 +119,11 @@ fn max_fwd<T: FloatStore>(
     input: &TensorRef,
     p: &Pool2dParams,
 ) -> FooResult<()> {
-    let (xo, oo, io) = (Addr::of(input.ptr), Addr::of(out.ptr), Addr::of(indices.ptr));
+    let (xo, oo, io) = (
+        Addr::of(input.ptr),
+        Addr::of(out.ptr),
+        Addr::of(indices.ptr),
+    );
     let xs = &input.strides;
     let [kh, kw] = p.kernel;
     let [sh, sw] = p.stride;
@@ -182,7 +188,9 @@ pub fn max_pool2d_backward(
     let g = planes("max_pool2d_backward", &grad_input.shape, &grad_output.shape)?;
     contiguous("max_pool2d_backward", grad_input)?;
     if !grad_output.is_contiguous() || !indices.is_contiguous() || indices.dtype != DType::I64 {
-        return invalid_arg!("max_pool2d_backward: grad_output/indices must be contiguous (int64 indices)");
+        return invalid_arg!(
+            "max_pool2d_backward: grad_output/indices must be contiguous (int64 indices)"
+        );
     }
     if indices.shape != grad_output.shape || grad_input.dtype != grad_output.dtype {
         return invalid_arg!("max_pool2d_backward: indices/grad_output mismatch");
@@ -267,34 +275,40 @@ fn avg_fwd<T: FloatStore>(
     let (xo, oo) = (Addr::of(input.ptr), Addr::of(out.ptr));
     let xs = &input.strides;
     let per = g.oh * g.ow;
-    parallel_for(g.n * g.c, grain(per * (p.kernel[0] * p.kernel[1]) as usize), &|s, e| {
-        for b in s..e {
-            let x = plane_offset(b, g.c, xs);
-            for y in 0..g.oh {
-                for xw in 0..g.ow {
-                    let v = match avg_window(p, y, xw, g.ih as i64, g.iw as i64) {
-                        None => T::M::zero(),
-                        Some(([h0, h1, w0, w1], div)) => {
-                            let mut sum = T::M::zero();
-                            for hh in h0..h1 {
-                                for ww in w0..w1 {
-                                    // SAFETY: (hh, ww) is inside the plane.
-                                    sum = sum
-                                        + unsafe {
-                                            *xo.at::<T>(x + hh as isize * xs[2] + ww as isize * xs[3])
-                                        }
-                                        .load();
+    parallel_for(
+        g.n * g.c,
+        grain(per * (p.kernel[0] * p.kernel[1]) as usize),
+        &|s, e| {
+            for b in s..e {
+                let x = plane_offset(b, g.c, xs);
+                for y in 0..g.oh {
+                    for xw in 0..g.ow {
+                        let v = match avg_window(p, y, xw, g.ih as i64, g.iw as i64) {
+                            None => T::M::zero(),
+                            Some(([h0, h1, w0, w1], div)) => {
+                                let mut sum = T::M::zero();
+                                for hh in h0..h1 {
+                                    for ww in w0..w1 {
+                                        // SAFETY: (hh, ww) is inside the plane.
+                                        sum = sum
+                                            + unsafe {
+                                                *xo.at::<T>(
+                                                    x + hh as isize * xs[2] + ww as isize * xs[3],
+                                                )
+                                            }
+                                            .load();
+                                    }
                                 }
+                                sum / T::M::from_f64c(div as f64)
                             }
-                            sum / T::M::from_f64c(div as f64)
-                        }
-                    };
-                    // SAFETY: element of the contiguous output, written by this chunk only.
-                    unsafe { *oo.at::<T>((b * per + y * g.ow + xw) as isize) = T::store(v) };
+                        };
+                        // SAFETY: element of the contiguous output, written by this chunk only.
+                        unsafe { *oo.at::<T>((b * per + y * g.ow + xw) as isize) = T::store(v) };
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     Ok(())
 }
 
@@ -329,15 +343,14 @@ fn avg_bwd<T: FloatStore>(
             dst.fill(T::store(T::M::zero()));
             for y in 0..g.oh {
                 for xw in 0..g.ow {
-                    let Some(([h0, h1, w0, w1], div)) = avg_window(p, y, xw, g.ih as i64, g.iw as i64)
+                    let Some(([h0, h1, w0, w1], div)) =
+                        avg_window(p, y, xw, g.ih as i64, g.iw as i64)
                     else {
                         continue;
                     };
                     // SAFETY: (y, xw) is inside the grad_output plane.
-                    let v = unsafe {
-                        *goo.at::<T>(src + y as isize * gs[2] + xw as isize * gs[3])
-                    }
-                    .load();
+                    let v = unsafe { *goo.at::<T>(src + y as isize * gs[2] + xw as isize * gs[3]) }
+                        .load();
                     let delta = v / T::M::from_f64c(div as f64);
                     for hh in h0..h1 {
                         for ww in w0..w1 {
@@ -387,11 +400,14 @@ fn adaptive_fwd<T: FloatStore>(g: &Planes, out: &TensorMut, input: &TensorRef) -
                         for ww in w0..w1 {
                             // SAFETY: (hh, ww) is inside the plane.
                             sum = sum
-                                + unsafe { *xo.at::<T>(x + hh as isize * xs[2] + ww as isize * xs[3]) }
-                                    .load();
+                                + unsafe {
+                                    *xo.at::<T>(x + hh as isize * xs[2] + ww as isize * xs[3])
+                                }
+                                .load();
                         }
                     }
-                    let v = sum / T::M::from_f64c((h1 - h0) as f64) / T::M::from_f64c((w1 - w0) as f64);
+                    let v =
+                        sum / T::M::from_f64c((h1 - h0) as f64) / T::M::from_f64c((w1 - w0) as f64);
                     // SAFETY: element of the contiguous output, written by this chunk only.
                     unsafe { *oo.at::<T>((b * per + y * g.ow + xw) as isize) = T::store(v) };
                 }
@@ -401,8 +417,15 @@ fn adaptive_fwd<T: FloatStore>(g: &Planes, out: &TensorMut, input: &TensorRef) -
     Ok(())
 }
 
-pub fn adaptive_avg_pool2d_backward(grad_input: &TensorMut, grad_output: &TensorRef) -> FooResult<()> {
-    let g = planes("adaptive_avg_pool2d_backward", &grad_input.shape, &grad_output.shape)?;
+pub fn adaptive_avg_pool2d_backward(
+    grad_input: &TensorMut,
+    grad_output: &TensorRef,
+) -> FooResult<()> {
+    let g = planes(
+        "adaptive_avg_pool2d_backward",
+        &grad_input.shape,
+        &grad_output.shape,
+    )?;
     contiguous("adaptive_avg_pool2d_backward", grad_input)?;
     if grad_input.dtype != grad_output.dtype {
         return invalid_arg!("adaptive_avg_pool2d_backward: dtype mismatch");
@@ -425,8 +448,10 @@ fn adaptive_bwd<T: FloatStore>(g: &Planes, gi: &TensorMut, go: &TensorRef) -> Fo
                 for xw in 0..g.ow {
                     let (w0, w1) = (start_index(xw, g.ow, g.iw), end_index(xw, g.ow, g.iw));
                     // SAFETY: (y, xw) is inside the grad_output plane.
-                    let v = unsafe { *goo.at::<T>(src + y as isize * gs[2] + xw as isize * gs[3]) }.load();
-                    let delta = v / T::M::from_f64c((h1 - h0) as f64) / T::M::from_f64c((w1 - w0) as f64);
+                    let v = unsafe { *goo.at::<T>(src + y as isize * gs[2] + xw as isize * gs[3]) }
+                        .load();
+                    let delta =
+                        v / T::M::from_f64c((h1 - h0) as f64) / T::M::from_f64c((w1 - w0) as f64);
                     for hh in h0..h1 {
                         for ww in w0..w1 {
                             let t = &mut dst[hh * g.iw + ww];
