@@ -233,7 +233,7 @@ fn gemm_batched<T: GemmElem>(
     let use_c = c.filter(|_| beta_v != T::ZERO);
     // Stage `beta * c` in `out`, then accumulate the product onto it.
     if let Some(c) = use_c {
-        let in_place = c.ptr == out.ptr as *const u8 && c.strides == out.strides;
+        let in_place = std::ptr::eq(c.ptr, out.ptr as *const u8) && c.strides == out.strides;
         if !in_place {
             super::copy::copy(out, c)?;
         }
