@@ -1,1 +1,260 @@
-//! C ABI of the conv family (see kernels::conv).
+//! C ABI of the conv family (see kernels::conv): convolution and pooling.
+
+use super::{guard, tensor_mut, tensor_ref};
+use crate::error::{FooError, FooResult};
+use crate::kernels::conv::pool::{self, Pool2dParams};
+use crate::kernels::conv::{self, ConvParams};
+use crate::kernels::layout::GRAIN;
+use crate::runtime::pool as threads;
+use crate::tensor::{FooTensor, TensorRef};
+
+fn params<'a, T>(p: *const T) -> FooResult<&'a T> {
+    // SAFETY: the caller passes a valid pointer or null (checked).
+    unsafe { p.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null parameters".into()))
+}
+
+/// # Safety
+/// `t` must be null or a valid descriptor of live memory.
+unsafe fn optional(t: *const FooTensor) -> FooResult<Option<TensorRef>> {
+    if t.is_null() {
+        Ok(None)
+    } else {
+        // SAFETY: caller's contract.
+        Ok(Some(unsafe { tensor_ref(t)? }))
+    }
+}
+
+/// Convolutions are always worth the pool (even small ones do a few GEMMs).
+fn big(numel: usize) -> bool {
+    numel >= GRAIN / 8
+}
+
+/// `out = conv(input, weight) + bias` (5-D descriptors; `bias` may be null).
+///
+/// # Safety
+/// Descriptors must describe live memory (out writable); `p` must point to parameters.
+#[no_mangle]
+pub unsafe extern "C" fn foo_conv_forward(
+    out: *const FooTensor,
+    input: *const FooTensor,
+    weight: *const FooTensor,
+    bias: *const FooTensor,
+    p: *const ConvParams,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, x, w, b) = unsafe {
+            (
+                tensor_mut(out)?,
+                tensor_ref(input)?,
+                tensor_ref(weight)?,
+                optional(bias)?,
+            )
+        };
+        let p = params(p)?;
+        threads::run(big(o.numel() + x.numel()), || {
+            conv::conv_forward(&o, &x, &w, b.as_ref(), p)
+        })
+    })
+}
+
+/// `grad_input = conv_transpose(grad_output, weight) (+ bias)` (shapes of the forward conv).
+///
+/// # Safety
+/// As `foo_conv_forward`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_conv_backward_input(
+    grad_input: *const FooTensor,
+    grad_output: *const FooTensor,
+    weight: *const FooTensor,
+    bias: *const FooTensor,
+    p: *const ConvParams,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (gi, go, w, b) = unsafe {
+            (
+                tensor_mut(grad_input)?,
+                tensor_ref(grad_output)?,
+                tensor_ref(weight)?,
+                optional(bias)?,
+            )
+        };
+        let p = params(p)?;
+        threads::run(big(gi.numel() + go.numel()), || {
+            conv::conv_backward_input(&gi, &go, &w, b.as_ref(), p)
+        })
+    })
+}
+
+/// `grad_weight = sum_n grad_output[n] (x) input[n]` (the weight gradient of a convolution).
+///
+/// # Safety
+/// As `foo_conv_forward`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_conv_backward_weight(
+    grad_weight: *const FooTensor,
+    input: *const FooTensor,
+    grad_output: *const FooTensor,
+    p: *const ConvParams,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (gw, x, go) = unsafe {
+            (
+                tensor_mut(grad_weight)?,
+                tensor_ref(input)?,
+                tensor_ref(grad_output)?,
+            )
+        };
+        let p = params(p)?;
+        threads::run(big(x.numel() + go.numel()), || {
+            conv::conv_backward_weight(&gw, &x, &go, p)
+        })
+    })
+}
+
+/// `grad_bias[o] = sum of grad_output[:, o]`.
+///
+/// # Safety
+/// As `foo_conv_forward`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_conv_backward_bias(
+    grad_bias: *const FooTensor,
+    grad_output: *const FooTensor,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (gb, go) = unsafe { (tensor_mut(grad_bias)?, tensor_ref(grad_output)?) };
+        threads::run(go.numel() >= GRAIN, || conv::conv_backward_bias(&gb, &go))
+    })
+}
+
+/// Max pooling with int64 flat indices into each input plane.
+///
+/// # Safety
+/// As `foo_conv_forward`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_max_pool2d(
+    out: *const FooTensor,
+    indices: *const FooTensor,
+    input: *const FooTensor,
+    p: *const Pool2dParams,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, i, x) = unsafe { (tensor_mut(out)?, tensor_mut(indices)?, tensor_ref(input)?) };
+        let p = params(p)?;
+        threads::run(x.numel() >= GRAIN, || pool::max_pool2d(&o, &i, &x, p))
+    })
+}
+
+/// # Safety
+/// As `foo_conv_forward`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_max_pool2d_backward(
+    grad_input: *const FooTensor,
+    grad_output: *const FooTensor,
+    indices: *const FooTensor,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (gi, go, i) = unsafe {
+            (
+                tensor_mut(grad_input)?,
+                tensor_ref(grad_output)?,
+                tensor_ref(indices)?,
+            )
+        };
+        threads::run(gi.numel() >= GRAIN, || {
+            pool::max_pool2d_backward(&gi, &go, &i)
+        })
+    })
+}
+
+/// # Safety
+/// As `foo_conv_forward`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_avg_pool2d(
+    out: *const FooTensor,
+    input: *const FooTensor,
+    p: *const Pool2dParams,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, x) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
+        let p = params(p)?;
+        threads::run(x.numel() >= GRAIN, || pool::avg_pool2d(&o, &x, p))
+    })
+}
+
+/// # Safety
+/// As `foo_conv_forward`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_avg_pool2d_backward(
+    grad_input: *const FooTensor,
+    grad_output: *const FooTensor,
+    p: *const Pool2dParams,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (gi, go) = unsafe { (tensor_mut(grad_input)?, tensor_ref(grad_output)?) };
+        let p = params(p)?;
+        threads::run(gi.numel() >= GRAIN, || {
+            pool::avg_pool2d_backward(&gi, &go, p)
+        })
+    })
+}
+
+/// # Safety
+/// As `foo_conv_forward`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_adaptive_avg_pool2d(
+    out: *const FooTensor,
+    input: *const FooTensor,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, x) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
+        threads::run(x.numel() >= GRAIN, || pool::adaptive_avg_pool2d(&o, &x))
+    })
+}
+
+/// # Safety
+/// As `foo_conv_forward`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_adaptive_avg_pool2d_backward(
+    grad_input: *const FooTensor,
+    grad_output: *const FooTensor,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (gi, go) = unsafe { (tensor_mut(grad_input)?, tensor_ref(grad_output)?) };
+        threads::run(gi.numel() >= GRAIN, || {
+            pool::adaptive_avg_pool2d_backward(&gi, &go)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The parameter structs are written twice (here and in foo_ffi_conv.h): check the layout.
+    use super::*;
+
+    #[test]
+    fn conv_params_layout_matches_header() {
+        assert_eq!(std::mem::size_of::<ConvParams>(), 10 * 8);
+        assert_eq!(std::mem::size_of::<Pool2dParams>(), 10 * 8);
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/glue/foo_ffi_conv.h"
+        ))
+        .unwrap();
+        assert!(text.contains(
+            "int64_t stride[3];\n  int64_t padding[3];\n  int64_t dilation[3];\n  int64_t groups;"
+        ));
+        assert!(text.contains(
+            "int64_t kernel[2];\n  int64_t stride[2];\n  int64_t padding[2];\n  int64_t dilation[2];\n  int32_t count_include_pad;\n  int64_t divisor_override;"
+        ));
+    }
+}

@@ -1,1 +1,46 @@
 //! C ABI of the linalg family (see kernels::linalg).
+
+use super::{guard, tensor_mut, tensor_ref};
+use crate::error::FooError;
+use crate::kernels::linalg::{matmul, GEMM_PARALLEL_FLOPS};
+use crate::runtime::pool;
+use crate::tensor::{FooTensor, Scalar};
+
+/// `out = beta * c + alpha * (a @ b)` over 3-D descriptors `[B,M,K] x [B,K,N] -> [B,M,N]`;
+/// `c` may be null (then `beta` is ignored), or broadcast to `[B,M,N]`.
+///
+/// # Safety
+/// Descriptors must describe live memory (out writable, not overlapping a/b); `beta` and
+/// `alpha` must point to scalars.
+#[no_mangle]
+pub unsafe extern "C" fn foo_matmul(
+    out: *const FooTensor,
+    a: *const FooTensor,
+    b: *const FooTensor,
+    c: *const FooTensor,
+    beta: *const Scalar,
+    alpha: *const Scalar,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, a, b) = unsafe { (tensor_mut(out)?, tensor_ref(a)?, tensor_ref(b)?) };
+        // SAFETY: caller's contract; null means absent.
+        let c = if c.is_null() {
+            None
+        } else {
+            Some(unsafe { tensor_ref(c)? })
+        };
+        // SAFETY: caller's contract; null is checked.
+        let (beta, alpha) = unsafe { (beta.as_ref(), alpha.as_ref()) };
+        let (beta, alpha) = beta
+            .zip(alpha)
+            .ok_or_else(|| FooError::InvalidArgument("null scalar".into()))?;
+        let work = a
+            .numel()
+            .saturating_mul(b.shape.last().copied().unwrap_or(0));
+        pool::run(
+            work >= GEMM_PARALLEL_FLOPS || o.numel() >= crate::kernels::layout::GRAIN,
+            || matmul(&o, &a, &b, c.as_ref(), beta, alpha),
+        )
+    })
+}

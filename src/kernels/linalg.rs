@@ -1,1 +1,471 @@
 //! Matrix products (mm, bmm, addmm, baddbmm, addmv, mv, dot) on a tuned GEMM.
+//!
+//! One entry point, [`matmul`]: `out[b] = beta * c[b] + alpha * (a[b] @ b[b])` over 3-D operands
+//! `[B, M, K] x [B, K, N] -> [B, M, N]` with arbitrary strides (zero strides for broadcast batch
+//! dims, any order for transposed operands: the `gemm` crate packs them, so no copies are made).
+//! The glue turns mm/mv/dot/addmv into this shape with metadata-only views. float32/float64 and
+//! complex64/complex128 run on `gemm`; integer dtypes on a simple exact kernel (wrapping
+//! arithmetic, as the CPU's integer GEMM); float16/bfloat16 are widened to float32 by the glue.
+
+use super::element::Element;
+use super::parallel::parallel_for;
+use crate::dtype::{DType, Kind};
+use crate::error::FooResult;
+use crate::tensor::{Scalar, TensorMut, TensorRef};
+use crate::{invalid_arg, not_implemented};
+use num_complex::{Complex32, Complex64};
+use std::ops::{Add, Mul};
+
+/// Element types `gemm` multiplies natively.
+pub trait GemmElem: Element + Add<Output = Self> + Mul<Output = Self> {
+    const ZERO: Self;
+    const ONE: Self;
+}
+
+macro_rules! gemm_elem {
+    ($t:ty, $zero:expr, $one:expr) => {
+        impl GemmElem for $t {
+            const ZERO: Self = $zero;
+            const ONE: Self = $one;
+        }
+    };
+}
+gemm_elem!(f32, 0.0, 1.0);
+gemm_elem!(f64, 0.0, 1.0);
+gemm_elem!(
+    Complex32,
+    Complex32::new(0.0, 0.0),
+    Complex32::new(1.0, 0.0)
+);
+gemm_elem!(
+    Complex64,
+    Complex64::new(0.0, 0.0),
+    Complex64::new(1.0, 0.0)
+);
+
+/// Multiply-adds below which a matrix product stays on one thread.
+pub const GEMM_PARALLEL_FLOPS: usize = 1 << 18;
+
+/// A strided matrix: element `(i, j)` is at `ptr + i * rs + j * cs` (elements of `T`).
+#[derive(Clone, Copy, Debug)]
+pub struct Mat<T> {
+    pub ptr: *const T,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+/// `dst = (read_dst ? dst : 0) + alpha * lhs @ rhs` with `lhs: m x k`, `rhs: k x n`.
+/// `parallel` lets `gemm` use the current rayon pool (it still decides by size).
+///
+/// # Safety
+/// The three matrices must describe live memory of the given extents; `dst` must be writable,
+/// have no internal overlap and not overlap `lhs`/`rhs`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_raw<T: GemmElem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    read_dst: bool,
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+    alpha: T,
+    parallel: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let par = if parallel && m * n * k >= GEMM_PARALLEL_FLOPS {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: caller's contract; gemm computes dst := 1 * dst + alpha * lhs @ rhs (its `alpha`
+    // scales dst, its `beta` the product) and ignores dst when read_dst is false.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            dst_cs,
+            dst_rs,
+            read_dst,
+            lhs.ptr,
+            lhs.cs,
+            lhs.rs,
+            rhs.ptr,
+            rhs.cs,
+            rhs.rs,
+            T::ONE,
+            alpha,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+fn check3(what: &str, t_shape: &[usize], want: [usize; 3]) -> FooResult<()> {
+    if t_shape != want {
+        return invalid_arg!("matmul: {what} has shape {t_shape:?}, expected {want:?}");
+    }
+    Ok(())
+}
+
+/// `out = beta * c + alpha * (a @ b)` over 3-D operands (see the module docs). `c` is ignored
+/// when absent or when `beta == 0` (so NaN/inf in `c` do not propagate, as in PyTorch). When
+/// `c` is the output itself (same pointer and strides, in-place addmm_) it is read in place.
+pub fn matmul(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> FooResult<()> {
+    if out.ndim() != 3 || a.ndim() != 3 || b.ndim() != 3 {
+        return invalid_arg!("matmul: operands must be 3-D");
+    }
+    let (bs, m, k, n) = (a.shape[0], a.shape[1], a.shape[2], b.shape[2]);
+    check3("mat2", &b.shape, [bs, k, n])?;
+    check3("out", &out.shape, [bs, m, n])?;
+    if let Some(c) = c {
+        check3("self", &c.shape, [bs, m, n])?;
+        if c.dtype != out.dtype {
+            return invalid_arg!("matmul: self dtype differs from the output dtype");
+        }
+    }
+    if a.dtype != out.dtype || b.dtype != out.dtype {
+        return invalid_arg!("matmul: operand dtypes differ from the output dtype");
+    }
+    if out.numel() == 0 {
+        return Ok(());
+    }
+    let dtype = out.dtype;
+    match dtype.kind() {
+        Kind::Float | Kind::Complex => match dtype {
+            DType::F32 => gemm_batched::<f32>(out, a, b, c, beta, alpha),
+            DType::F64 => gemm_batched::<f64>(out, a, b, c, beta, alpha),
+            DType::C64 => gemm_batched::<Complex32>(out, a, b, c, beta, alpha),
+            DType::C128 => gemm_batched::<Complex64>(out, a, b, c, beta, alpha),
+            DType::F16 | DType::BF16 => widened(out, a, b, c, beta, alpha),
+            _ => not_implemented!("matmul: dtype {} is not supported", dtype.name()),
+        },
+        Kind::Signed | Kind::Unsigned => {
+            crate::dispatch_all!(dtype, T => int_matmul::<T>(out, a, b, c, beta, alpha))
+        }
+        Kind::Bool => not_implemented!("\"addmm_impl_cpu_\" not implemented for 'Bool'"),
+    }
+}
+
+/// A contiguous float32 copy of `t` (any strides, any float dtype).
+fn widen(t: &TensorRef) -> FooResult<Vec<f32>> {
+    let mut buf = vec![0f32; t.numel()];
+    let dst = TensorMut {
+        ptr: buf.as_mut_ptr() as *mut u8,
+        shape: t.shape.clone(),
+        strides: crate::tensor::contiguous_strides(&t.shape),
+        dtype: DType::F32,
+    };
+    super::copy::copy(&dst, t)?;
+    Ok(buf)
+}
+
+/// float16/bfloat16: widen the operands to float32, multiply with float32 accumulation (and
+/// `beta * c` in float32), round once into the output.
+fn widened(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> FooResult<()> {
+    let view = |buf: &[f32], shape: &[usize]| TensorRef {
+        ptr: buf.as_ptr() as *const u8,
+        shape: shape.to_vec(),
+        strides: crate::tensor::contiguous_strides(shape),
+        dtype: DType::F32,
+    };
+    let (wa, wb) = (widen(a)?, widen(b)?);
+    let use_c = c.filter(|_| f32::from_scalar(beta) != 0.0);
+    let mut acc = match use_c {
+        Some(c) => widen(c)?,
+        None => vec![0f32; out.numel()],
+    };
+    let acc_ref = view(&acc, &out.shape);
+    let acc_mut = TensorMut {
+        ptr: acc.as_mut_ptr() as *mut u8,
+        shape: acc_ref.shape.clone(),
+        strides: acc_ref.strides.clone(),
+        dtype: DType::F32,
+    };
+    gemm_batched::<f32>(
+        &acc_mut,
+        &view(&wa, &a.shape),
+        &view(&wb, &b.shape),
+        use_c.map(|_| &acc_ref),
+        beta,
+        alpha,
+    )?;
+    super::copy::copy(out, &acc_ref)
+}
+
+/// Integer address of a pointer (raw pointers are not `Sync`; the memory outlives the kernel).
+#[derive(Clone, Copy)]
+struct Addr(usize);
+
+fn gemm_batched<T: GemmElem>(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> FooResult<()> {
+    let (bs, m, k, n) = (a.shape[0], a.shape[1], a.shape[2], b.shape[2]);
+    let beta_v = T::from_scalar(beta);
+    let alpha_v = T::from_scalar(alpha);
+    let use_c = c.filter(|_| beta_v != T::ZERO);
+    // Stage `beta * c` in `out`, then accumulate the product onto it.
+    if let Some(c) = use_c {
+        let in_place = std::ptr::eq(c.ptr, out.ptr as *const u8) && c.strides == out.strides;
+        if !in_place {
+            super::copy::copy(out, c)?;
+        }
+        if beta_v != T::ONE {
+            scale::<T>(out, beta_v);
+        }
+    }
+    let read_dst = use_c.is_some();
+    if k == 0 {
+        if !read_dst {
+            fill::<T>(out, T::ZERO);
+        }
+        return Ok(());
+    }
+    let (o, pa, pb) = (
+        Addr(out.ptr as usize),
+        Addr(a.ptr as usize),
+        Addr(b.ptr as usize),
+    );
+    let (os, as_, bs_) = (&out.strides, &a.strides, &b.strides);
+    let one = |i: usize, parallel: bool| {
+        let op = (o.0 as *mut T).wrapping_offset(i as isize * os[0]);
+        let lhs = Mat {
+            ptr: (pa.0 as *const T).wrapping_offset(i as isize * as_[0]),
+            rs: as_[1],
+            cs: as_[2],
+        };
+        let rhs = Mat {
+            ptr: (pb.0 as *const T).wrapping_offset(i as isize * bs_[0]),
+            rs: bs_[1],
+            cs: bs_[2],
+        };
+        // SAFETY: the descriptors come from live tensors of the checked shapes; batch `i` of
+        // the output is written by this call only and does not overlap the inputs (glue check).
+        unsafe {
+            gemm_raw(
+                m, n, k, op, os[1], os[2], read_dst, lhs, rhs, alpha_v, parallel,
+            )
+        };
+    };
+    let flops = m * n * k;
+    let threads = rayon::current_num_threads();
+    if bs > 1 && (flops < (1 << 21) || bs >= 2 * threads) && bs * flops >= GEMM_PARALLEL_FLOPS {
+        // Many (small) products: one thread per matrix.
+        parallel_for(bs, 1, &|s, e| (s..e).for_each(|i| one(i, false)));
+    } else {
+        (0..bs).for_each(|i| one(i, true));
+    }
+    Ok(())
+}
+
+/// Visits every element of a 3-D output: `f(offset)` in elements.
+fn for_each_3d(t: &TensorMut, f: &(dyn Fn(isize) + Sync)) {
+    let (s0, s1, s2) = (t.strides[0], t.strides[1], t.strides[2]);
+    let (m, n) = (t.shape[1], t.shape[2]);
+    parallel_for(t.shape[0] * m, (1 << 15) / n.max(1) + 1, &|s, e| {
+        for r in s..e {
+            let base = (r / m) as isize * s0 + (r % m) as isize * s1;
+            for j in 0..n {
+                f(base + j as isize * s2);
+            }
+        }
+    });
+}
+
+fn scale<T: GemmElem>(out: &TensorMut, v: T) {
+    let o = Addr(out.ptr as usize);
+    for_each_3d(out, &|off| {
+        let p = (o.0 as *mut T).wrapping_offset(off);
+        // SAFETY: `off` is an in-bounds element of the output, visited exactly once.
+        unsafe { *p = *p * v };
+    });
+}
+
+fn fill<T: GemmElem>(out: &TensorMut, v: T) {
+    let o = Addr(out.ptr as usize);
+    for_each_3d(out, &|off| {
+        // SAFETY: as in `scale`.
+        unsafe { *(o.0 as *mut T).wrapping_offset(off) = v };
+    });
+}
+
+/// Exact integer product with wrapping arithmetic in 64 bits (the result wraps like the
+/// element type's own arithmetic).
+fn int_matmul<T: Element>(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> FooResult<()> {
+    let (m, k, n) = (a.shape[1], a.shape[2], b.shape[2]);
+    let beta_v = T::from_scalar(beta).to_i64();
+    let alpha_v = T::from_scalar(alpha).to_i64();
+    let use_c = c.filter(|_| beta_v != 0);
+    let (o, pa, pb) = (
+        Addr(out.ptr as usize),
+        Addr(a.ptr as usize),
+        Addr(b.ptr as usize),
+    );
+    let pc = Addr(use_c.map_or(0, |c| c.ptr as usize));
+    let cs = use_c.map(|c| c.strides.clone());
+    let (os, as_, bs_) = (&out.strides, &a.strides, &b.strides);
+    parallel_for(out.shape[0] * m, (1 << 15) / (n * k).max(1) + 1, &|s, e| {
+        let mut acc = vec![0i64; n];
+        for r in s..e {
+            let (bi, i) = ((r / m) as isize, (r % m) as isize);
+            acc.iter_mut().for_each(|x| *x = 0);
+            for p in 0..k as isize {
+                // SAFETY: (bi, i, p) is in bounds of `a`.
+                let av = unsafe {
+                    (*(pa.0 as *const T).wrapping_offset(bi * as_[0] + i * as_[1] + p * as_[2]))
+                        .to_i64()
+                };
+                let brow = (pb.0 as *const T).wrapping_offset(bi * bs_[0] + p * bs_[1]);
+                for (j, x) in acc.iter_mut().enumerate() {
+                    // SAFETY: (bi, p, j) is in bounds of `b`.
+                    let bv = unsafe { (*brow.wrapping_offset(j as isize * bs_[2])).to_i64() };
+                    *x = x.wrapping_add(av.wrapping_mul(bv));
+                }
+            }
+            for (j, x) in acc.iter().enumerate() {
+                let j = j as isize;
+                let mut v = x.wrapping_mul(alpha_v);
+                if let Some(cs) = &cs {
+                    // SAFETY: (bi, i, j) is in bounds of `c`.
+                    let cv = unsafe {
+                        (*(pc.0 as *const T).wrapping_offset(bi * cs[0] + i * cs[1] + j * cs[2]))
+                            .to_i64()
+                    };
+                    v = v.wrapping_add(cv.wrapping_mul(beta_v));
+                }
+                // SAFETY: (bi, i, j) is in bounds of the output; rows are disjoint per chunk.
+                unsafe {
+                    *(o.0 as *mut T).wrapping_offset(bi * os[0] + i * os[1] + j * os[2]) =
+                        T::from_i64(v)
+                };
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::map::testing::Owned;
+
+    fn naive(a: &[f64], b: &[f64], bs: usize, m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut out = vec![0.0; bs * m * n];
+        for q in 0..bs {
+            for i in 0..m {
+                for j in 0..n {
+                    out[q * m * n + i * n + j] = (0..k)
+                        .map(|p| a[q * m * k + i * k + p] * b[q * k * n + p * n + j])
+                        .sum();
+                }
+            }
+        }
+        out
+    }
+
+    fn data(n: usize, seed: u64) -> Vec<f64> {
+        (0..n)
+            .map(|i| ((i as u64 * 2654435761 + seed) % 17) as f64 - 8.0)
+            .collect()
+    }
+
+    #[test]
+    fn linalg_f64_batched_with_bias() {
+        let (bs, m, k, n) = (3, 5, 7, 4);
+        let a = Owned::new(data(bs * m * k, 1), &[bs, m, k]);
+        let b = Owned::new(data(bs * k * n, 2), &[bs, k, n]);
+        let c = Owned::new(data(n, 3), &[n]);
+        let mut out = Owned::<f64>::zeros(&[bs, m, n]);
+        matmul(
+            &out.m(),
+            &a.r(),
+            &b.r(),
+            Some(&c.bcast(&[bs, m, n])),
+            &Scalar::from_f64(0.5),
+            &Scalar::from_f64(2.0),
+        )
+        .unwrap();
+        let want = naive(&a.data, &b.data, bs, m, k, n);
+        for (i, (&g, &w)) in out.data.iter().zip(&want).enumerate() {
+            assert_eq!(g, 2.0 * w + 0.5 * c.data[i % n]);
+        }
+    }
+
+    #[test]
+    fn linalg_transposed_operand_and_int() {
+        let (m, k, n) = (4, 3, 2);
+        // a stored as k x m (transposed view).
+        let at = Owned::new(data(m * k, 5), &[1, k, m]);
+        let mut a = at.r();
+        a.shape = vec![1, m, k];
+        a.strides = vec![0, 1, m as isize];
+        let b = Owned::new(data(k * n, 6), &[1, k, n]);
+        let mut out = Owned::<f64>::zeros(&[1, m, n]);
+        let one = Scalar::from_f64(1.0);
+        matmul(&out.m(), &a, &b.r(), None, &one, &one).unwrap();
+        let a_dense: Vec<f64> = (0..m * k).map(|x| at.data[(x % k) * m + x / k]).collect();
+        assert_eq!(out.data, naive(&a_dense, &b.data, 1, m, k, n));
+
+        let ai = Owned::new(a_dense.iter().map(|&x| x as i32).collect(), &[1, m, k]);
+        let bi = Owned::new(b.data.iter().map(|&x| x as i32).collect(), &[1, k, n]);
+        let mut oi = Owned::<i32>::zeros(&[1, m, n]);
+        let onei = Scalar::from_i64(1);
+        matmul(&oi.m(), &ai.r(), &bi.r(), None, &onei, &onei).unwrap();
+        assert_eq!(
+            oi.data,
+            out.data.iter().map(|&x| x as i32).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn linalg_k_zero_and_beta_zero_ignores_nan() {
+        let a = Owned::<f32>::zeros(&[1, 2, 0]);
+        let b = Owned::<f32>::zeros(&[1, 0, 3]);
+        let c = Owned::new(vec![f32::NAN; 6], &[1, 2, 3]);
+        let mut out = Owned::new(vec![7.0f32; 6], &[1, 2, 3]);
+        matmul(
+            &out.m(),
+            &a.r(),
+            &b.r(),
+            Some(&c.r()),
+            &Scalar::from_f64(0.0),
+            &Scalar::from_f64(1.0),
+        )
+        .unwrap();
+        assert_eq!(out.data, vec![0.0; 6]);
+    }
+}

@@ -1,0 +1,184 @@
+// Convolution (aten::convolution_overrideable / convolution_backward_overrideable: what
+// aten::_convolution and aten::convolution_backward select for an out-of-tree backend).
+// Shapes and 5-D descriptors here; im2col + GEMM in Rust (kernels/conv.rs). float16/bfloat16
+// are computed in float32 (converted by foo's copy kernel) and rounded back.
+#include <ATen/native/ConvUtils.h>
+
+#include "common.h"
+#include "foo_ffi_conv.h"
+#include "ops_linalg.h"
+
+namespace foo::ops {
+namespace {
+
+// A 5-D [N, C, D, H, W] descriptor over a 3-, 4- or 5-D tensor (unit leading spatial dims).
+struct View5 {
+  int64_t sizes[5];
+  int64_t strides[5];
+  FooTensor d;
+  explicit View5(const at::Tensor& t) {
+    const int64_t k = t.dim();
+    TORCH_CHECK(k >= 3 && k <= 5, "convolution: expected a 3-D, 4-D or 5-D tensor, got ", k, "-D");
+    const int64_t pad = 5 - k;
+    for (int64_t i = 0; i < 5; ++i) {
+      if (i < 2) {
+        sizes[i] = t.size(i);
+        strides[i] = t.stride(i);
+      } else if (i < 2 + pad) {
+        sizes[i] = 1;
+        strides[i] = 0;
+      } else {
+        sizes[i] = t.size(i - pad);
+        strides[i] = t.stride(i - pad);
+      }
+    }
+    d = describe(t);
+    d.sizes = sizes;
+    d.strides = strides;
+    d.ndim = 5;
+  }
+};
+
+FooConvParams make_params(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                          int64_t spatial) {
+  FooConvParams p{};
+  const int64_t pad = 3 - spatial;
+  for (int64_t i = 0; i < 3; ++i) {
+    const int64_t j = i - pad;
+    auto at_or = [&](at::IntArrayRef a, int64_t dflt) -> int64_t {
+      if (j < 0) return dflt;
+      if (a.size() == 1) return a[0];
+      return static_cast<int64_t>(a.size()) > j ? a[j] : dflt;
+    };
+    p.stride[i] = at_or(stride, 1);
+    p.padding[i] = at_or(padding, 0);
+    p.dilation[i] = at_or(dilation, 1);
+  }
+  p.groups = groups;
+  return p;
+}
+
+bool reduced(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+void check_float(const at::Tensor& t, const char* op) {
+  const auto st = t.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(st == at::kFloat || st == at::kDouble || reduced(st), "\"", op,
+                              "\" not implemented for '", st, "'");
+}
+
+at::Tensor opt_to(const at::Tensor& t, at::ScalarType ct) { return t.defined() ? t.to(ct) : t; }
+
+at::Tensor conv_core(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, const FooConvParams& p,
+                     bool transposed, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                     at::IntArrayRef output_padding, int64_t groups) {
+  const at::Tensor w = weight.contiguous();
+  std::vector<int64_t> shape;
+  if (!transposed) {
+    shape = at::native::conv_output_size(input.sizes(), w.sizes(), padding, stride, dilation);
+  } else {
+    std::vector<int64_t> op(input.dim() - 2, 0);
+    for (size_t i = 0; i < op.size(); ++i) op[i] = output_padding.size() == 1 ? output_padding[0] : output_padding[i];
+    auto expand = [&](at::IntArrayRef a) {
+      std::vector<int64_t> v(input.dim() - 2);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = a.size() == 1 ? a[0] : a[i];
+      return v;
+    };
+    shape = at::native::conv_input_size(input.sizes(), w.sizes(), expand(padding), op, expand(stride),
+                                        expand(dilation), groups);
+  }
+  at::Tensor out = at::empty(shape, input.options().memory_format(at::MemoryFormat::Contiguous));
+  if (out.numel() == 0) return out;
+  const View5 vo(out), vw(w);
+  if (!transposed) {
+    const View5 vi(input);
+    FooTensor bd;
+    if (bias.defined()) bd = describe(bias);
+    check(foo_conv_forward(&vo.d, &vi.d, &vw.d, bias.defined() ? &bd : nullptr, &p), "convolution");
+  } else {
+    const at::Tensor x = input.contiguous();
+    const View5 vi(x);
+    FooTensor bd;
+    if (bias.defined()) bd = describe(bias);
+    check(foo_conv_backward_input(&vo.d, &vi.d, &vw.d, bias.defined() ? &bd : nullptr, &p), "conv_transpose");
+  }
+  return out;
+}
+
+}  // namespace
+
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias_opt, at::IntArrayRef stride,
+                                    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                                    at::IntArrayRef output_padding, int64_t groups) {
+  check_float(input, "convolution");
+  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.scalar_type(),
+              ") and weight type (", weight.scalar_type(), ") should be the same");
+  const at::Tensor bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
+  TORCH_CHECK(!bias.defined() || bias.scalar_type() == input.scalar_type(), "Input type (", input.scalar_type(),
+              ") and bias type (", bias.scalar_type(), ") should be the same");
+  TORCH_CHECK(input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim(),
+              "convolution: expected 3-D to 5-D input and weight of the same rank");
+  const FooConvParams p = make_params(stride, padding, dilation, groups, input.dim() - 2);
+  if (reduced(input.scalar_type())) {
+    const auto ct = at::kFloat;
+    return conv_core(input.to(ct), weight.to(ct), opt_to(bias, ct), p, transposed, stride, padding, dilation,
+                     output_padding, groups)
+        .to(input.scalar_type());
+  }
+  return conv_core(input, weight, bias, p, transposed, stride, padding, dilation, output_padding, groups);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output_, const at::Tensor& input_, const at::Tensor& weight_, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  (void)output_padding;
+  check_float(input_, "convolution_backward");
+  const auto dt = input_.scalar_type();
+  const bool red = reduced(dt);
+  const at::Tensor grad_output = red ? grad_output_.to(at::kFloat) : grad_output_;
+  const at::Tensor input = red ? input_.to(at::kFloat) : input_;
+  const at::Tensor weight = (red ? weight_.to(at::kFloat) : weight_).contiguous();
+  const FooConvParams p = make_params(stride, padding, dilation, groups, input.dim() - 2);
+  const at::Tensor go = grad_output.contiguous();
+  const View5 vgo(go), vw(weight);
+  at::Tensor gi, gw, gb;
+  if (output_mask[0]) {
+    gi = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
+    if (gi.numel() > 0) {
+      const View5 vgi(gi);
+      if (!transposed) {
+        check(foo_conv_backward_input(&vgi.d, &vgo.d, &vw.d, nullptr, &p), "convolution_backward");
+      } else {
+        check(foo_conv_forward(&vgi.d, &vgo.d, &vw.d, nullptr, &p), "convolution_backward");
+      }
+    }
+  }
+  if (output_mask[1]) {
+    gw = at::empty(weight.sizes(), weight.options());
+    if (gw.numel() > 0) {
+      const View5 vgw(gw);
+      if (!transposed) {
+        const View5 vi(input);
+        check(foo_conv_backward_weight(&vgw.d, &vi.d, &vgo.d, &p), "convolution_backward");
+      } else {
+        const at::Tensor x = input.contiguous();
+        const View5 vx(x);
+        check(foo_conv_backward_weight(&vgw.d, &vgo.d, &vx.d, &p), "convolution_backward");
+      }
+    }
+  }
+  if (output_mask[2]) {
+    gb = at::empty({go.size(1)}, go.options());
+    const FooTensor dgb = describe(gb), dgo = describe(go);
+    check(foo_conv_backward_bias(&dgb, &dgo), "convolution_backward");
+  }
+  if (red) {
+    if (gi.defined()) gi = gi.to(dt);
+    if (gw.defined()) gw = gw.to(dt);
+    if (gb.defined()) gb = gb.to(dt);
+  }
+  return {gi, gw, gb};
+}
+
+}  // namespace foo::ops

@@ -1,0 +1,506 @@
+//! 2-D pooling, forward and backward, with the CPU backend's exact window and divisor rules:
+//! max (padding, dilation, flat argmax indices into each input plane; NaN wins), average
+//! (count_include_pad, divisor_override; ceil_mode only changes the output size, which the glue
+//! computes), adaptive average. Tensors are 4-D `[N, C, H, W]`; inputs may be strided, every
+//! written tensor is contiguous. Work is split over the `N * C` planes.
+
+use super::Addr;
+use crate::dtype::DType;
+use crate::error::FooResult;
+use crate::kernels::float::{FloatStore, Math};
+use crate::kernels::layout::GRAIN;
+use crate::kernels::parallel::parallel_for;
+use crate::tensor::{TensorMut, TensorRef};
+use crate::{invalid_arg, not_implemented};
+use half::{bf16, f16};
+use num_traits::{Float, Zero};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Pooling window parameters (mirrors `FooPool2dParams`); `divisor_override <= 0` means none.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Pool2dParams {
+    pub kernel: [i64; 2],
+    pub stride: [i64; 2],
+    pub padding: [i64; 2],
+    pub dilation: [i64; 2],
+    pub count_include_pad: i32,
+    pub divisor_override: i64,
+}
+
+macro_rules! dispatch_float {
+    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            DType::F16 => {
+                type $T = f16;
+                $body
+            }
+            DType::BF16 => {
+                type $T = bf16;
+                $body
+            }
+            d => not_implemented!("{}: dtype {} is not supported", $what, d.name()),
+        }
+    };
+}
+
+/// Planes and per-plane geometry of a pooling call.
+struct Planes {
+    n: usize,
+    c: usize,
+    ih: usize,
+    iw: usize,
+    oh: usize,
+    ow: usize,
+}
+
+fn planes(what: &str, input: &[usize], output: &[usize]) -> FooResult<Planes> {
+    if input.len() != 4 || output.len() != 4 || input[..2] != output[..2] {
+        return invalid_arg!(
+            "{what}: expected 4-D input {input:?} and output {output:?} with equal N, C"
+        );
+    }
+    Ok(Planes {
+        n: input[0],
+        c: input[1],
+        ih: input[2],
+        iw: input[3],
+        oh: output[2],
+        ow: output[3],
+    })
+}
+
+fn contiguous(what: &str, t: &TensorMut) -> FooResult<()> {
+    if !t.is_contiguous() {
+        return invalid_arg!("{what}: outputs must be contiguous");
+    }
+    Ok(())
+}
+
+/// Offset (elements) of plane `b` (= n * C + c) of a 4-D tensor with strides `s`.
+fn plane_offset(b: usize, c: usize, s: &[isize]) -> isize {
+    (b / c) as isize * s[0] + (b % c) as isize * s[1]
+}
+
+fn grain(per_plane: usize) -> usize {
+    GRAIN / per_plane.max(1) + 1
+}
+
+// ---- max pooling ---------------------------------------------------------------------------------
+
+/// `out`, `indices` (int64) = max over each window of `input`.
+pub fn max_pool2d(
+    out: &TensorMut,
+    indices: &TensorMut,
+    input: &TensorRef,
+    p: &Pool2dParams,
+) -> FooResult<()> {
+    let g = planes("max_pool2d", &input.shape, &out.shape)?;
+    contiguous("max_pool2d", out)?;
+    contiguous("max_pool2d", indices)?;
+    if indices.dtype != DType::I64 || indices.shape != out.shape || out.dtype != input.dtype {
+        return invalid_arg!("max_pool2d: bad output/indices dtype or shape");
+    }
+    dispatch_float!(input.dtype, "max_pool2d", T => max_fwd::<T>(&g, out, indices, input, p))
+}
+
+fn max_fwd<T: FloatStore>(
+    g: &Planes,
+    out: &TensorMut,
+    indices: &TensorMut,
+    input: &TensorRef,
+    p: &Pool2dParams,
+) -> FooResult<()> {
+    let (xo, oo, io) = (
+        Addr::of(input.ptr),
+        Addr::of(out.ptr),
+        Addr::of(indices.ptr),
+    );
+    let xs = &input.strides;
+    let [kh, kw] = p.kernel;
+    let [sh, sw] = p.stride;
+    let [ph, pw] = p.padding;
+    let [dh, dw] = p.dilation;
+    let (ih, iw) = (g.ih as i64, g.iw as i64);
+    let per = g.oh * g.ow;
+    parallel_for(g.n * g.c, grain(per * (kh * kw) as usize), &|s, e| {
+        for b in s..e {
+            let x = plane_offset(b, g.c, xs);
+            for y in 0..g.oh {
+                let mut h0 = y as i64 * sh - ph;
+                let h1 = (h0 + (kh - 1) * dh + 1).min(ih);
+                while h0 < 0 {
+                    h0 += dh;
+                }
+                for xw in 0..g.ow {
+                    let mut w0 = xw as i64 * sw - pw;
+                    let w1 = (w0 + (kw - 1) * dw + 1).min(iw);
+                    while w0 < 0 {
+                        w0 += dw;
+                    }
+                    let mut best = T::M::neg_infinity();
+                    let mut arg = h0 * iw + w0;
+                    let mut hh = h0;
+                    while hh < h1 {
+                        let mut ww = w0;
+                        while ww < w1 {
+                            // SAFETY: (hh, ww) is inside the plane.
+                            let v = unsafe {
+                                *xo.at::<T>(x + hh as isize * xs[2] + ww as isize * xs[3])
+                            }
+                            .load();
+                            if v > best || v.is_nan() {
+                                best = v;
+                                arg = hh * iw + ww;
+                            }
+                            ww += dw;
+                        }
+                        hh += dh;
+                    }
+                    let o = (b * per + y * g.ow + xw) as isize;
+                    // SAFETY: element o of the contiguous outputs, written by this chunk only.
+                    unsafe {
+                        *oo.at::<T>(o) = T::store(best);
+                        *io.at::<i64>(o) = arg;
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `grad_input[plane][indices] += grad_output` (grad_input overwritten; grad_output and
+/// indices contiguous).
+pub fn max_pool2d_backward(
+    grad_input: &TensorMut,
+    grad_output: &TensorRef,
+    indices: &TensorRef,
+) -> FooResult<()> {
+    let g = planes("max_pool2d_backward", &grad_input.shape, &grad_output.shape)?;
+    contiguous("max_pool2d_backward", grad_input)?;
+    if !grad_output.is_contiguous() || !indices.is_contiguous() || indices.dtype != DType::I64 {
+        return invalid_arg!(
+            "max_pool2d_backward: grad_output/indices must be contiguous (int64 indices)"
+        );
+    }
+    if indices.shape != grad_output.shape || grad_input.dtype != grad_output.dtype {
+        return invalid_arg!("max_pool2d_backward: indices/grad_output mismatch");
+    }
+    dispatch_float!(grad_input.dtype, "max_pool2d_backward", T => max_bwd::<T>(&g, grad_input, grad_output, indices))
+}
+
+fn max_bwd<T: FloatStore>(
+    g: &Planes,
+    gi: &TensorMut,
+    go: &TensorRef,
+    idx: &TensorRef,
+) -> FooResult<()> {
+    let (gio, goo, io) = (Addr::of(gi.ptr), Addr::of(go.ptr), Addr::of(idx.ptr));
+    let (ip, op) = (g.ih * g.iw, g.oh * g.ow);
+    let bad = AtomicBool::new(false);
+    parallel_for(g.n * g.c, grain(ip + op), &|s, e| {
+        for b in s..e {
+            // SAFETY: plane b of the contiguous grad_input, written by this chunk only; plane b
+            // of grad_output/indices.
+            let (dst, src, ind) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(gio.at::<T>((b * ip) as isize), ip),
+                    std::slice::from_raw_parts(goo.at::<T>((b * op) as isize) as *const T, op),
+                    std::slice::from_raw_parts(io.at::<i64>((b * op) as isize) as *const i64, op),
+                )
+            };
+            dst.fill(T::store(T::M::zero()));
+            for (&v, &i) in src.iter().zip(ind) {
+                match dst.get_mut(i as usize) {
+                    Some(t) if i >= 0 => *t = T::store(t.load() + v.load()),
+                    _ => bad.store(true, Ordering::Relaxed),
+                }
+            }
+        }
+    });
+    if bad.into_inner() {
+        return invalid_arg!("max_pool2d_backward: found an invalid max index");
+    }
+    Ok(())
+}
+
+// ---- average pooling -----------------------------------------------------------------------------
+
+/// The window of output (y, x) clipped to the input, and its divisor (CPU rules).
+#[inline]
+fn avg_window(p: &Pool2dParams, y: usize, x: usize, ih: i64, iw: i64) -> Option<([i64; 4], i64)> {
+    let h0 = y as i64 * p.stride[0] - p.padding[0];
+    let w0 = x as i64 * p.stride[1] - p.padding[1];
+    let h1 = (h0 + p.kernel[0]).min(ih + p.padding[0]);
+    let w1 = (w0 + p.kernel[1]).min(iw + p.padding[1]);
+    let pool = (h1 - h0) * (w1 - w0);
+    let (h0, w0, h1, w1) = (h0.max(0), w0.max(0), h1.min(ih), w1.min(iw));
+    if h0 >= h1 || w0 >= w1 {
+        return None;
+    }
+    let div = if p.divisor_override > 0 {
+        p.divisor_override
+    } else if p.count_include_pad != 0 {
+        pool
+    } else {
+        (h1 - h0) * (w1 - w0)
+    };
+    Some(([h0, h1, w0, w1], div))
+}
+
+pub fn avg_pool2d(out: &TensorMut, input: &TensorRef, p: &Pool2dParams) -> FooResult<()> {
+    let g = planes("avg_pool2d", &input.shape, &out.shape)?;
+    contiguous("avg_pool2d", out)?;
+    if out.dtype != input.dtype {
+        return invalid_arg!("avg_pool2d: output dtype differs from the input's");
+    }
+    dispatch_float!(input.dtype, "avg_pool2d", T => avg_fwd::<T>(&g, out, input, p))
+}
+
+fn avg_fwd<T: FloatStore>(
+    g: &Planes,
+    out: &TensorMut,
+    input: &TensorRef,
+    p: &Pool2dParams,
+) -> FooResult<()> {
+    let (xo, oo) = (Addr::of(input.ptr), Addr::of(out.ptr));
+    let xs = &input.strides;
+    let per = g.oh * g.ow;
+    parallel_for(
+        g.n * g.c,
+        grain(per * (p.kernel[0] * p.kernel[1]) as usize),
+        &|s, e| {
+            for b in s..e {
+                let x = plane_offset(b, g.c, xs);
+                for y in 0..g.oh {
+                    for xw in 0..g.ow {
+                        let v = match avg_window(p, y, xw, g.ih as i64, g.iw as i64) {
+                            None => T::M::zero(),
+                            Some(([h0, h1, w0, w1], div)) => {
+                                let mut sum = T::M::zero();
+                                for hh in h0..h1 {
+                                    for ww in w0..w1 {
+                                        // SAFETY: (hh, ww) is inside the plane.
+                                        sum = sum
+                                            + unsafe {
+                                                *xo.at::<T>(
+                                                    x + hh as isize * xs[2] + ww as isize * xs[3],
+                                                )
+                                            }
+                                            .load();
+                                    }
+                                }
+                                sum / T::M::from_f64c(div as f64)
+                            }
+                        };
+                        // SAFETY: element of the contiguous output, written by this chunk only.
+                        unsafe { *oo.at::<T>((b * per + y * g.ow + xw) as isize) = T::store(v) };
+                    }
+                }
+            }
+        },
+    );
+    Ok(())
+}
+
+/// Input gradient of `avg_pool2d` (grad_input overwritten; grad_output may be strided).
+pub fn avg_pool2d_backward(
+    grad_input: &TensorMut,
+    grad_output: &TensorRef,
+    p: &Pool2dParams,
+) -> FooResult<()> {
+    let g = planes("avg_pool2d_backward", &grad_input.shape, &grad_output.shape)?;
+    contiguous("avg_pool2d_backward", grad_input)?;
+    if grad_input.dtype != grad_output.dtype {
+        return invalid_arg!("avg_pool2d_backward: dtype mismatch");
+    }
+    dispatch_float!(grad_input.dtype, "avg_pool2d_backward", T => avg_bwd::<T>(&g, grad_input, grad_output, p))
+}
+
+fn avg_bwd<T: FloatStore>(
+    g: &Planes,
+    gi: &TensorMut,
+    go: &TensorRef,
+    p: &Pool2dParams,
+) -> FooResult<()> {
+    let (gio, goo) = (Addr::of(gi.ptr), Addr::of(go.ptr));
+    let gs = &go.strides;
+    let ip = g.ih * g.iw;
+    parallel_for(g.n * g.c, grain(ip + g.oh * g.ow * 4), &|s, e| {
+        for b in s..e {
+            let src = plane_offset(b, g.c, gs);
+            // SAFETY: plane b of the contiguous grad_input, written by this chunk only.
+            let dst = unsafe { std::slice::from_raw_parts_mut(gio.at::<T>((b * ip) as isize), ip) };
+            dst.fill(T::store(T::M::zero()));
+            for y in 0..g.oh {
+                for xw in 0..g.ow {
+                    let Some(([h0, h1, w0, w1], div)) =
+                        avg_window(p, y, xw, g.ih as i64, g.iw as i64)
+                    else {
+                        continue;
+                    };
+                    // SAFETY: (y, xw) is inside the grad_output plane.
+                    let v = unsafe { *goo.at::<T>(src + y as isize * gs[2] + xw as isize * gs[3]) }
+                        .load();
+                    let delta = v / T::M::from_f64c(div as f64);
+                    for hh in h0..h1 {
+                        for ww in w0..w1 {
+                            let t = &mut dst[(hh * g.iw as i64 + ww) as usize];
+                            *t = T::store(t.load() + delta);
+                        }
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+// ---- adaptive average pooling --------------------------------------------------------------------
+
+fn start_index(a: usize, b: usize, c: usize) -> usize {
+    (a * c) / b
+}
+
+fn end_index(a: usize, b: usize, c: usize) -> usize {
+    ((a + 1) * c).div_ceil(b)
+}
+
+pub fn adaptive_avg_pool2d(out: &TensorMut, input: &TensorRef) -> FooResult<()> {
+    let g = planes("adaptive_avg_pool2d", &input.shape, &out.shape)?;
+    contiguous("adaptive_avg_pool2d", out)?;
+    if out.dtype != input.dtype {
+        return invalid_arg!("adaptive_avg_pool2d: output dtype differs from the input's");
+    }
+    dispatch_float!(input.dtype, "adaptive_avg_pool2d", T => adaptive_fwd::<T>(&g, out, input))
+}
+
+fn adaptive_fwd<T: FloatStore>(g: &Planes, out: &TensorMut, input: &TensorRef) -> FooResult<()> {
+    let (xo, oo) = (Addr::of(input.ptr), Addr::of(out.ptr));
+    let xs = &input.strides;
+    let per = g.oh * g.ow;
+    parallel_for(g.n * g.c, grain(g.ih * g.iw + per), &|s, e| {
+        for b in s..e {
+            let x = plane_offset(b, g.c, xs);
+            for y in 0..g.oh {
+                let (h0, h1) = (start_index(y, g.oh, g.ih), end_index(y, g.oh, g.ih));
+                for xw in 0..g.ow {
+                    let (w0, w1) = (start_index(xw, g.ow, g.iw), end_index(xw, g.ow, g.iw));
+                    let mut sum = T::M::zero();
+                    for hh in h0..h1 {
+                        for ww in w0..w1 {
+                            // SAFETY: (hh, ww) is inside the plane.
+                            sum = sum
+                                + unsafe {
+                                    *xo.at::<T>(x + hh as isize * xs[2] + ww as isize * xs[3])
+                                }
+                                .load();
+                        }
+                    }
+                    let v =
+                        sum / T::M::from_f64c((h1 - h0) as f64) / T::M::from_f64c((w1 - w0) as f64);
+                    // SAFETY: element of the contiguous output, written by this chunk only.
+                    unsafe { *oo.at::<T>((b * per + y * g.ow + xw) as isize) = T::store(v) };
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+pub fn adaptive_avg_pool2d_backward(
+    grad_input: &TensorMut,
+    grad_output: &TensorRef,
+) -> FooResult<()> {
+    let g = planes(
+        "adaptive_avg_pool2d_backward",
+        &grad_input.shape,
+        &grad_output.shape,
+    )?;
+    contiguous("adaptive_avg_pool2d_backward", grad_input)?;
+    if grad_input.dtype != grad_output.dtype {
+        return invalid_arg!("adaptive_avg_pool2d_backward: dtype mismatch");
+    }
+    dispatch_float!(grad_input.dtype, "adaptive_avg_pool2d_backward", T => adaptive_bwd::<T>(&g, grad_input, grad_output))
+}
+
+fn adaptive_bwd<T: FloatStore>(g: &Planes, gi: &TensorMut, go: &TensorRef) -> FooResult<()> {
+    let (gio, goo) = (Addr::of(gi.ptr), Addr::of(go.ptr));
+    let gs = &go.strides;
+    let ip = g.ih * g.iw;
+    parallel_for(g.n * g.c, grain(ip + g.oh * g.ow), &|s, e| {
+        for b in s..e {
+            let src = plane_offset(b, g.c, gs);
+            // SAFETY: plane b of the contiguous grad_input, written by this chunk only.
+            let dst = unsafe { std::slice::from_raw_parts_mut(gio.at::<T>((b * ip) as isize), ip) };
+            dst.fill(T::store(T::M::zero()));
+            for y in 0..g.oh {
+                let (h0, h1) = (start_index(y, g.oh, g.ih), end_index(y, g.oh, g.ih));
+                for xw in 0..g.ow {
+                    let (w0, w1) = (start_index(xw, g.ow, g.iw), end_index(xw, g.ow, g.iw));
+                    // SAFETY: (y, xw) is inside the grad_output plane.
+                    let v = unsafe { *goo.at::<T>(src + y as isize * gs[2] + xw as isize * gs[3]) }
+                        .load();
+                    let delta =
+                        v / T::M::from_f64c((h1 - h0) as f64) / T::M::from_f64c((w1 - w0) as f64);
+                    for hh in h0..h1 {
+                        for ww in w0..w1 {
+                            let t = &mut dst[hh * g.iw + ww];
+                            *t = T::store(t.load() + delta);
+                        }
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::map::testing::Owned;
+
+    fn params(k: i64, s: i64, pad: i64) -> Pool2dParams {
+        Pool2dParams {
+            kernel: [k, k],
+            stride: [s, s],
+            padding: [pad, pad],
+            dilation: [1, 1],
+            count_include_pad: 1,
+            divisor_override: 0,
+        }
+    }
+
+    #[test]
+    fn conv_pool_max_and_avg() {
+        let x = Owned::new((0..16).map(|v| v as f32).collect(), &[1, 1, 4, 4]);
+        let mut out = Owned::<f32>::zeros(&[1, 1, 2, 2]);
+        let mut idx = Owned::<i64>::zeros(&[1, 1, 2, 2]);
+        max_pool2d(&out.m(), &idx.m(), &x.r(), &params(2, 2, 0)).unwrap();
+        assert_eq!(out.data, vec![5.0, 7.0, 13.0, 15.0]);
+        assert_eq!(idx.data, vec![5, 7, 13, 15]);
+        let mut gi = Owned::<f32>::zeros(&[1, 1, 4, 4]);
+        let go = Owned::new(vec![1.0f32; 4], &[1, 1, 2, 2]);
+        max_pool2d_backward(&gi.m(), &go.r(), &idx.r()).unwrap();
+        assert_eq!(gi.data.iter().sum::<f32>(), 4.0);
+        assert_eq!(gi.data[5], 1.0);
+
+        // 3x3 windows, stride 1, padding 1, count_include_pad: corners divide by 9.
+        let mut avg = Owned::<f32>::zeros(&[1, 1, 4, 4]);
+        avg_pool2d(&avg.m(), &x.r(), &params(3, 1, 1)).unwrap();
+        assert_eq!(avg.data[0], (0.0 + 1.0 + 4.0 + 5.0) / 9.0);
+        let mut ad = Owned::<f32>::zeros(&[1, 1, 3, 3]);
+        adaptive_avg_pool2d(&ad.m(), &x.r()).unwrap();
+        assert_eq!(ad.data[0], (0.0 + 1.0 + 4.0 + 5.0) / 4.0);
+    }
+}

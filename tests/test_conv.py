@@ -1,0 +1,218 @@
+"""Convolution (1d/2d/3d, transposed, groups, forward and backward) and pooling on foo vs CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import FOO, assert_same, check, sample, to_foo
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+def tol(dtype: torch.dtype) -> dict[str, float]:
+    if dtype == torch.float16:
+        return {"atol": 3e-2, "rtol": 3e-2}
+    if dtype == torch.bfloat16:
+        return {"atol": 2e-1, "rtol": 5e-2}
+    if dtype == torch.float32:
+        return {"atol": 2e-4, "rtol": 1e-4}
+    return {"atol": 1e-10, "rtol": 1e-10}
+
+
+def grads_match(fn, inputs, dtype, gy_seed=9):
+    """Runs fn forward+backward on CPU and on foo; compares outputs and every input gradient."""
+    cpu = [t.detach().clone().requires_grad_(t.is_floating_point()) if t is not None else None for t in inputs]
+    out = fn(*cpu)
+    gy = sample(out.shape, out.dtype, seed=gy_seed)
+    out.backward(gy)
+    foo = [to_foo(t).detach().requires_grad_(t.is_floating_point()) if t is not None else None for t in inputs]
+    out_f = fn(*foo)
+    out_f.backward(gy.to(FOO))
+    assert_same(out_f, out, **tol(dtype))
+    for f, c in zip(foo, cpu):
+        if c is not None:
+            assert_same(f.grad, c.grad, **tol(dtype))
+
+
+CONV2D_CASES = [
+    # (N, C, H, W), (O, C/g, kh, kw), kwargs
+    ((2, 3, 8, 9), (4, 3, 3, 3), {}),
+    ((2, 3, 8, 9), (4, 3, 3, 3), {"padding": 1}),
+    ((2, 4, 9, 7), (6, 2, 3, 2), {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2), "groups": 2}),
+    ((1, 6, 10, 10), (6, 1, 3, 3), {"padding": 2, "dilation": 2, "groups": 6}),
+    ((3, 5, 6, 6), (7, 5, 1, 1), {}),
+    ((3, 5, 6, 6), (7, 5, 1, 1), {"stride": 2}),
+    ((2, 2, 5, 5), (3, 2, 5, 5), {"padding": 2}),
+    ((4, 3, 7, 7), (2, 3, 3, 3), {"padding": "same"}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV2D_CASES)))
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_conv2d_forward_backward(case, bias, dtype):
+    xs, ws, kw = CONV2D_CASES[case]
+    x, w = sample(xs, dtype, seed=1), sample(ws, dtype, seed=2)
+    b = sample((ws[0],), dtype, seed=3) if bias else None
+    grads_match(lambda x, w, b: F.conv2d(x, w, b, **kw), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_conv2d_reduced_float(dtype):
+    x, w, b = sample((2, 3, 6, 6), dtype, seed=1), sample((4, 3, 3, 3), dtype, seed=2), sample((4,), dtype, seed=3)
+    check(lambda x, w, b: F.conv2d(x, w, b, padding=1), x, w, b, **tol(dtype))
+    grads_match(lambda x, w, b: F.conv2d(x, w, b, stride=2), [x, w, b], dtype)
+
+
+def test_conv2d_noncontiguous_inputs():
+    dtype = torch.float32
+    x = sample((2, 9, 3, 8), dtype, seed=1).permute(0, 2, 3, 1)  # channels-last-like strides
+    w = sample((3, 3, 4, 3), dtype, seed=2).transpose(2, 3)
+    b = sample((6,), dtype, seed=3)[::2]
+    check(lambda x, w, b: F.conv2d(x, w, b, padding=1), x, w, b, **tol(dtype))
+    grads_match(lambda x, w: F.conv2d(x, w, padding=(0, 1)), [x, w], dtype)
+    xcl = sample((2, 3, 8, 8), dtype, seed=4).to(memory_format=torch.channels_last)
+    check(lambda x, w: F.conv2d(x, w), xcl, sample((4, 3, 3, 3), dtype, seed=5), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("kw", [{}, {"stride": 2, "padding": 1}, {"dilation": 3, "groups": 2, "padding": 2}])
+def test_conv1d(dtype, kw):
+    x, w, b = sample((3, 4, 17), dtype, seed=1), sample((6, 4 // kw.get("groups", 1), 3), dtype, seed=2), sample(
+        (6,), dtype, seed=3)
+    grads_match(lambda x, w, b: F.conv1d(x, w, b, **kw), [x, w, b], dtype)
+
+
+def test_conv3d():
+    dtype = torch.float64
+    x, w, b = sample((2, 2, 5, 6, 4), dtype, seed=1), sample((3, 2, 2, 3, 2), dtype, seed=2), sample((3,), dtype)
+    grads_match(lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=1), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    "kw", [{}, {"stride": 2, "padding": 1, "output_padding": 1}, {"groups": 2, "dilation": 2, "stride": 2}]
+)
+def test_conv_transpose2d(dtype, kw):
+    x = sample((2, 4, 5, 6), dtype, seed=1)
+    w = sample((4, 6 // kw.get("groups", 1), 3, 3), dtype, seed=2)
+    b = sample((6,), dtype, seed=3)
+    grads_match(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), [x, w, b], dtype)
+
+
+def test_conv_transpose1d():
+    dtype = torch.float64
+    x, w, b = sample((2, 3, 7), dtype, seed=1), sample((3, 5, 4), dtype, seed=2), sample((5,), dtype, seed=3)
+    grads_match(lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=1), [x, w, b], dtype)
+
+
+def test_conv_unbatched_and_large():
+    dtype = torch.float32
+    check(lambda x, w: F.conv2d(x, w, padding=1), sample((3, 9, 9), dtype), sample((5, 3, 3, 3), dtype),
+          **tol(dtype))
+    x, w, b = sample((8, 16, 24, 24), dtype, seed=1), sample((32, 16, 3, 3), dtype, seed=2), sample((32,), dtype)
+    grads_match(lambda x, w, b: F.conv2d(x, w, b, padding=1), [x, w, b], dtype)
+
+
+def test_conv_module_training_step():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.MaxPool2d(2),
+                                torch.nn.Conv2d(4, 2, 3), torch.nn.AvgPool2d(2))
+    x = sample((2, 3, 12, 12), torch.float32)
+    out = model(x)
+    gy = sample(out.shape, torch.float32, seed=5)
+    out.backward(gy)
+    want = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    model_f = model.to(FOO)
+    out_f = model_f(x.to(FOO))
+    out_f.backward(gy.to(FOO))
+    assert_same(out_f, out, **tol(torch.float32))
+    for p, g in zip(model_f.parameters(), want):
+        assert_same(p.grad, g, **tol(torch.float32))
+
+
+# ---- pooling ------------------------------------------------------------------------------------
+
+MAX_CASES = [
+    (2, {}),
+    (3, {"stride": 2, "padding": 1}),
+    ((3, 2), {"stride": (2, 1), "padding": (1, 0), "dilation": (2, 1)}),
+    (3, {"stride": 2, "ceil_mode": True}),
+    (2, {"stride": 3, "padding": 1, "ceil_mode": True, "dilation": 2}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(MAX_CASES)))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_max_pool2d(case, dtype):
+    k, kw = MAX_CASES[case]
+    x = sample((2, 3, 9, 10), dtype, seed=1)
+    check(lambda x: F.max_pool2d(x, k, return_indices=True, **kw), x, **tol(dtype))
+    grads_match(lambda x: F.max_pool2d(x, k, **kw), [x], dtype)
+
+
+def test_max_pool2d_nan_unbatched_strided_out():
+    x = sample((3, 8, 8), torch.float32)
+    x[0, 1, 1] = float("nan")
+    check(lambda x: F.max_pool2d(x, 2, return_indices=True), x)
+    xt = sample((2, 8, 3, 8), torch.float32).transpose(1, 2)
+    check(lambda x: F.max_pool2d(x, 3, 1, 1, return_indices=True), xt)
+
+    def out_fn(x):
+        out = torch.empty(0, device=x.device)
+        idx = torch.empty(0, dtype=torch.long, device=x.device)
+        torch.ops.aten.max_pool2d_with_indices.out(x, [2, 2], [2, 2], [0, 0], [1, 1], False, out=out, indices=idx)
+        return out, idx
+
+    check(out_fn, sample((1, 2, 6, 6), torch.float32))
+
+
+AVG_CASES = [
+    (2, {}),
+    (3, {"stride": 2, "padding": 1}),
+    (3, {"stride": 2, "padding": 1, "count_include_pad": False}),
+    (3, {"stride": 2, "padding": 1, "ceil_mode": True}),
+    (3, {"stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}),
+    ((3, 2), {"stride": (1, 2), "padding": (1, 1), "divisor_override": 5}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(AVG_CASES)))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_avg_pool2d(case, dtype):
+    k, kw = AVG_CASES[case]
+    x = sample((2, 3, 9, 10), dtype, seed=1)
+    grads_match(lambda x: F.avg_pool2d(x, k, **kw), [x], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("out", [(3, 4), (5, 7), (9, 10), (2, 1), (13, 11)])
+def test_adaptive_avg_pool2d(dtype, out):
+    x = sample((2, 3, 9, 10), dtype, seed=1)
+    grads_match(lambda x: F.adaptive_avg_pool2d(x, out), [x], dtype)
+    check(lambda x: F.adaptive_avg_pool2d(x, out), sample((3, 9, 10), dtype).transpose(1, 2), **tol(dtype))
+
+
+@pytest.mark.fallback_ok  # output 1x1 is a mean (reduction family)
+def test_adaptive_avg_pool2d_global():
+    check(lambda x: F.adaptive_avg_pool2d(x, 1), sample((2, 3, 5, 5), torch.float32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pool1d(dtype):
+    x = sample((2, 3, 11), dtype, seed=1)
+    grads_match(lambda x: F.max_pool1d(x, 3, 2, 1), [x], dtype)
+    grads_match(lambda x: F.avg_pool1d(x, 3, 2, 1, count_include_pad=False), [x], dtype)
+    grads_match(lambda x: F.adaptive_avg_pool1d(x, 4), [x], dtype)
+    check(lambda x: F.max_pool1d(x, 2, return_indices=True), x)
+
+
+def test_pool_errors():
+    x = sample((1, 1, 4, 4), torch.float32).to(FOO)
+    with pytest.raises(RuntimeError):
+        F.max_pool2d(x, 2, padding=2)
+    with pytest.raises(RuntimeError, match="divisor must be not zero"):
+        F.avg_pool2d(x, 2, divisor_override=0)
