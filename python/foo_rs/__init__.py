@@ -7,9 +7,20 @@ device: after it, ``torch.ones(2, device="foo")``, ``model.foo()``, ``torch.foo.
 
 from __future__ import annotations
 
-import torch
 
-from . import _C
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group (PyTorch's backend autoload).
+
+    Defined before ``import torch``: when ``python -m foo_rs`` (or ``import foo_rs``) runs first,
+    importing torch autoloads this entry point while this module is still initializing."""
+    from ._registration import register as _register
+
+    _register()
+
+
+import torch  # noqa: E402
+
+from . import _C  # noqa: E402
 from ._accounting import fallback_counts, native_counts, native_ops, reset_op_counts
 from ._registration import BACKEND_NAME, UNSUPPORTED_DTYPES, register
 
@@ -26,11 +37,6 @@ __all__ = [
     "reset_op_counts",
     "register",
 ]
-
-
-def _autoload() -> None:
-    """Entry point of the ``torch.backends`` group: importing this package is the registration."""
-    register()
 
 
 del torch

@@ -31,5 +31,10 @@ at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source);
 at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, c10::SymInt storage_offset,
                                       c10::SymIntArrayRef size, c10::SymIntArrayRef stride);
 at::Tensor& set_empty(at::Tensor& self);
+at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step);
+at::Tensor view_as_real(const at::Tensor& self);
+at::Tensor view_as_complex(const at::Tensor& self);
+bool is_set_to(const at::Tensor& self, const at::Tensor& tensor);
+bool equal(const at::Tensor& self, const at::Tensor& other);
 
 }  // namespace foo::ops

@@ -97,6 +97,7 @@ at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::
   }
 
 FOO_BINARY(mul, binary_op, FOO_BINARY_MUL, (void)0)
+FOO_BINARY(floor_divide, binary_op, FOO_BINARY_DIV_FLOOR, (void)0)
 FOO_BINARY(div, binary_float_op, FOO_BINARY_DIV, (void)0)
 FOO_BINARY(remainder, binary_op, FOO_BINARY_REMAINDER, check_not_complex(self, other, "remainder"))
 FOO_BINARY(fmod, binary_op, FOO_BINARY_FMOD, check_not_complex(self, other, "fmod"))

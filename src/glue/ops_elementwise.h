@@ -115,6 +115,7 @@ at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const c10::Scala
 at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha);
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out);
 FOO_DECLARE_BINARY(mul)
+FOO_DECLARE_BINARY(floor_divide)
 FOO_DECLARE_BINARY(div)
 at::Tensor div_mode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> rounding_mode);
 at::Tensor& div_mode_(at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> rounding_mode);

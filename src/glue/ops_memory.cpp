@@ -50,7 +50,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   TORCH_CHECK(at::has_internal_overlap(dst) != at::MemOverlap::Yes,
               "unsupported operation: more than one element of the written-to tensor refers to a single memory "
               "location. Please clone() the tensor before performing the operation.");
-  if (at::get_overlap_status(dst, src) != at::MemOverlapStatus::No && !dst.is_same(src)) {
+  if (dst.is_alias_of(src) && !dst.is_same(src) && at::get_overlap_status(dst, src) != at::MemOverlapStatus::No) {
     // Reading and writing the same memory in one pass would read already-written values:
     // stage the source first.
     src = src.clone(at::MemoryFormat::Contiguous);

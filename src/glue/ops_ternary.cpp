@@ -15,6 +15,7 @@ at::TensorIterator ternary_iter(at::Tensor& out, const at::Tensor& a, const at::
       .add_const_input(a)
       .add_const_input(b)
       .add_const_input(c)
+      .allow_cpu_scalars(true)
       .promote_inputs_to_common_dtype(true)
       .cast_common_dtype_to_outputs(true)
       .enforce_safe_casting_to_output(true)
@@ -27,6 +28,7 @@ at::Tensor where_into(at::Tensor& out, const at::Tensor& condition, const at::Te
   const auto result = at::result_type(self, other);
   auto it = at::TensorIteratorConfig()
                 .check_all_same_dtype(false)
+                .allow_cpu_scalars(true)
                 .add_output(out)
                 .add_const_input(condition)
                 .add_const_input(self)
@@ -75,21 +77,21 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
 
 at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
   at::Tensor out;
-  const auto w = at::native::wrapped_scalar_tensor(weight).to(self.scalar_type());
-  auto it = at::TensorIteratorConfig().add_output(out).add_const_input(self).add_const_input(end).add_const_input(w).build();
+  const auto w = at::native::wrapped_scalar_tensor(weight);
+  auto it = ternary_iter(out, self, end, w);
   const auto dt = it.common_dtype();
   return ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
 }
 at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
-  const auto w = at::native::wrapped_scalar_tensor(weight).to(self.scalar_type());
-  auto it = at::TensorIteratorConfig().add_output(self).add_const_input(self).add_const_input(end).add_const_input(w).build();
+  const auto w = at::native::wrapped_scalar_tensor(weight);
+  auto it = ternary_iter(self, self, end, w);
   const auto dt = it.common_dtype();
   ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
   return self;
 }
 at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight, at::Tensor& out) {
-  const auto w = at::native::wrapped_scalar_tensor(weight).to(self.scalar_type());
-  auto it = at::TensorIteratorConfig().add_output(out).add_const_input(self).add_const_input(end).add_const_input(w).build();
+  const auto w = at::native::wrapped_scalar_tensor(weight);
+  auto it = ternary_iter(out, self, end, w);
   const auto dt = it.common_dtype();
   ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
   return out;

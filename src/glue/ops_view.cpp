@@ -5,6 +5,10 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
+#include <ATen/ops/is_set_to_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/StorageImpl.h>
 
@@ -72,6 +76,27 @@ at::Tensor& set_empty(at::Tensor& self) {
   c10::Storage storage(c10::Storage::use_byte_size_t(), 0, c10::GetAllocator(kFoo), true);
   const std::array<c10::SymInt, 1> empty_size{c10::SymInt(0)};
   return set_source_storage_offset(self, storage, 0, empty_size, {});
+}
+
+at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step) {
+  return at::native::unfold(self, dimension, size, step);
+}
+
+at::Tensor view_as_real(const at::Tensor& self) { return at::native::view_as_real(self); }
+
+at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_complex(self); }
+
+bool is_set_to(const at::Tensor& self, const at::Tensor& tensor) { return at::native::is_set_to(self, tensor); }
+
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. Got: ", self.device(),
+              " and ", other.device());
+  TORCH_CHECK(self.dtype() == other.dtype(), "Expected object of scalar type ", self.dtype(), " but got scalar type ",
+              other.dtype(), " for argument 'other'");
+  if (!self.is_same_size(other)) return false;
+  if (self.numel() == 0) return true;
+  // Composed of native foo kernels (eq, all) and one scalar read.
+  return at::eq(self, other).all().item<bool>();
 }
 
 }  // namespace foo::ops

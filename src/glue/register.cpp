@@ -26,6 +26,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "set_.source_Storage", ops::set_source_storage);
   FOO_IMPL(m, "set_.source_Storage_storage_offset", ops::set_source_storage_offset);
   FOO_IMPL(m, "set_", ops::set_empty);
+  FOO_IMPL(m, "unfold", ops::unfold);
+  FOO_IMPL(m, "view_as_real", ops::view_as_real);
+  FOO_IMPL(m, "view_as_complex", ops::view_as_complex);
+  FOO_IMPL(m, "is_set_to", ops::is_set_to);
+  FOO_IMPL(m, "equal", ops::equal);
 }
 
 }  // namespace foo

@@ -175,6 +175,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "mul.Tensor", ops::mul);
   FOO_IMPL(m, "mul_.Tensor", ops::mul_);
   FOO_IMPL(m, "mul.out", ops::mul_out);
+  FOO_IMPL(m, "floor_divide", ops::floor_divide);
+  FOO_IMPL(m, "floor_divide_.Tensor", ops::floor_divide_);
+  FOO_IMPL(m, "floor_divide.out", ops::floor_divide_out);
   FOO_IMPL(m, "div.Tensor", ops::div);
   FOO_IMPL(m, "div_.Tensor", ops::div_);
   FOO_IMPL(m, "div.out", ops::div_out);

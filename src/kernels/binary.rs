@@ -279,7 +279,9 @@ fn float_binary<F: FloatStore>(
         }
         Mul => m!(|x, y| x * y),
         Div => m!(|x, y| x / y),
-        DivTrunc => m!(|x, y| (x / y).trunc()),
+        // Like ATen, the quotient is rounded to the storage type before truncating (matters for
+        // float16/bfloat16).
+        DivTrunc => m!(|x, y| F::store(x / y).load().trunc()),
         DivFloor => m!(|x, y| float_div_floor(x, y)),
         Remainder => m!(|x, y| {
             let r = x % y;
