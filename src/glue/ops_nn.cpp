@@ -591,7 +591,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_out, c
                                                        const OptT& running_var, const OptT& save_mean,
                                                        const OptT& save_var, bool update, double eps,
                                                        std::array<bool, 3> output_mask, const Tensor& /*reserve*/) {
-  return native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update,
+  return nn::native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var, update,
                                     eps, output_mask);
 }
 

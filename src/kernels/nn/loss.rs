@@ -55,7 +55,7 @@ pub fn nll_loss(
         return invalid_arg!("nll_loss: target has {} elements, expected {}", t.len(), n * s);
     }
     dispatch_float!(input.dtype, F => {
-        let w: Option<Vec<F as FloatStore>::M> = weight.map(read_vec).transpose()?;
+        let w: Option<Vec<<F as FloatStore>::M>> = weight.map(read_vec).transpose()?;
         if w.as_ref().is_some_and(|w| w.len() != c) {
             return invalid_arg!("weight tensor should be defined either for all {c} classes or no classes");
         }
@@ -127,14 +127,14 @@ pub fn nll_loss_backward(
         return invalid_arg!("nll_loss backward: target has {} elements, expected {}", t.len(), n * s);
     }
     dispatch_float!(grad_input.dtype, F => {
-        let w: Option<Vec<F as FloatStore>::M> = weight.map(read_vec).transpose()?;
+        let w: Option<Vec<<F as FloatStore>::M>> = weight.map(read_vec).transpose()?;
         let wt = |k: usize| w.as_ref().map_or(<F as FloatStore>::M::one(), |w| w[k]);
         // SAFETY: contiguous grad_input of n * c * s elements, written only here.
         let gi: &mut [F] = unsafe { P::m(grad_input).slice_mut(0, n * c * s) };
         gi.fill(F::store(<F as FloatStore>::M::zero()));
-        let go: Vec<F as FloatStore>::M = read_vec(grad_output)?;
+        let go: Vec<<F as FloatStore>::M> = read_vec(grad_output)?;
         let scale = if reduction == REDUCTION_MEAN {
-            let tw: Vec<F as FloatStore>::M = read_vec(total_weight)?;
+            let tw: Vec<<F as FloatStore>::M> = read_vec(total_weight)?;
             <F as FloatStore>::M::one() / *tw.first().ok_or_else(|| FooError::InvalidArgument("empty total_weight".into()))?
         } else {
             <F as FloatStore>::M::one()
