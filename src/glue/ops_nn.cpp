@@ -28,6 +28,9 @@ Tensor& into(Tensor& out, c10::IntArrayRef shape, at::ScalarType dtype, const ch
   return out;
 }
 
+// describe() for a tensor that may be undefined (then an empty descriptor, passed as null).
+FooTensor describe_maybe(const Tensor& t) { return t.defined() ? describe(t) : FooTensor{}; }
+
 const FooTensor* opt(const FooTensor& d, const Tensor& t) { return t.defined() ? &d : nullptr; }
 
 Tensor defined_contiguous(const OptT& t) {
@@ -59,7 +62,7 @@ void softmax_run(const Tensor& self, int64_t dim, bool log, const Tensor& out) {
     x = x.view({1});
     o = out.view({1});
   }
-  const FooTensor dx = describe(x), dout = describe(o);
+  const FooTensor dx = describe_maybe(x), dout = describe_maybe(o);
   check(foo_softmax(&dout, &dx, dim, log ? 1 : 0), log ? "log_softmax" : "softmax");
 }
 
@@ -100,7 +103,7 @@ void softmax_bwd_run(const Tensor& grad, const Tensor& output, int64_t dim, bool
     y = y.view({1});
     o = gi.view({1});
   }
-  const FooTensor dg = describe(g), dy = describe(y), dgi = describe(o);
+  const FooTensor dg = describe_maybe(g), dy = describe_maybe(y), dgi = describe_maybe(o);
   check(foo_softmax_backward(&dgi, &dg, &dy, dim, log ? 1 : 0), "softmax backward");
 }
 
@@ -216,8 +219,8 @@ void nll_fwd_run(const NllGeom& g, int64_t reduction, int64_t ignore_index, Tens
   TORCH_CHECK(output.scalar_type() == g.x.scalar_type() && total_weight.scalar_type() == g.x.scalar_type(),
               "nll_loss: output and total_weight must have the input's dtype");
   auto fill = [&](const Tensor& o, const Tensor& tw) {
-    const FooTensor dout = describe(o), dtw = describe(tw), dx = describe(g.x), dt = describe(g.t),
-                    dw = describe(g.w);
+    const FooTensor dout = describe_maybe(o), dtw = describe_maybe(tw), dx = describe_maybe(g.x), dt = describe_maybe(g.t),
+                    dw = describe_maybe(g.w);
     check(foo_nll_loss(&dout, &dtw, &dx, &dt, opt(dw, g.w), reduction, ignore_index), "nll_loss");
   };
   at::native::resize_output(output, shape);
@@ -242,8 +245,8 @@ void nll_bwd_run(const NllGeom& g, const Tensor& grad_output, int64_t reduction,
   TORCH_CHECK(total_weight.numel() == 1, "expected total_weight to be a single element tensor, got: ",
               total_weight.sizes(), " (", total_weight.numel(), " elements)");
   const Tensor go = grad_output.contiguous(), tw = total_weight.contiguous();
-  const FooTensor dgi = describe(gi_nd), dgo = describe(go), dt = describe(g.t), dw = describe(g.w),
-                  dtw = describe(tw);
+  const FooTensor dgi = describe_maybe(gi_nd), dgo = describe_maybe(go), dt = describe_maybe(g.t), dw = describe_maybe(g.w),
+                  dtw = describe_maybe(tw);
   check(foo_nll_loss_backward(&dgi, &dgo, &dt, opt(dw, g.w), &dtw, reduction, ignore_index), "nll_loss backward");
 }
 
@@ -323,7 +326,7 @@ void mse_run(const Tensor& self, const Tensor& target, int64_t reduction, const 
              c10::IntArrayRef shape, at::ScalarType dt) {
   const c10::DeviceGuard guard(self.device());
   const Tensor x = as_dense(self, dt, shape), t = as_dense(target, dt, shape);
-  const FooTensor dout = describe(out), dx = describe(x), dtt = describe(t);
+  const FooTensor dout = describe_maybe(out), dx = describe_maybe(x), dtt = describe_maybe(t);
   check(foo_mse_loss(&dout, &dx, &dtt, reduction), "mse_loss");
 }
 
@@ -351,7 +354,7 @@ Tensor& mse_loss_backward_out(const Tensor& grad_output, const Tensor& self, con
   return into(grad_input, shape, dt, "mse_loss_backward", [&](const Tensor& gi) {
     const c10::DeviceGuard guard(self.device());
     const Tensor g = as_dense(grad_output, dt, shape), x = as_dense(self, dt, shape), t = as_dense(target, dt, shape);
-    const FooTensor dgi = describe(gi), dg = describe(g), dx = describe(x), dtt = describe(t);
+    const FooTensor dgi = describe_maybe(gi), dg = describe_maybe(g), dx = describe_maybe(x), dtt = describe_maybe(t);
     check(foo_mse_loss_backward(&dgi, &dg, &dx, &dtt, reduction), "mse_loss_backward");
   });
 }
@@ -377,7 +380,7 @@ Tensor& binary_cross_entropy_out(const Tensor& self, const Tensor& target, const
     const c10::DeviceGuard guard(self.device());
     const Tensor x = self.contiguous(), t = as_dense(target, dt, self.sizes());
     const Tensor w = weight.has_value() && weight->defined() ? as_dense(*weight, dt, self.sizes()) : Tensor();
-    const FooTensor dout = describe(o), dx = describe(x), dtt = describe(t), dw = describe(w);
+    const FooTensor dout = describe_maybe(o), dx = describe_maybe(x), dtt = describe_maybe(t), dw = describe_maybe(w);
     check(foo_bce_loss(&dout, &dx, &dtt, opt(dw, w), reduction), "binary_cross_entropy");
   });
 }
@@ -394,7 +397,7 @@ Tensor& binary_cross_entropy_backward_out(const Tensor& grad_output, const Tenso
     const Tensor g = as_dense(grad_output, dt, self.sizes()), x = self.contiguous(),
                  t = as_dense(target, dt, self.sizes());
     const Tensor w = weight.has_value() && weight->defined() ? as_dense(*weight, dt, self.sizes()) : Tensor();
-    const FooTensor dgi = describe(gi), dg = describe(g), dx = describe(x), dtt = describe(t), dw = describe(w);
+    const FooTensor dgi = describe_maybe(gi), dg = describe_maybe(g), dx = describe_maybe(x), dtt = describe_maybe(t), dw = describe_maybe(w);
     check(foo_bce_loss_backward(&dgi, &dg, &dx, &dtt, opt(dw, w), reduction), "binary_cross_entropy_backward");
   });
 }
@@ -432,8 +435,8 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, c10::I
     const Tensor x = input.contiguous().view({M, N}), o = out.view({M, N}), w = weight.defined() ? weight.view({N}) : weight,
                  b = bias.defined() ? bias.view({N}) : bias;
     const Tensor m1 = mean.view({M}), r1 = rstd.view({M});
-    const FooTensor dx = describe(x), dout = describe(o), dm = describe(m1), dr = describe(r1), dw = describe(w),
-                    db = describe(b);
+    const FooTensor dx = describe_maybe(x), dout = describe_maybe(o), dm = describe_maybe(m1), dr = describe_maybe(r1), dw = describe_maybe(w),
+                    db = describe_maybe(b);
     check(foo_layer_norm(&dout, &dm, &dr, &dx, opt(dw, w), opt(db, b), eps), "native_layer_norm");
   }
   return {out, mean, rstd};
@@ -463,8 +466,8 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
   const Tensor w = weight.defined() ? weight.view({N}) : weight;
   const Tensor dx2 = dx.defined() ? dx.view({M, N}) : dx, dw1 = dw.defined() ? dw.view({N}) : dw,
                db1 = db.defined() ? db.view({N}) : db;
-  const FooTensor ddx = describe(dx2), ddw = describe(dw1), ddb = describe(db1), dg = describe(g), dxx = describe(x),
-                  dm = describe(m1), dr = describe(r1), dww = describe(w);
+  const FooTensor ddx = describe_maybe(dx2), ddw = describe_maybe(dw1), ddb = describe_maybe(db1), dg = describe_maybe(g), dxx = describe_maybe(x),
+                  dm = describe_maybe(m1), dr = describe_maybe(r1), dww = describe_maybe(w);
   check(foo_layer_norm_backward(opt(ddx, dx2), opt(ddw, dw1), opt(ddb, db1), &dg, &dxx, &dm, &dr, opt(dww, w)),
         "native_layer_norm_backward");
   return {dx, dw, db};
@@ -518,8 +521,8 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor& input, const OptT& w
   const Tensor x = input.contiguous().view({g.n, g.c, g.s}), o = out.view({g.n, g.c, g.s});
   const Tensor w = weight.defined() ? weight.view({g.c}) : weight, b = bias.defined() ? bias.view({g.c}) : bias;
   const Tensor rm1 = rm.defined() ? rm.view({g.c}) : rm, rv1 = rv.defined() ? rv.view({g.c}) : rv;
-  const FooTensor dout = describe(o), dsm = describe(save_mean), dsi = describe(save_invstd), dx = describe(x),
-                  dw = describe(w), db = describe(b), drm = describe(rm1), drv = describe(rv1);
+  const FooTensor dout = describe_maybe(o), dsm = describe_maybe(save_mean), dsi = describe_maybe(save_invstd), dx = describe_maybe(x),
+                  dw = describe_maybe(w), db = describe_maybe(b), drm = describe_maybe(rm1), drv = describe_maybe(rv1);
   check(foo_batch_norm(&dout, &dsm, &dsi, &dx, opt(dw, w), opt(db, b), opt(drm, rm1), opt(drv, rv1),
                        training ? 1 : 0, momentum, eps),
         "native_batch_norm");
@@ -578,8 +581,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(const Tensor& grad
   const Tensor x = input.contiguous().view({g.n, g.c, g.s}), go = grad_out.contiguous().view({g.n, g.c, g.s});
   const Tensor dx3 = dx.defined() ? dx.view({g.n, g.c, g.s}) : dx;
   const Tensor w = weight.defined() ? weight.view({g.c}) : weight;
-  const FooTensor ddx = describe(dx3), ddw = describe(dw), ddb = describe(db), dgo = describe(go), dxx = describe(x),
-                  dww = describe(w), dm = describe(mean), dv = describe(var);
+  const FooTensor ddx = describe_maybe(dx3), ddw = describe_maybe(dw), ddb = describe_maybe(db), dgo = describe_maybe(go), dxx = describe_maybe(x),
+                  dww = describe_maybe(w), dm = describe_maybe(mean), dv = describe_maybe(var);
   check(foo_batch_norm_backward(opt(ddx, dx3), opt(ddw, dw), opt(ddb, db), &dgo, &dxx, opt(dww, w), &dm, &dv,
                                 train ? 1 : 0, eps),
         "native_batch_norm_backward");
@@ -609,7 +612,7 @@ Tensor& embedding_dense_backward_out(const Tensor& grad_output, const Tensor& in
     if (gw.numel() == 0) return;
     const c10::DeviceGuard guard(grad_output.device());
     const Tensor g = grad_output.contiguous().view({k, d}), idx = indices.contiguous().view({k});
-    const FooTensor dgw = describe(gw), dg = describe(g), di = describe(idx);
+    const FooTensor dgw = describe_maybe(gw), dg = describe_maybe(g), di = describe_maybe(idx);
     check(foo_embedding_backward(&dgw, &dg, &di, padding_idx, scale_grad_by_freq ? 1 : 0), "embedding_dense_backward");
   });
 }

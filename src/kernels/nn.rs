@@ -76,7 +76,11 @@ pub(crate) fn write_vec<M: crate::kernels::float::Math>(t: &TensorMut, v: &[M]) 
     use crate::kernels::element::Element;
     require_contiguous("statistic", &t.shape, &t.strides)?;
     if t.numel() != v.len() {
-        return invalid_arg!("nn kernel: statistic has {} elements, expected {}", t.numel(), v.len());
+        return invalid_arg!(
+            "nn kernel: statistic has {} elements, expected {}",
+            t.numel(),
+            v.len()
+        );
     }
     crate::dispatch_float!(t.dtype, F => {
         // SAFETY: contiguous live tensor of v.len() elements of F, written only here.

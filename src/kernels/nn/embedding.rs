@@ -22,7 +22,10 @@ pub fn embedding_dense_backward(
 ) -> FooResult<()> {
     require_contiguous("grad_weight", &grad_weight.shape, &grad_weight.strides)?;
     require_contiguous("grad", &grad.shape, &grad.strides)?;
-    if grad_weight.shape.len() != 2 || grad.shape.len() != 2 || grad.shape[1] != grad_weight.shape[1] {
+    if grad_weight.shape.len() != 2
+        || grad.shape.len() != 2
+        || grad.shape[1] != grad_weight.shape[1]
+    {
         return invalid_arg!(
             "embedding backward: grad_weight {:?} and grad {:?} must be [W, D] and [K, D]",
             grad_weight.shape,
@@ -35,7 +38,10 @@ pub fn embedding_dense_backward(
     let (w, d, k) = (grad_weight.shape[0], grad.shape[1], grad.shape[0]);
     let idx = read_index(indices)?;
     if idx.len() != k {
-        return invalid_arg!("embedding backward: {} indices for {k} gradient rows", idx.len());
+        return invalid_arg!(
+            "embedding backward: {} indices for {k} gradient rows",
+            idx.len()
+        );
     }
     // Counting sort of positions by index.
     let mut start = vec![0usize; w + 1];

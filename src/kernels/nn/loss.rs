@@ -29,7 +29,9 @@ fn class_of(t: i64, ignore: i64, c: usize) -> FooResult<Option<usize>> {
         return Ok(None);
     }
     if t < 0 || t as usize >= c {
-        return Err(FooError::InvalidArgument(format!("Target {t} is out of bounds.")));
+        return Err(FooError::InvalidArgument(format!(
+            "Target {t} is out of bounds."
+        )));
     }
     Ok(Some(t as usize))
 }
@@ -52,7 +54,11 @@ pub fn nll_loss(
     let (n, c, s) = nsc(&input.shape)?;
     let t = read_index(target)?;
     if t.len() != n * s {
-        return invalid_arg!("nll_loss: target has {} elements, expected {}", t.len(), n * s);
+        return invalid_arg!(
+            "nll_loss: target has {} elements, expected {}",
+            t.len(),
+            n * s
+        );
     }
     dispatch_float!(input.dtype, F => {
         let w: Option<Vec<<F as FloatStore>::M>> = weight.map(read_vec).transpose()?;
@@ -124,7 +130,11 @@ pub fn nll_loss_backward(
     let (n, c, s) = nsc(&grad_input.shape)?;
     let t = read_index(target)?;
     if t.len() != n * s {
-        return invalid_arg!("nll_loss backward: target has {} elements, expected {}", t.len(), n * s);
+        return invalid_arg!(
+            "nll_loss backward: target has {} elements, expected {}",
+            t.len(),
+            n * s
+        );
     }
     dispatch_float!(grad_input.dtype, F => {
         let w: Option<Vec<<F as FloatStore>::M>> = weight.map(read_vec).transpose()?;
@@ -218,7 +228,10 @@ pub fn mse_loss_backward(
     t: &TensorRef,
     reduction: i64,
 ) -> FooResult<()> {
-    same_shapes("mse_loss backward", &[&grad_input.shape, &g.shape, &x.shape, &t.shape])?;
+    same_shapes(
+        "mse_loss backward",
+        &[&grad_input.shape, &g.shape, &x.shape, &t.shape],
+    )?;
     for (w, s, st) in [
         ("grad_output", &g.shape, &g.strides),
         ("input", &x.shape, &x.strides),
@@ -228,7 +241,11 @@ pub fn mse_loss_backward(
         require_contiguous(w, s, st)?;
     }
     let n = x.numel();
-    let norm = if reduction == REDUCTION_MEAN { 2.0 / n as f64 } else { 2.0 };
+    let norm = if reduction == REDUCTION_MEAN {
+        2.0 / n as f64
+    } else {
+        2.0
+    };
     dispatch_float!(x.dtype, F => {
         let (pg, px, pt, po) = (P::r(g), P::r(x), P::r(t), P::m(grad_input));
         let nm = <F as FloatStore>::M::from_f64c(norm);
@@ -307,7 +324,10 @@ pub fn bce_loss_backward(
     w: Option<&TensorRef>,
     reduction: i64,
 ) -> FooResult<()> {
-    same_shapes("binary_cross_entropy backward", &[&grad_input.shape, &g.shape, &x.shape, &t.shape])?;
+    same_shapes(
+        "binary_cross_entropy backward",
+        &[&grad_input.shape, &g.shape, &x.shape, &t.shape],
+    )?;
     for (what, s, st) in [
         ("grad_output", &g.shape, &g.strides),
         ("input", &x.shape, &x.strides),
@@ -321,7 +341,11 @@ pub fn bce_loss_backward(
         require_contiguous("weight", &w.shape, &w.strides)?;
     }
     let n = x.numel();
-    let norm = if reduction == REDUCTION_MEAN { 1.0 / n as f64 } else { 1.0 };
+    let norm = if reduction == REDUCTION_MEAN {
+        1.0 / n as f64
+    } else {
+        1.0
+    };
     dispatch_float!(x.dtype, F => {
         let (pg, px, pt, po) = (P::r(g), P::r(x), P::r(t), P::m(grad_input));
         let pw = w.map(P::r);
@@ -358,17 +382,44 @@ mod tests {
         let w = Owned::new(vec![1.0f32, 2.0, 3.0], &[3]);
         let mut o = Owned::<f32>::zeros(&[]);
         let mut tw = Owned::<f32>::zeros(&[]);
-        nll_loss(&o.m(), &tw.m(), &x.r(), &t.r(), Some(&w.r()), REDUCTION_MEAN, -100).unwrap();
+        nll_loss(
+            &o.m(),
+            &tw.m(),
+            &x.r(),
+            &t.r(),
+            Some(&w.r()),
+            REDUCTION_MEAN,
+            -100,
+        )
+        .unwrap();
         assert_eq!((o.data[0], tw.data[0]), (3.0, 3.0));
         let all_ignored = Owned::new(vec![-100i64, -100], &[2]);
-        nll_loss(&o.m(), &tw.m(), &x.r(), &all_ignored.r(), None, REDUCTION_MEAN, -100).unwrap();
+        nll_loss(
+            &o.m(),
+            &tw.m(),
+            &x.r(),
+            &all_ignored.r(),
+            None,
+            REDUCTION_MEAN,
+            -100,
+        )
+        .unwrap();
         assert!(o.data[0].is_nan());
         let bad = Owned::new(vec![3i64, 0], &[2]);
         assert!(nll_loss(&o.m(), &tw.m(), &x.r(), &bad.r(), None, REDUCTION_SUM, -100).is_err());
         let mut gi = Owned::<f32>::zeros(&[2, 3]);
         let g = Owned::new(vec![1.0f32], &[]);
         let tw = Owned::new(vec![3.0f32], &[]);
-        nll_loss_backward(&gi.m(), &g.r(), &t.r(), Some(&w.r()), &tw.r(), REDUCTION_MEAN, -100).unwrap();
+        nll_loss_backward(
+            &gi.m(),
+            &g.r(),
+            &t.r(),
+            Some(&w.r()),
+            &tw.r(),
+            REDUCTION_MEAN,
+            -100,
+        )
+        .unwrap();
         assert_eq!(gi.data, vec![0.0, 0.0, -1.0, 0.0, 0.0, 0.0]);
     }
 

@@ -377,7 +377,11 @@ fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: F::M, c0: usize, c
             load(&mut buf, i, k);
             total = total + simd::sum(&buf);
         }
-        let mean = if nn * s > 0 { total / count } else { F::M::zero() };
+        let mean = if nn * s > 0 {
+            total / count
+        } else {
+            F::M::zero()
+        };
         let mut sq = F::M::zero();
         for i in 0..nn {
             load(&mut buf, i, k);
@@ -510,7 +514,8 @@ fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {
         let (mut sum_dy, mut dot) = (F::M::zero(), F::M::zero());
         for i in 0..nn {
             // SAFETY: plane (i, k) of contiguous [N, C, S] operands, read only.
-            let (g, x): (&[F], &[F]) = unsafe { (a.pg.slice(plane(i, k), s), a.px.slice(plane(i, k), s)) };
+            let (g, x): (&[F], &[F]) =
+                unsafe { (a.pg.slice(plane(i, k), s), a.px.slice(plane(i, k), s)) };
             for (((gb, xb), &g), &x) in gb.iter_mut().zip(xb.iter_mut()).zip(g).zip(x) {
                 *gb = g.load();
                 *xb = x.load() - mu;
@@ -535,7 +540,11 @@ fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {
         for i in 0..nn {
             // SAFETY: plane (i, k): inputs read, grad_input written by this channel only.
             let (g, x, dx): (&[F], &[F], &mut [F]) = unsafe {
-                (a.pg.slice(plane(i, k), s), a.px.slice(plane(i, k), s), pdx.slice_mut(plane(i, k), s))
+                (
+                    a.pg.slice(plane(i, k), s),
+                    a.px.slice(plane(i, k), s),
+                    pdx.slice_mut(plane(i, k), s),
+                )
             };
             for ((o, &g), &x) in dx.iter_mut().zip(g).zip(x) {
                 let xm = x.load() - mu;
@@ -556,7 +565,16 @@ mod tests {
         let mut y = Owned::<f64>::zeros(&[2, 3]);
         let mut mu = Owned::<f64>::zeros(&[2]);
         let mut rs = Owned::<f64>::zeros(&[2]);
-        layer_norm(&y.m(), Some(&mu.m()), Some(&rs.m()), &x.r(), None, None, 0.0).unwrap();
+        layer_norm(
+            &y.m(),
+            Some(&mu.m()),
+            Some(&rs.m()),
+            &x.r(),
+            None,
+            None,
+            0.0,
+        )
+        .unwrap();
         let r = (1.5f64).sqrt();
         assert!((y.data[0] + r).abs() < 1e-12 && y.data[1].abs() < 1e-12);
         assert_eq!(mu.data, vec![2.0, 4.0]);
@@ -564,19 +582,45 @@ mod tests {
         let mut gx = Owned::<f64>::zeros(&[2, 3]);
         let mut gb = Owned::<f64>::zeros(&[3]);
         let rs1 = Owned::new(vec![rs.data[0], 1.0], &[2]);
-        layer_norm_backward(Some(&gx.m()), None, Some(&gb.m()), &g.r(), &x.r(), &mu.r(), &rs1.r(), None).unwrap();
+        layer_norm_backward(
+            Some(&gx.m()),
+            None,
+            Some(&gb.m()),
+            &g.r(),
+            &x.r(),
+            &mu.r(),
+            &rs1.r(),
+            None,
+        )
+        .unwrap();
         assert!(gx.data.iter().all(|v| v.abs() < 1e-9));
         assert_eq!(gb.data, vec![2.0, 2.0, 2.0]);
     }
 
     #[test]
     fn batch_norm_training_updates_running_stats() {
-        let x = Owned::new(vec![1.0f32, 3.0, 10.0, 10.0, 3.0, 5.0, 20.0, 20.0], &[2, 2, 2]);
+        let x = Owned::new(
+            vec![1.0f32, 3.0, 10.0, 10.0, 3.0, 5.0, 20.0, 20.0],
+            &[2, 2, 2],
+        );
         let mut y = Owned::<f32>::zeros(&[2, 2, 2]);
         let mut rm = Owned::new(vec![0.0f32, 0.0], &[2]);
         let mut rv = Owned::new(vec![1.0f32, 1.0], &[2]);
         let mut sm = Owned::<f32>::zeros(&[2]);
-        batch_norm(&y.m(), Some(&sm.m()), None, &x.r(), None, None, Some(&rm.m()), Some(&rv.m()), true, 0.5, 0.0).unwrap();
+        batch_norm(
+            &y.m(),
+            Some(&sm.m()),
+            None,
+            &x.r(),
+            None,
+            None,
+            Some(&rm.m()),
+            Some(&rv.m()),
+            true,
+            0.5,
+            0.0,
+        )
+        .unwrap();
         assert_eq!(sm.data, vec![3.0, 15.0]);
         assert_eq!(rm.data, vec![1.5, 7.5]);
         // channel 0: values 1,3,3,5 -> biased var 2, unbiased 8/3.

@@ -84,7 +84,13 @@ impl FastExp for f32 {
         const HI: f32 = 88.3;
         const LO: f32 = -87.33;
         let x = self;
-        let xc = if x > HI { HI } else if x < LO { LO } else { x };
+        let xc = if x > HI {
+            HI
+        } else if x < LO {
+            LO
+        } else {
+            x
+        };
         // Round x * log2(e) to nearest with the 1.5 * 2^23 trick (no SSE4.1 needed).
         const MAGIC: f32 = 12_582_912.0;
         let t = xc * std::f32::consts::LOG2_E + MAGIC;
@@ -220,7 +226,6 @@ pub fn exp_sub_store<M: FastExp>(buf: &mut [M], m: M) -> M {
     fold(acc, tail)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +255,5 @@ mod tests {
         assert_eq!(sum_zip(&v[..20], &v[..20], |x, y| x * y), 2470.0);
         assert_eq!(max(&v[..33]), 32.0);
         assert_eq!(max::<f32>(&[]), f32::NEG_INFINITY);
-
     }
 }

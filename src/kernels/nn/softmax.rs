@@ -12,7 +12,7 @@ use crate::kernels::float::{FloatStore, Math};
 use crate::kernels::layout::GRAIN;
 use crate::kernels::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{invalid_arg, not_implemented, nn_multiversion};
+use crate::{invalid_arg, nn_multiversion, not_implemented};
 use num_traits::{Float, One, Zero};
 
 /// Math type with the vectorizable exp.
@@ -88,7 +88,11 @@ impl Geom {
 /// input (half_to_float); otherwise both share a float dtype.
 pub fn softmax(out: &TensorMut, inp: &TensorRef, dim: usize, log: bool) -> FooResult<()> {
     if out.shape != inp.shape {
-        return invalid_arg!("softmax: output shape {:?} != input shape {:?}", out.shape, inp.shape);
+        return invalid_arg!(
+            "softmax: output shape {:?} != input shape {:?}",
+            out.shape,
+            inp.shape
+        );
     }
     require_contiguous("softmax input", &inp.shape, &inp.strides)?;
     require_contiguous("softmax output", &out.shape, &out.strides)?;
@@ -111,7 +115,9 @@ pub fn softmax(out: &TensorMut, inp: &TensorRef, dim: usize, log: bool) -> FooRe
 }
 
 fn fwd<I: Store, O: Store<N = I::N>>(pi: P, po: P, g: Geom, log: bool) {
-    parallel_for(g.units(), g.grain(), &|s, e| fwd_units::<I, O>(pi, po, g, log, s, e));
+    parallel_for(g.units(), g.grain(), &|s, e| {
+        fwd_units::<I, O>(pi, po, g, log, s, e)
+    });
 }
 
 nn_multiversion!(fn fwd_units<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: usize) => fwd_body);
@@ -236,7 +242,11 @@ pub fn softmax_backward(
         (F32, F16) => bwd::<f32, half::f16>(pg, py, po, g, log),
         (F32, BF16) => bwd::<f32, half::bf16>(pg, py, po, g, log),
         (i, o) => {
-            return not_implemented!("softmax backward: no kernel from {} to {}", i.name(), o.name())
+            return not_implemented!(
+                "softmax backward: no kernel from {} to {}",
+                i.name(),
+                o.name()
+            )
         }
     }
     Ok(())
@@ -323,7 +333,13 @@ mod tests {
         let m = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let s: f64 = x.iter().map(|v| (v - m).exp()).sum();
         x.iter()
-            .map(|v| if log { v - m - s.ln() } else { (v - m).exp() / s })
+            .map(|v| {
+                if log {
+                    v - m - s.ln()
+                } else {
+                    (v - m).exp() / s
+                }
+            })
             .collect()
     }
 
@@ -331,7 +347,9 @@ mod tests {
     fn softmax_any_dim_matches_reference() {
         let shape = [3usize, 5, 70];
         let n: usize = shape.iter().product();
-        let data: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32) / 10.0 - 5.0).collect();
+        let data: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 101) as f32) / 10.0 - 5.0)
+            .collect();
         let x = Owned::new(data.clone(), &shape);
         for dim in 0..3 {
             for log in [false, true] {
@@ -344,7 +362,9 @@ mod tests {
                     if idx != 0 {
                         continue;
                     }
-                    let line: Vec<usize> = (0..shape[dim]).map(|k| base + k * strides[dim] as usize).collect();
+                    let line: Vec<usize> = (0..shape[dim])
+                        .map(|k| base + k * strides[dim] as usize)
+                        .collect();
                     let xs: Vec<f64> = line.iter().map(|&i| data[i] as f64).collect();
                     let want = reference(&xs, log);
                     for (&i, w) in line.iter().zip(want) {
