@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import foo_rs
 import pytest
 import torch
-
-import foo_rs
 from helpers import FOO, assert_same, sample, to_foo
 
 SHAPES = [(3, 4), (5,), (), (0, 2), (2, 3, 4)]
@@ -18,7 +17,7 @@ def tensors(dtype, seed=0, positive=False):
 
 def same_lists(foo, cpu, **tol):
     assert len(foo) == len(cpu)
-    for f, c in zip(foo, cpu):
+    for f, c in zip(foo, cpu, strict=True):
         assert_same(f, c, **tol)
 
 
@@ -80,7 +79,7 @@ def test_foreach_non_contiguous_and_zero():
     b = [sample((6, 4), torch.float32, seed=1), sample((3, 4), torch.float32, seed=2)]
     fa, fb = to_foo(a), to_foo(b)
     torch._foreach_add_(fa, fb, alpha=2)
-    for t, u in zip(a, b):
+    for t, u in zip(a, b, strict=True):
         t.add_(u, alpha=2)
     same_lists(fa, a)
     torch._foreach_zero_(fa)
@@ -121,8 +120,12 @@ def _optim_run(opt_fn, device, steps=3, zero_set_to_none=True):
 
 OPTIMIZERS = {
     "sgd": lambda p: torch.optim.SGD(p, lr=0.1, foreach=True),
-    "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, foreach=True),
-    "sgd_nesterov": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, foreach=True),
+    "sgd_momentum": lambda p: torch.optim.SGD(
+        p, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, foreach=True
+    ),
+    "sgd_nesterov": lambda p: torch.optim.SGD(
+        p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, foreach=True
+    ),
     "sgd_maximize": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.5, maximize=True, foreach=True),
     "adam": lambda p: torch.optim.Adam(p, lr=0.01, foreach=True),
     "adam_wd_amsgrad": lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1, amsgrad=True, foreach=True),

@@ -3,11 +3,10 @@ torch's CPU backend (strict mode: a CPU fallback fails the test unless marked)."
 
 from __future__ import annotations
 
+import foo_rs
 import pytest
 import torch
 import torch.nn.functional as F
-
-import foo_rs
 from helpers import FOO, assert_same, check, layouts, sample, to_foo
 
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -18,18 +17,24 @@ def grads(fn, *args):
     gradient; returns (cpu outputs+grads, foo outputs+grads)."""
     results = []
     for dev_args in (args, to_foo(list(args))):
-        leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                  for a in dev_args]
+        leaves = [
+            a.detach().clone().requires_grad_()
+            if isinstance(a, torch.Tensor) and a.is_floating_point()
+            else a
+            for a in dev_args
+        ]
         out = fn(*leaves)
         g = sample(out.shape, out.dtype, seed=7)
         out.backward(g.to(out.device))
-        results.append([out] + [a.grad for a in leaves if isinstance(a, torch.Tensor) and a.is_floating_point()])
+        results.append(
+            [out] + [a.grad for a in leaves if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        )
     return results
 
 
 def assert_grads(fn, *args, **tol):
     cpu, foo = grads(fn, *args)
-    for f, c in zip(foo, cpu):
+    for f, c in zip(foo, cpu, strict=True):
         assert_same(f, c.detach(), **tol)
 
 
@@ -39,7 +44,7 @@ def assert_grads(fn, *args, **tol):
 @pytest.mark.parametrize("log", [False, True])
 def test_softmax_layouts(dtype, dim, log):
     fn = torch.log_softmax if log else torch.softmax
-    for name, x in layouts((7, 33), dtype).items():
+    for _name, x in layouts((7, 33), dtype).items():
         if dtype in (torch.float16, torch.bfloat16):
             # CPU computes reduced floats in float too; compare against float math.
             got = fn(to_foo(x), dim)
@@ -48,8 +53,20 @@ def test_softmax_layouts(dtype, dim, log):
             check(lambda t: fn(t, dim), x)
 
 
-@pytest.mark.parametrize("shape,dim", [((2, 3, 4, 5), 1), ((2, 3, 4, 5), 2), ((3, 1000), 1), ((300, 70), 0),
-                                       ((5,), 0), ((), 0), ((0, 4), 1), ((4, 0), 1), ((2, 130, 3), 1)])
+@pytest.mark.parametrize(
+    "shape,dim",
+    [
+        ((2, 3, 4, 5), 1),
+        ((2, 3, 4, 5), 2),
+        ((3, 1000), 1),
+        ((300, 70), 0),
+        ((5,), 0),
+        ((), 0),
+        ((0, 4), 1),
+        ((4, 0), 1),
+        ((2, 130, 3), 1),
+    ],
+)
 @pytest.mark.parametrize("log", [False, True])
 def test_softmax_shapes_and_grad(shape, dim, log):
     fn = F.log_softmax if log else F.softmax
@@ -60,9 +77,11 @@ def test_softmax_shapes_and_grad(shape, dim, log):
 
 
 def test_softmax_extremes():
-    x = torch.tensor([[0.0, float("-inf"), 1.0], [float("-inf")] * 3, [1e30, -1e30, 0.0], [float("nan"), 0.0, 1.0]])
+    x = torch.tensor(
+        [[0.0, float("-inf"), 1.0], [float("-inf")] * 3, [1e30, -1e30, 0.0], [float("nan"), 0.0, 1.0]]
+    )
     for fn in (torch.softmax, torch.log_softmax):
-        check(lambda t: fn(t, 1), x)
+        check(lambda t, fn=fn: fn(t, 1), x)
 
 
 @pytest.mark.parametrize("log", [False, True])
@@ -124,15 +143,17 @@ def to_dev(t, like):
 def test_nll_loss_1d_and_edge_cases():
     x = F.log_softmax(sample((5,), torch.float32), 0)
     for red in ["none", "mean", "sum"]:
-        check(lambda a, t: F.nll_loss(a, t, reduction=red), x, torch.tensor(3))
-        check(lambda a, t: F.nll_loss(a, t, reduction=red), x, torch.tensor(-100))
+        check(lambda a, t, red=red: F.nll_loss(a, t, reduction=red), x, torch.tensor(3))
+        check(lambda a, t, red=red: F.nll_loss(a, t, reduction=red), x, torch.tensor(-100))
     # all ignored: mean is nan, sum 0
     x2 = sample((3, 4), torch.float32)
     t2 = torch.full((3,), -100)
     check(lambda a, t: F.nll_loss(a, t), x2, t2)
     check(lambda a, t: F.nll_loss(a, t, reduction="sum"), x2, t2)
     # zero batch
-    check(lambda a, t: F.nll_loss(a, t, reduction="none"), torch.empty(0, 4), torch.empty(0, dtype=torch.long))
+    check(
+        lambda a, t: F.nll_loss(a, t, reduction="none"), torch.empty(0, 4), torch.empty(0, dtype=torch.long)
+    )
     check(lambda a, t: F.nll_loss(a, t, reduction="sum"), torch.empty(0, 4), torch.empty(0, dtype=torch.long))
     # total_weight output
     out, tw = torch.ops.aten.nll_loss_forward(to_foo(x2), to_foo(torch.tensor([1, 2, -100])), None, 1, -100)
@@ -159,7 +180,9 @@ def test_nll_loss2d_and_spatial_cross_entropy(reduction):
     t = torch.randint(0, 4, (2, 3, 5), generator=torch.Generator().manual_seed(0))
     t[0, 1, 2] = -100
     w = sample((4,), torch.float64, low=0.5, high=1.5)
-    assert_grads(lambda a: F.nll_loss(F.log_softmax(a, 1), to_dev(t, a), weight=to_dev(w, a), reduction=reduction), x)
+    assert_grads(
+        lambda a: F.nll_loss(F.log_softmax(a, 1), to_dev(t, a), weight=to_dev(w, a), reduction=reduction), x
+    )
     assert_grads(lambda a: F.cross_entropy(a, to_dev(t, a), reduction=reduction), x)
     # 3-D input [N, C, L] reaches nll_loss2d through a reshape
     x3 = sample((2, 4, 6), torch.float64)
@@ -190,7 +213,11 @@ def test_mse_loss(reduction, dtype):
     assert_grads(lambda a, b: F.mse_loss(a, b, reduction=reduction), x, t)
     x = sample((300, 200), dtype, seed=2)
     check(lambda a, b: F.mse_loss(a, b, reduction=reduction), x, x.t().contiguous().t() * 0.5)
-    check(lambda a, b: F.mse_loss(a, b, reduction=reduction), torch.empty(0, 3, dtype=dtype), torch.empty(0, 3, dtype=dtype))
+    check(
+        lambda a, b: F.mse_loss(a, b, reduction=reduction),
+        torch.empty(0, 3, dtype=dtype),
+        torch.empty(0, 3, dtype=dtype),
+    )
 
 
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
@@ -199,8 +226,14 @@ def test_binary_cross_entropy(reduction, weighted):
     x = sample((5, 6), torch.float64, low=0.01, high=0.99)
     t = sample((5, 6), torch.float64, low=0, high=1, seed=1)
     w = sample((6,), torch.float64, low=0.5, high=2) if weighted else None
-    assert_grads(lambda a: F.binary_cross_entropy(a, to_dev(t, a), weight=to_dev(w, a), reduction=reduction), x)
-    check(lambda a, b: F.binary_cross_entropy(a, b), torch.tensor([0.0, 1.0, 0.5]), torch.tensor([1.0, 0.0, 0.5]))
+    assert_grads(
+        lambda a: F.binary_cross_entropy(a, to_dev(t, a), weight=to_dev(w, a), reduction=reduction), x
+    )
+    check(
+        lambda a, b: F.binary_cross_entropy(a, b),
+        torch.tensor([0.0, 1.0, 0.5]),
+        torch.tensor([1.0, 0.0, 0.5]),
+    )
     with pytest.raises((RuntimeError, ValueError), match="between 0 and 1"):
         F.binary_cross_entropy(torch.tensor([1.5], device=FOO), torch.tensor([1.0], device=FOO))
 
@@ -210,7 +243,7 @@ def test_binary_cross_entropy(reduction, weighted):
 @pytest.mark.parametrize("affine", [False, True])
 def test_layer_norm(dtype, affine):
     tol = {} if dtype in (torch.float32, torch.float64) else {"atol": 2e-2, "rtol": 2e-2}
-    for name, x in layouts((6, 4, 10), dtype).items():
+    for _name, x in layouts((6, 4, 10), dtype).items():
         w = sample((4, 10), dtype, seed=3) if affine else None
         b = sample((4, 10), dtype, seed=4) if affine else None
         if dtype in (torch.float32, torch.float64):
@@ -228,9 +261,9 @@ def test_layer_norm_outputs_and_masks():
     check(lambda a, ww, bb: torch.native_layer_norm(a, [8], ww, bb, 1e-5), xh, w, b, atol=2e-2, rtol=2e-2)
     mean, rstd = torch.native_layer_norm(x, [8], w, b, 1e-5)[1:]
     g = sample(x.shape, torch.float32, seed=9)
+    bwd = torch.ops.aten.native_layer_norm_backward
     for mask in ([True, False, False], [False, True, True], [True, True, False]):
-        check(lambda *a: torch.ops.aten.native_layer_norm_backward(*a, mask),
-              g, x, [8], mean, rstd, w, b)
+        check(lambda *a, mask=mask: bwd(*a, mask), g, x, [8], mean, rstd, w, b)
     # zero rows
     check(lambda a, ww, bb: F.layer_norm(a, (8,), ww, bb), torch.empty(0, 8), w, b)
 
@@ -246,8 +279,20 @@ def test_batch_norm_training(dtype, shape, affine):
     b = sample((c,), dtype, seed=2) if affine else None
     rm, rv = sample((c,), dtype, seed=3), sample((c,), dtype, low=0.5, high=2, seed=4)
     rm_f, rv_f = to_foo(rm), to_foo(rv)
-    assert_grads(lambda a, ww, bb: F.batch_norm(a, rm if a.device.type == "cpu" else rm_f,
-                                                rv if a.device.type == "cpu" else rv_f, ww, bb, True, 0.2), x, w, b)
+    assert_grads(
+        lambda a, ww, bb: F.batch_norm(
+            a,
+            rm if a.device.type == "cpu" else rm_f,
+            rv if a.device.type == "cpu" else rv_f,
+            ww,
+            bb,
+            True,
+            0.2,
+        ),
+        x,
+        w,
+        b,
+    )
     assert_same(rm_f, rm)
     assert_same(rv_f, rv)
 
@@ -261,10 +306,19 @@ def test_batch_norm_eval_and_no_stats(dtype):
     assert_grads(lambda a, ww, bb: F.batch_norm(a, None, None, ww, bb, True), x, w, b)
     check(lambda *a: torch.native_batch_norm(*a, True, 0.1, 1e-5), x, w, b, rm.clone(), rv.clone())
     check(lambda *a: torch.native_batch_norm(*a, False, 0.1, 1e-5), x, w, b, rm, rv)
-    check(lambda *a: torch.ops.aten._native_batch_norm_legit(*a, True, 0.1, 1e-5), x, w, b, rm.clone(), rv.clone())
+    check(
+        lambda *a: torch.ops.aten._native_batch_norm_legit(*a, True, 0.1, 1e-5),
+        x,
+        w,
+        b,
+        rm.clone(),
+        rv.clone(),
+    )
     check(lambda *a: torch.ops.aten._native_batch_norm_legit.no_stats(*a, True, 0.1, 1e-5), x, w, b)
     check(lambda *a: torch.ops.aten._native_batch_norm_legit_no_training(*a, 0.1, 1e-5), x, w, b, rm, rv)
-    check(lambda *a: torch.ops.aten._batch_norm_with_update(*a, 0.1, 1e-5)[:3], x, w, b, rm.clone(), rv.clone())
+    check(
+        lambda *a: torch.ops.aten._batch_norm_with_update(*a, 0.1, 1e-5)[:3], x, w, b, rm.clone(), rv.clone()
+    )
 
 
 def test_batchnorm_module_train_eval():
@@ -290,13 +344,25 @@ def test_embedding_dense_backward(padding_idx, scale, dtype):
     idx = torch.tensor([[1, 2, 4, 5], [4, 3, 2, 9]])
     g = sample((2, 4, 3), dtype)
     for ind in (idx, idx.int()):
-        check(lambda gg, i: torch.ops.aten.embedding_dense_backward(gg, i, 10, -1 if padding_idx is None else padding_idx,
-                                                                    scale), g, ind)
+        check(
+            lambda gg, i: torch.ops.aten.embedding_dense_backward(
+                gg, i, 10, -1 if padding_idx is None else padding_idx, scale
+            ),
+            g,
+            ind,
+        )
     check(lambda gg, i: torch.ops.aten.embedding_dense_backward(gg, i, 10, -1, scale), g[:, :, :0], idx)
-    check(lambda gg, i: torch.ops.aten.embedding_dense_backward(gg, i, 10, -1, scale),
-          torch.empty(0, 3, dtype=dtype), torch.empty(0, dtype=torch.long))
+    check(
+        lambda gg, i: torch.ops.aten.embedding_dense_backward(gg, i, 10, -1, scale),
+        torch.empty(0, 3, dtype=dtype),
+        torch.empty(0, dtype=torch.long),
+    )
     big_idx = torch.randint(0, 50, (4000,), generator=torch.Generator().manual_seed(0))
-    check(lambda gg, i: torch.ops.aten.embedding_dense_backward(gg, i, 50, -1, scale), sample((4000, 16), dtype), big_idx)
+    check(
+        lambda gg, i: torch.ops.aten.embedding_dense_backward(gg, i, 50, -1, scale),
+        sample((4000, 16), dtype),
+        big_idx,
+    )
 
 
 @pytest.mark.fallback_ok  # embedding forward is index_select (index family)
@@ -313,6 +379,13 @@ def test_embedding_module_grad():
 # ---- native accounting -----------------------------------------------------------------------
 def test_ops_are_registered_natively():
     ops = set(foo_rs.native_ops())
-    for op in ["_softmax", "_log_softmax_backward_data", "nll_loss_forward", "nll_loss2d_backward",
-               "native_layer_norm_backward", "native_batch_norm", "embedding_dense_backward"]:
+    for op in [
+        "_softmax",
+        "_log_softmax_backward_data",
+        "nll_loss_forward",
+        "nll_loss2d_backward",
+        "native_layer_norm_backward",
+        "native_batch_norm",
+        "embedding_dense_backward",
+    ]:
         assert f"aten::{op}" in ops or op in ops, op
