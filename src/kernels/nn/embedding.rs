@@ -73,13 +73,13 @@ pub fn embedding_dense_backward(
                         // SAFETY: row p of the contiguous [K, D] grad, read only.
                         let g: &[F] = unsafe { pg.slice(p * d, d) };
                         for (a, &v) in acc.iter_mut().zip(g) {
-                            *a = *a + v.load();
+                            *a += v.load();
                         }
                     }
                     if scale_grad_by_freq && ps.len() > 1 {
                         let s = <F as FloatStore>::M::one() / <F as FloatStore>::M::from_f64c(ps.len() as f64);
                         for a in acc.iter_mut() {
-                            *a = *a * s;
+                            *a *= s;
                         }
                     }
                 }

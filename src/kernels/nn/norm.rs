@@ -175,8 +175,8 @@ pub fn layer_norm_backward(
             for blk in 0..nb {
                 let off = 2 * blk * n;
                 for j in 0..n {
-                    gw[j] = gw[j] + parts[off + j];
-                    gb[j] = gb[j] + parts[off + n + j];
+                    gw[j] += parts[off + j];
+                    gb[j] += parts[off + n + j];
                 }
             }
             if let Some(t) = grad_weight {

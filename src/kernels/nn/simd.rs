@@ -84,13 +84,7 @@ impl FastExp for f32 {
         const HI: f32 = 88.3;
         const LO: f32 = -87.33;
         let x = self;
-        let xc = if x > HI {
-            HI
-        } else if x < LO {
-            LO
-        } else {
-            x
-        };
+        let xc = x.clamp(LO, HI);
         // Round x * log2(e) to nearest with the 1.5 * 2^23 trick (no SSE4.1 needed).
         const MAGIC: f32 = 12_582_912.0;
         let t = xc * std::f32::consts::LOG2_E + MAGIC;
@@ -102,7 +96,7 @@ impl FastExp for f32 {
             * r
             + 1.666_666_5e-1)
             * r
-            + 5.000_000_1e-1;
+            + 0.5;
         let y = p * z + r + 1.0;
         let scale = f32::from_bits(((ni + 127) as u32) << 23);
         let v = y * scale;
