@@ -1,0 +1,630 @@
+//! layer_norm and batch_norm, forward and backward.
+//!
+//! layer_norm sees its input as `[M, N]` rows (N = the normalized size); batch_norm as
+//! `[N, C, S]` (S = spatial size). Statistics are computed two-pass on a row buffer in the
+//! math type; weights/biases and statistics may have another float dtype than the input
+//! (mixed precision: float32 parameters for a bfloat16 input), so they are read and written
+//! through small vectors ([`read_vec`], [`write_vec`]).
+
+use super::simd;
+use super::{read_vec, require_contiguous, write_vec, P};
+use crate::error::FooResult;
+use crate::kernels::float::{FloatStore, Math};
+use crate::kernels::layout::GRAIN;
+use crate::kernels::parallel::parallel_for;
+use crate::tensor::{TensorMut, TensorRef};
+use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
+use num_traits::{Float, One, Zero};
+
+fn rows_cols(t: &TensorRef) -> FooResult<(usize, usize)> {
+    match t.shape.len() {
+        2 => Ok((t.shape[0], t.shape[1])),
+        r => invalid_arg!("layer_norm kernel: expected a [M, N] input, got rank {r}"),
+    }
+}
+
+fn opt_vec<M: Math>(t: Option<&TensorRef>, n: usize, what: &str) -> FooResult<Option<Vec<M>>> {
+    let v = t.map(read_vec::<M>).transpose()?;
+    if let Some(v) = &v {
+        if v.len() != n {
+            return invalid_arg!("{what} has {} elements, expected {n}", v.len());
+        }
+    }
+    Ok(v)
+}
+
+/// layer_norm forward over rows of `input` `[M, N]`: writes `out` `[M, N]` and, when given,
+/// `mean`/`rstd` (`M` elements each, any float dtype).
+pub fn layer_norm(
+    out: &TensorMut,
+    mean: Option<&TensorMut>,
+    rstd: Option<&TensorMut>,
+    input: &TensorRef,
+    weight: Option<&TensorRef>,
+    bias: Option<&TensorRef>,
+    eps: f64,
+) -> FooResult<()> {
+    let (m, n) = rows_cols(input)?;
+    require_contiguous("layer_norm input", &input.shape, &input.strides)?;
+    require_contiguous("layer_norm output", &out.shape, &out.strides)?;
+    if out.shape != input.shape {
+        return invalid_arg!("layer_norm: output shape differs from input shape");
+    }
+    dispatch_float!(input.dtype, F => {
+        type M = <F as FloatStore>::M;
+        let w: Vec<M> = opt_vec(weight, n, "weight")?.unwrap_or_else(|| vec![M::one(); n]);
+        let b: Vec<M> = opt_vec(bias, n, "bias")?.unwrap_or_else(|| vec![M::zero(); n]);
+        let mut stats = vec![M::zero(); 2 * m];
+        let ps = P(stats.as_mut_ptr() as usize);
+        let (pi, po) = (P::r(input), P::m(out));
+        let e = M::from_f64c(eps);
+        let a = LnArgs { pi, po, ps, w: &w, b: &b, n, m, eps: e };
+        parallel_for(m, (GRAIN / n.max(1)).max(1), &|s, e| ln_rows::<F>(&a, s, e));
+        if let Some(t) = mean {
+            write_vec(t, &stats[..m])?;
+        }
+        if let Some(t) = rstd {
+            write_vec(t, &stats[m..])?;
+        }
+        Ok(())
+    }, _ => not_implemented!("layer_norm: no kernel for dtype {}", input.dtype.name()))
+}
+
+struct LnArgs<'a, M> {
+    pi: P,
+    po: P,
+    ps: P,
+    w: &'a [M],
+    b: &'a [M],
+    n: usize,
+    m: usize,
+    eps: M,
+}
+
+nn_multiversion!(fn ln_rows<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) => ln_body);
+
+#[inline(always)]
+fn ln_body<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) {
+    let n = a.n;
+    let inv_n = F::M::one() / F::M::from_f64c(n as f64);
+    let mut buf = vec![F::M::zero(); n];
+    for r in s..e {
+        // SAFETY: row r of the contiguous [M, N] operands; rows are disjoint across chunks.
+        let (x, y): (&[F], &mut [F]) = unsafe { (a.pi.slice(r * n, n), a.po.slice_mut(r * n, n)) };
+        for (b, &v) in buf.iter_mut().zip(x) {
+            *b = v.load();
+        }
+        let mean = simd::sum(&buf) * inv_n;
+        let var = simd::sum_map(&buf, |v| (v - mean) * (v - mean)) * inv_n;
+        let rstd = F::M::one() / (var.max(F::M::zero()) + a.eps).sqrt();
+        for (((o, &v), &w), &b) in y.iter_mut().zip(&buf).zip(a.w).zip(a.b) {
+            *o = F::store((v - mean) * rstd * w + b);
+        }
+        // SAFETY: slots r and m + r of the statistics buffer, written by this row only.
+        unsafe {
+            a.ps.slice_mut::<F::M>(r, 1)[0] = mean;
+            a.ps.slice_mut::<F::M>(a.m + r, 1)[0] = rstd;
+        }
+    }
+}
+
+/// Blocks of rows for column reductions (fixed count: results independent of thread count).
+const COL_BLOCKS: usize = 64;
+
+/// layer_norm backward. `grad_out`, `input` `[M, N]`; `mean`, `rstd` `M` elements; writes the
+/// outputs that are given: `grad_input` `[M, N]`, `grad_weight`/`grad_bias` `N` elements.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_backward(
+    grad_input: Option<&TensorMut>,
+    grad_weight: Option<&TensorMut>,
+    grad_bias: Option<&TensorMut>,
+    grad_out: &TensorRef,
+    input: &TensorRef,
+    mean: &TensorRef,
+    rstd: &TensorRef,
+    weight: Option<&TensorRef>,
+) -> FooResult<()> {
+    let (m, n) = rows_cols(input)?;
+    require_contiguous("layer_norm input", &input.shape, &input.strides)?;
+    require_contiguous("grad_out", &grad_out.shape, &grad_out.strides)?;
+    if grad_out.shape != input.shape || grad_out.dtype != input.dtype {
+        return invalid_arg!("layer_norm backward: grad_out differs from input in shape or dtype");
+    }
+    if let Some(g) = grad_input {
+        require_contiguous("grad_input", &g.shape, &g.strides)?;
+        if g.shape != input.shape || g.dtype != input.dtype {
+            return invalid_arg!("layer_norm backward: bad grad_input");
+        }
+    }
+    dispatch_float!(input.dtype, F => {
+        type M = <F as FloatStore>::M;
+        let w: Vec<M> = opt_vec(weight, n, "weight")?.unwrap_or_else(|| vec![M::one(); n]);
+        let mu: Vec<M> = read_vec(mean)?;
+        let rs: Vec<M> = read_vec(rstd)?;
+        if mu.len() != m || rs.len() != m {
+            return invalid_arg!("layer_norm backward: mean/rstd must have {m} elements");
+        }
+        let cols = grad_weight.is_some() || grad_bias.is_some();
+        let nb = if cols { m.clamp(1, COL_BLOCKS) } else { 0 };
+        let mut parts = vec![M::zero(); 2 * nb * n];
+        let a = LnBwd {
+            pg: P::r(grad_out),
+            px: P::r(input),
+            pdx: grad_input.map(P::m),
+            parts: P(parts.as_mut_ptr() as usize),
+            w: &w,
+            mu: &mu,
+            rs: &rs,
+            n,
+            m,
+            nb,
+        };
+        if nb > 0 {
+            let rows_per = m.div_ceil(nb);
+            parallel_for(nb, (GRAIN / (rows_per * n).max(1)).max(1), &|s, e| {
+                for blk in s..e {
+                    ln_bwd_rows::<F>(&a, blk, blk * rows_per, ((blk + 1) * rows_per).min(m));
+                }
+            });
+        } else {
+            parallel_for(m, (GRAIN / n.max(1)).max(1), &|s, e| ln_bwd_rows::<F>(&a, 0, s, e));
+        }
+        if cols {
+            let mut gw = vec![M::zero(); n];
+            let mut gb = vec![M::zero(); n];
+            for blk in 0..nb {
+                let off = 2 * blk * n;
+                for j in 0..n {
+                    gw[j] += parts[off + j];
+                    gb[j] += parts[off + n + j];
+                }
+            }
+            if let Some(t) = grad_weight {
+                write_vec(t, &gw)?;
+            }
+            if let Some(t) = grad_bias {
+                write_vec(t, &gb)?;
+            }
+        }
+        Ok(())
+    }, _ => not_implemented!("layer_norm backward: no kernel for dtype {}", input.dtype.name()))
+}
+
+struct LnBwd<'a, M> {
+    pg: P,
+    px: P,
+    pdx: Option<P>,
+    parts: P,
+    w: &'a [M],
+    mu: &'a [M],
+    rs: &'a [M],
+    n: usize,
+    m: usize,
+    nb: usize,
+}
+
+nn_multiversion!(fn ln_bwd_rows<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) => ln_bwd_body);
+
+#[inline(always)]
+fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
+    let n = a.n;
+    let _ = a.m;
+    let inv_n = F::M::one() / F::M::from_f64c(n as f64);
+    let mut xh = vec![F::M::zero(); n];
+    let mut gb = vec![F::M::zero(); n];
+    // SAFETY: this block's own 2 * n partial sums (blocks are disjoint), when there are any.
+    let (pw, pb): (&mut [F::M], &mut [F::M]) = if a.nb > 0 {
+        unsafe {
+            (
+                a.parts.slice_mut(2 * blk * n, n),
+                a.parts.slice_mut(2 * blk * n + n, n),
+            )
+        }
+    } else {
+        (&mut [], &mut [])
+    };
+    for r in s..e {
+        // SAFETY: row r of contiguous [M, N] operands, read only.
+        let (g, x): (&[F], &[F]) = unsafe { (a.pg.slice(r * n, n), a.px.slice(r * n, n)) };
+        let (mu, rs) = (a.mu[r], a.rs[r]);
+        for (((h, b), &xv), &gv) in xh.iter_mut().zip(gb.iter_mut()).zip(x).zip(g) {
+            *h = (xv.load() - mu) * rs;
+            *b = gv.load();
+        }
+        if a.nb > 0 {
+            for (((pw, pb), &h), &b) in pw.iter_mut().zip(pb.iter_mut()).zip(&xh).zip(&gb) {
+                *pw = *pw + b * h;
+                *pb = *pb + b;
+            }
+        }
+        if let Some(pdx) = a.pdx {
+            for (b, &w) in gb.iter_mut().zip(a.w) {
+                *b = *b * w;
+            }
+            let db = simd::sum(&gb) * inv_n;
+            let ds = simd::sum_zip(&gb, &xh, |b, h| b * h) * inv_n;
+            // SAFETY: row r of grad_input, written by this row only.
+            let dx: &mut [F] = unsafe { pdx.slice_mut(r * n, n) };
+            for ((o, &b), &h) in dx.iter_mut().zip(&gb).zip(&xh) {
+                *o = F::store(rs * (b - db - h * ds));
+            }
+        }
+    }
+}
+
+fn ncs(t: &TensorRef) -> FooResult<(usize, usize, usize)> {
+    match t.shape.len() {
+        3 => Ok((t.shape[0], t.shape[1], t.shape[2])),
+        r => invalid_arg!("batch_norm kernel: expected a [N, C, S] input, got rank {r}"),
+    }
+}
+
+/// batch_norm forward on `input` `[N, C, S]`. Training: batch statistics per channel, written
+/// to `save_mean`/`save_invstd` (when given) and blended into `running_mean`/`running_var`
+/// (unbiased variance) with `momentum`. Eval: normalizes with the running statistics.
+#[allow(clippy::too_many_arguments)]
+pub fn batch_norm(
+    out: &TensorMut,
+    save_mean: Option<&TensorMut>,
+    save_invstd: Option<&TensorMut>,
+    input: &TensorRef,
+    weight: Option<&TensorRef>,
+    bias: Option<&TensorRef>,
+    running_mean: Option<&TensorMut>,
+    running_var: Option<&TensorMut>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> FooResult<()> {
+    let (nn, c, s) = ncs(input)?;
+    require_contiguous("batch_norm input", &input.shape, &input.strides)?;
+    require_contiguous("batch_norm output", &out.shape, &out.strides)?;
+    if out.shape != input.shape {
+        return invalid_arg!("batch_norm: output shape differs from input shape");
+    }
+    dispatch_float!(input.dtype, F => {
+        type M = <F as FloatStore>::M;
+        let w: Vec<M> = opt_vec(weight, c, "weight")?.unwrap_or_else(|| vec![M::one(); c]);
+        let b: Vec<M> = opt_vec(bias, c, "bias")?.unwrap_or_else(|| vec![M::zero(); c]);
+        let (pi, po) = (P::r(input), P::m(out));
+        let count = nn * s;
+        if training {
+            // Per channel: mean, biased variance; then normalize.
+            let mut stats = vec![M::zero(); 2 * c];
+            let ps = P(stats.as_mut_ptr() as usize);
+            let e = M::from_f64c(eps);
+            let a = BnArgs { pi, po, w: &w, b: &b, nn, c, s };
+            parallel_for(c, (GRAIN / count.max(1)).max(1), &|c0, c1| {
+                bn_train_channels::<F>(&a, ps, e, c0, c1)
+            });
+            let (mean, var) = stats.split_at(c);
+            if let Some(t) = save_mean {
+                write_vec(t, mean)?;
+            }
+            if let Some(t) = save_invstd {
+                let inv: Vec<M> = var.iter().map(|&v| M::one() / (v + e).sqrt()).collect();
+                write_vec(t, &inv)?;
+            }
+            let m = momentum;
+            if let Some(t) = running_mean {
+                let old: Vec<f64> = read_vec(&t.as_ref())?;
+                let new: Vec<f64> = old.iter().zip(mean).map(|(&o, &v)| (1.0 - m) * o + m * v.to_f64c()).collect();
+                write_vec(t, &new)?;
+            }
+            if let Some(t) = running_var {
+                let old: Vec<f64> = read_vec(&t.as_ref())?;
+                let unbias = if count > 1 { count as f64 / (count - 1) as f64 } else { f64::INFINITY };
+                let new: Vec<f64> = old
+                    .iter()
+                    .zip(var)
+                    .map(|(&o, &v)| (1.0 - m) * o + m * v.to_f64c() * unbias)
+                    .collect();
+                write_vec(t, &new)?;
+            }
+        } else {
+            let (Some(rm), Some(rv)) = (running_mean, running_var) else {
+                return invalid_arg!("running_mean and running_var must be defined in evaluation mode");
+            };
+            let mean: Vec<M> = read_vec(&rm.as_ref())?;
+            let var: Vec<M> = read_vec(&rv.as_ref())?;
+            if mean.len() != c || var.len() != c {
+                return invalid_arg!("batch_norm: running statistics must have {c} elements");
+            }
+            let e = M::from_f64c(eps);
+            // y = x * scale + shift per channel.
+            let scale: Vec<M> = (0..c).map(|k| w[k] / (var[k] + e).sqrt()).collect();
+            let shift: Vec<M> = (0..c).map(|k| b[k] - mean[k] * scale[k]).collect();
+            let a = BnArgs { pi, po, w: &scale, b: &shift, nn, c, s };
+            parallel_for(nn * c, (GRAIN / s.max(1)).max(1), &|r0, r1| bn_affine_rows::<F>(&a, r0, r1));
+            if let Some(t) = save_mean {
+                write_vec::<M>(t, &[])?;
+            }
+            if let Some(t) = save_invstd {
+                write_vec::<M>(t, &[])?;
+            }
+        }
+        Ok(())
+    }, _ => not_implemented!("batch_norm: no kernel for dtype {}", input.dtype.name()))
+}
+
+struct BnArgs<'a, M> {
+    pi: P,
+    po: P,
+    w: &'a [M],
+    b: &'a [M],
+    nn: usize,
+    c: usize,
+    s: usize,
+}
+
+nn_multiversion!(fn bn_train_channels<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: F::M, c0: usize, c1: usize) => bn_train_body);
+
+#[inline(always)]
+fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: F::M, c0: usize, c1: usize) {
+    let (nn, c, s) = (a.nn, a.c, a.s);
+    let count = F::M::from_f64c((nn * s) as f64);
+    let mut buf = vec![F::M::zero(); s];
+    let load = |buf: &mut [F::M], i: usize, k: usize| {
+        // SAFETY: plane (i, k) of the contiguous [N, C, S] input.
+        let x: &[F] = unsafe { a.pi.slice((i * c + k) * s, s) };
+        for (b, &v) in buf.iter_mut().zip(x) {
+            *b = v.load();
+        }
+    };
+    for k in c0..c1 {
+        let mut total = F::M::zero();
+        for i in 0..nn {
+            load(&mut buf, i, k);
+            total = total + simd::sum(&buf);
+        }
+        let mean = if nn * s > 0 {
+            total / count
+        } else {
+            F::M::zero()
+        };
+        let mut sq = F::M::zero();
+        for i in 0..nn {
+            load(&mut buf, i, k);
+            sq = sq + simd::sum_map(&buf, |v| (v - mean) * (v - mean));
+        }
+        let var = if nn * s > 0 { sq / count } else { F::M::zero() };
+        let invstd = F::M::one() / (var + eps).sqrt();
+        let scale = a.w[k] * invstd;
+        let shift = a.b[k] - mean * scale;
+        for i in 0..nn {
+            load(&mut buf, i, k);
+            // SAFETY: plane (i, k) of the output, written by this channel only.
+            let y: &mut [F] = unsafe { a.po.slice_mut((i * c + k) * s, s) };
+            for (o, &v) in y.iter_mut().zip(&buf) {
+                *o = F::store(v * scale + shift);
+            }
+        }
+        // SAFETY: slots k and c + k of the statistics buffer, written by this channel only.
+        unsafe {
+            ps.slice_mut::<F::M>(k, 1)[0] = mean;
+            ps.slice_mut::<F::M>(c + k, 1)[0] = var;
+        }
+    }
+}
+
+nn_multiversion!(fn bn_affine_rows<F: FloatStore>(a: &BnArgs<F::M>, r0: usize, r1: usize) => bn_affine_body);
+
+#[inline(always)]
+fn bn_affine_body<F: FloatStore>(a: &BnArgs<F::M>, r0: usize, r1: usize) {
+    let s = a.s;
+    for r in r0..r1 {
+        let k = r % a.c;
+        let (scale, shift) = (a.w[k], a.b[k]);
+        // SAFETY: plane r of the contiguous [N*C, S] operands; planes are disjoint.
+        let (x, y): (&[F], &mut [F]) = unsafe { (a.pi.slice(r * s, s), a.po.slice_mut(r * s, s)) };
+        for (o, &v) in y.iter_mut().zip(x) {
+            *o = F::store(v.load() * scale + shift);
+        }
+    }
+}
+
+/// batch_norm backward on `[N, C, S]`. `mean`/`invstd` are the saved batch statistics when
+/// `training`, else the running mean and running variance (invstd is derived with `eps`).
+#[allow(clippy::too_many_arguments)]
+pub fn batch_norm_backward(
+    grad_input: Option<&TensorMut>,
+    grad_weight: Option<&TensorMut>,
+    grad_bias: Option<&TensorMut>,
+    grad_out: &TensorRef,
+    input: &TensorRef,
+    weight: Option<&TensorRef>,
+    mean: &TensorRef,
+    invstd_or_var: &TensorRef,
+    training: bool,
+    eps: f64,
+) -> FooResult<()> {
+    let (nn, c, s) = ncs(input)?;
+    require_contiguous("batch_norm input", &input.shape, &input.strides)?;
+    require_contiguous("grad_out", &grad_out.shape, &grad_out.strides)?;
+    if grad_out.shape != input.shape || grad_out.dtype != input.dtype {
+        return invalid_arg!("batch_norm backward: grad_out differs from input in shape or dtype");
+    }
+    if let Some(g) = grad_input {
+        require_contiguous("grad_input", &g.shape, &g.strides)?;
+        if g.shape != input.shape || g.dtype != input.dtype {
+            return invalid_arg!("batch_norm backward: bad grad_input");
+        }
+    }
+    dispatch_float!(input.dtype, F => {
+        type M = <F as FloatStore>::M;
+        let w: Vec<M> = opt_vec(weight, c, "weight")?.unwrap_or_else(|| vec![M::one(); c]);
+        let mu: Vec<M> = read_vec(mean)?;
+        let sv: Vec<M> = read_vec(invstd_or_var)?;
+        if mu.len() != c || sv.len() != c {
+            return invalid_arg!("batch_norm backward: statistics must have {c} elements");
+        }
+        let e = M::from_f64c(eps);
+        let invstd: Vec<M> = if training { sv } else { sv.iter().map(|&v| M::one() / (v + e).sqrt()).collect() };
+        let mut sums = vec![M::zero(); 2 * c];
+        let a = BnBwd {
+            pg: P::r(grad_out),
+            px: P::r(input),
+            pdx: grad_input.map(P::m),
+            sums: P(sums.as_mut_ptr() as usize),
+            w: &w,
+            mu: &mu,
+            invstd: &invstd,
+            nn,
+            c,
+            s,
+            training,
+        };
+        parallel_for(c, (GRAIN / (nn * s).max(1)).max(1), &|c0, c1| bn_bwd_channels::<F>(&a, c0, c1));
+        let (sum_dy, dot) = sums.split_at(c);
+        if let Some(t) = grad_weight {
+            let gw: Vec<M> = dot.iter().zip(&invstd).map(|(&d, &i)| d * i).collect();
+            write_vec(t, &gw)?;
+        }
+        if let Some(t) = grad_bias {
+            write_vec(t, sum_dy)?;
+        }
+        Ok(())
+    }, _ => not_implemented!("batch_norm backward: no kernel for dtype {}", input.dtype.name()))
+}
+
+struct BnBwd<'a, M> {
+    pg: P,
+    px: P,
+    pdx: Option<P>,
+    sums: P,
+    w: &'a [M],
+    mu: &'a [M],
+    invstd: &'a [M],
+    nn: usize,
+    c: usize,
+    s: usize,
+    training: bool,
+}
+
+nn_multiversion!(fn bn_bwd_channels<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) => bn_bwd_body);
+
+#[inline(always)]
+fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {
+    let (nn, c, s) = (a.nn, a.c, a.s);
+    let mut gb = vec![F::M::zero(); s];
+    let mut xb = vec![F::M::zero(); s];
+    let plane = |i: usize, k: usize| (i * c + k) * s;
+    for k in c0..c1 {
+        let mu = a.mu[k];
+        let (mut sum_dy, mut dot) = (F::M::zero(), F::M::zero());
+        for i in 0..nn {
+            // SAFETY: plane (i, k) of contiguous [N, C, S] operands, read only.
+            let (g, x): (&[F], &[F]) =
+                unsafe { (a.pg.slice(plane(i, k), s), a.px.slice(plane(i, k), s)) };
+            for (((gb, xb), &g), &x) in gb.iter_mut().zip(xb.iter_mut()).zip(g).zip(x) {
+                *gb = g.load();
+                *xb = x.load() - mu;
+            }
+            sum_dy = sum_dy + simd::sum(&gb);
+            dot = dot + simd::sum_zip(&gb, &xb, |g, x| g * x);
+        }
+        // SAFETY: slots k and c + k, written by this channel only.
+        unsafe {
+            a.sums.slice_mut::<F::M>(k, 1)[0] = sum_dy;
+            a.sums.slice_mut::<F::M>(c + k, 1)[0] = dot;
+        }
+        let Some(pdx) = a.pdx else { continue };
+        let inv = a.invstd[k];
+        let count = F::M::from_f64c((nn * s) as f64);
+        let wi = a.w[k] * inv;
+        let (gmean, proj) = if a.training && nn * s > 0 {
+            (sum_dy / count, dot * inv * inv / count)
+        } else {
+            (F::M::zero(), F::M::zero())
+        };
+        for i in 0..nn {
+            // SAFETY: plane (i, k): inputs read, grad_input written by this channel only.
+            let (g, x, dx): (&[F], &[F], &mut [F]) = unsafe {
+                (
+                    a.pg.slice(plane(i, k), s),
+                    a.px.slice(plane(i, k), s),
+                    pdx.slice_mut(plane(i, k), s),
+                )
+            };
+            for ((o, &g), &x) in dx.iter_mut().zip(g).zip(x) {
+                let xm = x.load() - mu;
+                *o = F::store((g.load() - gmean - xm * proj) * wi);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::map::testing::Owned;
+
+    #[test]
+    fn layer_norm_rows() {
+        let x = Owned::new(vec![1.0f64, 2.0, 3.0, 4.0, 4.0, 4.0], &[2, 3]);
+        let mut y = Owned::<f64>::zeros(&[2, 3]);
+        let mut mu = Owned::<f64>::zeros(&[2]);
+        let mut rs = Owned::<f64>::zeros(&[2]);
+        layer_norm(
+            &y.m(),
+            Some(&mu.m()),
+            Some(&rs.m()),
+            &x.r(),
+            None,
+            None,
+            0.0,
+        )
+        .unwrap();
+        let r = (1.5f64).sqrt();
+        assert!((y.data[0] + r).abs() < 1e-12 && y.data[1].abs() < 1e-12);
+        assert_eq!(mu.data, vec![2.0, 4.0]);
+        let g = Owned::new(vec![1.0f64; 6], &[2, 3]);
+        let mut gx = Owned::<f64>::zeros(&[2, 3]);
+        let mut gb = Owned::<f64>::zeros(&[3]);
+        let rs1 = Owned::new(vec![rs.data[0], 1.0], &[2]);
+        layer_norm_backward(
+            Some(&gx.m()),
+            None,
+            Some(&gb.m()),
+            &g.r(),
+            &x.r(),
+            &mu.r(),
+            &rs1.r(),
+            None,
+        )
+        .unwrap();
+        assert!(gx.data.iter().all(|v| v.abs() < 1e-9));
+        assert_eq!(gb.data, vec![2.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn batch_norm_training_updates_running_stats() {
+        let x = Owned::new(
+            vec![1.0f32, 3.0, 10.0, 10.0, 3.0, 5.0, 20.0, 20.0],
+            &[2, 2, 2],
+        );
+        let mut y = Owned::<f32>::zeros(&[2, 2, 2]);
+        let mut rm = Owned::new(vec![0.0f32, 0.0], &[2]);
+        let mut rv = Owned::new(vec![1.0f32, 1.0], &[2]);
+        let mut sm = Owned::<f32>::zeros(&[2]);
+        batch_norm(
+            &y.m(),
+            Some(&sm.m()),
+            None,
+            &x.r(),
+            None,
+            None,
+            Some(&rm.m()),
+            Some(&rv.m()),
+            true,
+            0.5,
+            0.0,
+        )
+        .unwrap();
+        assert_eq!(sm.data, vec![3.0, 15.0]);
+        assert_eq!(rm.data, vec![1.5, 7.5]);
+        // channel 0: values 1,3,3,5 -> biased var 2, unbiased 8/3.
+        assert!((rv.data[0] - (0.5 + 0.5 * 8.0 / 3.0)).abs() < 1e-6);
+        assert!((y.data[0] + 2.0f32.sqrt()).abs() < 1e-6);
+    }
+}

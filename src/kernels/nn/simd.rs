@@ -1,0 +1,253 @@
+//! Vectorization helpers for the row kernels: a branch-free `exp` for f32 that LLVM
+//! vectorizes, multi-lane sums and maxima, and [`multiversion!`], which compiles a row loop a
+//! second and third time with AVX2+FMA / AVX-512 enabled and picks one at run time.
+
+use crate::kernels::float::Math;
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// 0 unknown, 1 baseline, 2 AVX2+FMA, 3 AVX-512F (+AVX2+FMA).
+static LEVEL: AtomicU8 = AtomicU8::new(0);
+
+/// The widest instruction set the row kernels may use on this CPU.
+#[inline]
+pub fn level() -> u8 {
+    let l = LEVEL.load(Ordering::Relaxed);
+    if l != 0 {
+        return l;
+    }
+    let l = detect();
+    LEVEL.store(l, Ordering::Relaxed);
+    l
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> u8 {
+    if std::env::var_os("FOO_RS_NO_SIMD").is_some() {
+        1
+    } else if is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+    {
+        3
+    } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        2
+    } else {
+        1
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect() -> u8 {
+    1
+}
+
+/// Defines `fn $name<$F: $bound>(args)` that calls `$body::<$F>(args)` compiled for the best
+/// instruction set available (`$body` and everything it calls must be `#[inline(always)]`).
+#[macro_export]
+macro_rules! nn_multiversion {
+    ($vis:vis fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) => $body:ident) => {
+        $vis fn $name<$($F: $B),+>($($a: $t),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn v3<$($F: $B),+>($($a: $t),*) {
+                    $body::<$($F),+>($($a),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn v2<$($F: $B),+>($($a: $t),*) {
+                    $body::<$($F),+>($($a),*)
+                }
+                match $crate::kernels::nn::simd::level() {
+                    // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at run time).
+                    3 => return unsafe { v3::<$($F),+>($($a),*) },
+                    // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+                    2 => return unsafe { v2::<$($F),+>($($a),*) },
+                    _ => {}
+                }
+            }
+            $body::<$($F),+>($($a),*)
+        }
+    };
+}
+
+/// Math types with a vectorizable `exp`.
+pub trait FastExp: Math {
+    fn fexp(self) -> Self;
+}
+
+impl FastExp for f32 {
+    /// Cephes-style expf: range reduction by ln 2 and a degree-6 polynomial (about 1 ulp),
+    /// branch-free so that a loop over it vectorizes. NaN propagates, -inf gives 0, +inf gives inf.
+    #[inline(always)]
+    fn fexp(self) -> f32 {
+        const HI: f32 = 88.3;
+        const LO: f32 = -87.33;
+        let x = self;
+        let xc = x.clamp(LO, HI);
+        // Round x * log2(e) to nearest with the 1.5 * 2^23 trick (no SSE4.1 needed).
+        const MAGIC: f32 = 12_582_912.0;
+        let t = xc * std::f32::consts::LOG2_E + MAGIC;
+        let n = t - MAGIC;
+        let ni = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
+        let r = xc - n * 0.693_359_4 - n * -2.121_944_4e-4;
+        let z = r * r;
+        let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2)
+            * r
+            + 1.666_666_5e-1)
+            * r
+            + 0.5;
+        let y = p * z + r + 1.0;
+        let scale = f32::from_bits(((ni + 127) as u32) << 23);
+        let v = y * scale;
+        if x < LO {
+            0.0
+        } else if x > HI {
+            f32::INFINITY
+        } else {
+            v
+        }
+    }
+}
+
+impl FastExp for f64 {
+    #[inline(always)]
+    fn fexp(self) -> f64 {
+        self.exp()
+    }
+}
+
+const LANES: usize = 16;
+
+/// Sum with `LANES` independent accumulators (vectorizes; pairwise-ish rounding).
+#[inline(always)]
+pub fn sum<M: Math>(x: &[M]) -> M {
+    let mut acc = [M::zero(); LANES];
+    let chunks = x.chunks_exact(LANES);
+    let rem = chunks.remainder();
+    for c in chunks {
+        for j in 0..LANES {
+            acc[j] = acc[j] + c[j];
+        }
+    }
+    fold(acc, rem.iter().fold(M::zero(), |s, &v| s + v))
+}
+
+/// Sum of `f(x[i])`, as [`sum`].
+#[inline(always)]
+pub fn sum_map<M: Math>(x: &[M], f: impl Fn(M) -> M) -> M {
+    let mut acc = [M::zero(); LANES];
+    let chunks = x.chunks_exact(LANES);
+    let rem = chunks.remainder();
+    for c in chunks {
+        for j in 0..LANES {
+            acc[j] = acc[j] + f(c[j]);
+        }
+    }
+    fold(acc, rem.iter().fold(M::zero(), |s, &v| s + f(v)))
+}
+
+/// Sum of `f(x[i], y[i])`, as [`sum`].
+#[inline(always)]
+pub fn sum_zip<M: Math>(x: &[M], y: &[M], f: impl Fn(M, M) -> M) -> M {
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[..n], &y[..n]);
+    let mut acc = [M::zero(); LANES];
+    let full = n / LANES * LANES;
+    for (cx, cy) in x[..full]
+        .chunks_exact(LANES)
+        .zip(y[..full].chunks_exact(LANES))
+    {
+        for j in 0..LANES {
+            acc[j] = acc[j] + f(cx[j], cy[j]);
+        }
+    }
+    let mut tail = M::zero();
+    for i in full..n {
+        tail = tail + f(x[i], y[i]);
+    }
+    fold(acc, tail)
+}
+
+#[inline(always)]
+fn fold<M: Math>(mut acc: [M; LANES], tail: M) -> M {
+    let mut w = LANES;
+    while w > 1 {
+        w /= 2;
+        for j in 0..w {
+            acc[j] = acc[j] + acc[j + w];
+        }
+    }
+    acc[0] + tail
+}
+
+/// Maximum ignoring NaN (a NaN row still yields NaN later through `x - max`); -inf if empty.
+#[inline(always)]
+pub fn max<M: Math>(x: &[M]) -> M {
+    let mut acc = [M::neg_infinity(); LANES];
+    let chunks = x.chunks_exact(LANES);
+    let rem = chunks.remainder();
+    for c in chunks {
+        for j in 0..LANES {
+            acc[j] = if c[j] > acc[j] { c[j] } else { acc[j] };
+        }
+    }
+    let mut m = M::neg_infinity();
+    for &v in acc.iter().chain(rem) {
+        m = if v > m { v } else { m };
+    }
+    m
+}
+
+/// `buf[i] = exp(buf[i] - m)`, returning the sum.
+#[inline(always)]
+pub fn exp_sub_store<M: FastExp>(buf: &mut [M], m: M) -> M {
+    let mut acc = [M::zero(); LANES];
+    let mut chunks = buf.chunks_exact_mut(LANES);
+    for c in &mut chunks {
+        for j in 0..LANES {
+            let e = (c[j] - m).fexp();
+            c[j] = e;
+            acc[j] = acc[j] + e;
+        }
+    }
+    let mut tail = M::zero();
+    for v in chunks.into_remainder() {
+        let e = (*v - m).fexp();
+        *v = e;
+        tail = tail + e;
+    }
+    fold(acc, tail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_exp_accuracy() {
+        let mut worst = 0.0f64;
+        let mut x = -87.0f32;
+        while x < 88.0 {
+            let got = x.fexp() as f64;
+            let want = (x as f64).exp();
+            worst = worst.max(((got - want) / want).abs());
+            x += 0.0137;
+        }
+        assert!(worst < 3e-7, "worst relative error {worst}");
+        assert_eq!(f32::NEG_INFINITY.fexp(), 0.0);
+        assert_eq!(f32::INFINITY.fexp(), f32::INFINITY);
+        assert!(f32::NAN.fexp().is_nan());
+        assert_eq!(0.0f32.fexp(), 1.0);
+    }
+
+    #[test]
+    fn lane_sums() {
+        let v: Vec<f64> = (0..1000).map(|i| i as f64).collect();
+        assert_eq!(sum(&v), 499_500.0);
+        assert_eq!(sum_map(&v[..37], |x| 2.0 * x), 1332.0);
+        assert_eq!(sum_zip(&v[..20], &v[..20], |x, y| x * y), 2470.0);
+        assert_eq!(max(&v[..33]), 32.0);
+        assert_eq!(max::<f32>(&[]), f32::NEG_INFINITY);
+    }
+}
