@@ -450,8 +450,8 @@ fn int_binary<I: IntElem>(
             }
         }
         Mul => map2(out, a, b, |x: I, y: I| x.wrapping_mul(&y)),
-        DivTrunc => map2(out, a, b, |x: I, y: I| flag(x.div_trunc(y))),
-        DivFloor => map2(out, a, b, |x: I, y: I| flag(x.div_floor(y))),
+        DivTrunc => map2(out, a, b, |x: I, y: I| flag(x.div_trunc_torch(y))),
+        DivFloor => map2(out, a, b, |x: I, y: I| flag(x.div_floor_torch(y))),
         Remainder => map2(out, a, b, |x: I, y: I| flag(x.remainder(y))),
         Fmod => map2(out, a, b, |x: I, y: I| flag(x.fmod(y))),
         Pow => map2(out, a, b, |x: I, y: I| x.ipow(y)),

@@ -34,7 +34,7 @@ pub trait IntElem:
     }
     /// Truncating division; `None` for division by zero. MIN / -1 wraps like the hardware.
     #[inline(always)]
-    fn div_trunc(self, b: Self) -> Option<Self> {
+    fn div_trunc_torch(self, b: Self) -> Option<Self> {
         if b == Self::zero() {
             return None;
         }
@@ -42,8 +42,8 @@ pub trait IntElem:
     }
     /// Python-style floor division.
     #[inline(always)]
-    fn div_floor(self, b: Self) -> Option<Self> {
-        let q = self.div_trunc(b)?;
+    fn div_floor_torch(self, b: Self) -> Option<Self> {
+        let q = self.div_trunc_torch(b)?;
         let r = self.wrapping_sub(&q.wrapping_mul(&b));
         if Self::SIGNED && r != Self::zero() && ((r < Self::zero()) != (b < Self::zero())) {
             Some(q.wrapping_sub(&Self::one()))
@@ -134,13 +134,13 @@ mod tests {
 
     #[test]
     fn division_semantics() {
-        assert_eq!((-7i32).div_floor(2), Some(-4));
-        assert_eq!((-7i32).div_trunc(2), Some(-3));
+        assert_eq!((-7i32).div_floor_torch(2), Some(-4));
+        assert_eq!((-7i32).div_trunc_torch(2), Some(-3));
         assert_eq!((-7i32).remainder(2), Some(1));
         assert_eq!((-7i32).fmod(2), Some(-1));
         assert_eq!(7i32.remainder(-2), Some(-1));
-        assert_eq!(5u8.div_floor(0), None);
-        assert_eq!(i32::MIN.div_trunc(-1), Some(i32::MIN));
+        assert_eq!(5u8.div_floor_torch(0), None);
+        assert_eq!(i32::MIN.div_trunc_torch(-1), Some(i32::MIN));
         assert_eq!(3i64.ipow(4), 81);
         assert_eq!(2i64.ipow(-1), 0);
         assert_eq!((-1i64).ipow(-3), -1);

@@ -26,7 +26,7 @@ impl<const N: usize> Layout<N> {
             && self
                 .strides
                 .iter()
-                .all(|s| s.first().is_none_or(|&x| x == 1))
+                .all(|s| s.first().map_or(true, |&x| x == 1))
     }
 }
 

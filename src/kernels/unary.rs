@@ -157,7 +157,7 @@ fn param(p: &[Scalar], i: usize) -> Option<&Scalar> {
 }
 
 fn pf(p: &[Scalar], i: usize, default: f64) -> f64 {
-    param(p, i).map(|s| f64::from_scalar(s)).unwrap_or(default)
+    param(p, i).map(f64::from_scalar).unwrap_or(default)
 }
 
 /// Runs `op` elementwise: `out = op(a)`. `out` has `a`'s dtype, or bool for predicates.
@@ -296,7 +296,7 @@ fn float_unary<F: FloatStore>(
         Trunc => m!(|x| x.trunc()),
         Frac => m!(|x| x - x.trunc()),
         Round => {
-            let decimals = param(p, 0).map(|s| i64::from_scalar(s)).unwrap_or(0);
+            let decimals = param(p, 0).map(i64::from_scalar).unwrap_or(0);
             if decimals == 0 {
                 m!(|x| x.round_even())
             } else {
