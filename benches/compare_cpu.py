@@ -11,9 +11,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-import torch
-
 import foo_rs
+import torch
 
 
 def _sync(x: object) -> None:
@@ -58,6 +57,95 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         a = torch.randn(1_000_000)
         return lambda: a.to(dev)
 
+    def reduce_case(kind: str, n: int = 1_000_000) -> Callable[[torch.device], Callable[[], object]]:
+        def make(dev: torch.device) -> Callable[[], object]:
+            a = torch.randn(n // 1000, 1000).to(dev)
+            b = torch.randn(16).to(dev)
+            return {"sum": lambda: a.sum(), "sum16": lambda: b.sum(), "sum(dim=-1)": lambda: a.sum(-1),
+                    "sum(dim=0)": lambda: a.sum(0), "max(dim=-1)": lambda: a.max(-1),
+                    "var(dim=-1)": lambda: a.var(-1)}[kind]
+        return make
+
+    def nn_case(kind: str) -> Callable[[torch.device], Callable[[], object]]:
+        def make(dev: torch.device) -> Callable[[], object]:
+            x = torch.randn(4096, 1024).to(dev)
+            w, b = torch.randn(1024).to(dev), torch.randn(1024).to(dev)
+            return {"softmax": lambda: torch.softmax(x, -1),
+                    "layer_norm": lambda: torch.nn.functional.layer_norm(x, (1024,), w, b)}[kind]
+        return make
+
+    def mm(n: int) -> Callable[[torch.device], Callable[[], object]]:
+        def make(dev: torch.device) -> Callable[[], object]:
+            a, b = torch.randn(n, n).to(dev), torch.randn(n, n).to(dev)
+            return lambda: a @ b
+        return make
+
+    def bmm(dev: torch.device) -> Callable[[], object]:
+        a, b = torch.randn(32, 128, 128).to(dev), torch.randn(32, 128, 128).to(dev)
+        return lambda: torch.bmm(a, b)
+
+    def linear(dev: torch.device) -> Callable[[], object]:
+        x, w, b = torch.randn(256, 512).to(dev), torch.randn(512, 512).to(dev), torch.randn(512).to(dev)
+        return lambda: torch.nn.functional.linear(x, w, b)
+
+    def conv(backward: bool) -> Callable[[torch.device], Callable[[], object]]:
+        def make(dev: torch.device) -> Callable[[], object]:
+            x = torch.randn(32, 16, 32, 32).to(dev).requires_grad_(backward)
+            w = torch.randn(32, 16, 3, 3).to(dev).requires_grad_(backward)
+
+            def run() -> object:
+                y = torch.nn.functional.conv2d(x, w, padding=1)
+                if backward:
+                    y.backward(torch.ones_like(y))
+                return y
+            return run
+        return make
+
+    def pool(dev: torch.device) -> Callable[[], object]:
+        x = torch.randn(32, 32, 64, 64).to(dev)
+        return lambda: torch.nn.functional.max_pool2d(x, 2)
+
+    def rng(kind: str) -> Callable[[torch.device], Callable[[], object]]:
+        def make(dev: torch.device) -> Callable[[], object]:
+            x = torch.empty(10_000_000, device=dev)
+            return {"rand": lambda: x.uniform_(), "randn": lambda: x.normal_(),
+                    "dropout": lambda: torch.nn.functional.dropout(x, 0.5)}[kind]
+        return make
+
+    def train_step(kind: str) -> Callable[[torch.device], Callable[[], object]]:
+        from torch import nn
+
+        def make(dev: torch.device) -> Callable[[], object]:
+            torch.manual_seed(0)
+            if kind == "mlp":
+                model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+                x, y = torch.randn(128, 64), torch.randint(0, 10, (128,))
+                opt_cls = torch.optim.SGD
+            elif kind == "cnn":
+                model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                                      nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+                x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+                opt_cls = torch.optim.Adam
+            else:
+                layer = nn.TransformerEncoderLayer(128, 4, 256, dropout=0.0, batch_first=True)
+                model = nn.Sequential(nn.TransformerEncoder(layer, 2, enable_nested_tensor=False), nn.Flatten(),
+                                      nn.Linear(64 * 128, 10))
+                x, y = torch.randn(16, 64, 128), torch.randint(0, 10, (16,))
+                opt_cls = torch.optim.AdamW
+            model = model.to(dev)
+            x, y = x.to(dev), y.to(dev)
+            opt = opt_cls(model.parameters(), lr=1e-3)
+
+            def step() -> object:
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                return loss
+            return step
+        return make
+
     out = {
         "add 1 element": small_add,
         "add 1e5": elementwise(100_000),
@@ -67,6 +155,30 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "transposed add 1000x1000": transposed_add,
         "exp 1e6": unary,
         "copy CPU->device 1e6": to_device,
+        "sum of 16": reduce_case("sum16"),
+        "sum 1e6": reduce_case("sum"),
+        "sum(dim=-1) 1000x1000": reduce_case("sum(dim=-1)"),
+        "sum(dim=0) 1000x1000": reduce_case("sum(dim=0)"),
+        "max(dim=-1) 1000x1000": reduce_case("max(dim=-1)"),
+        "var(dim=-1) 1000x1000": reduce_case("var(dim=-1)"),
+        "softmax 4096x1024": nn_case("softmax"),
+        "layer_norm 4096x1024": nn_case("layer_norm"),
+        "mm 128": mm(128),
+        "mm 256": mm(256),
+        "mm 512": mm(512),
+        "mm 1024": mm(1024),
+        "mm 2048": mm(2048),
+        "bmm 32x128x128": bmm,
+        "linear 256x512->512": linear,
+        "conv2d fwd [32,16,32,32] 3x3": conv(False),
+        "conv2d fwd+bwd [32,16,32,32] 3x3": conv(True),
+        "max_pool2d [32,32,64,64]": pool,
+        "rand 1e7": rng("rand"),
+        "randn 1e7": rng("randn"),
+        "dropout 1e7": rng("dropout"),
+        "train step MLP": train_step("mlp"),
+        "train step CNN": train_step("cnn"),
+        "train step transformer": train_step("transformer"),
     }
     return out
 

@@ -19,9 +19,8 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-import torch
-
 import foo_rs
+import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(HERE, "conformance")

@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 import sys
 
+import foo_rs
 import pytest
 import torch
-
-import foo_rs
 
 sys.path.insert(0, os.path.dirname(__file__))
 

@@ -7,10 +7,9 @@ import subprocess
 import sys
 import warnings
 
+import foo_rs
 import pytest
 import torch
-
-import foo_rs
 
 # An op foo has no kernel for (special functions are not part of the native set).
 UNSUPPORTED = "aten::special_bessel_j0.out"

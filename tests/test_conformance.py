@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
-
 import conformance
+import pytest
 
 
 @pytest.mark.fallback_ok

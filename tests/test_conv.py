@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
 from helpers import FOO, assert_same, check, sample, to_foo
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]

@@ -12,7 +12,11 @@ DTYPES = ALL_REAL_DTYPES + [torch.complex64, torch.complex128, torch.uint16, tor
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_round_trip_every_dtype(dtype):
-    x = sample((3, 5), dtype) if dtype not in (torch.uint16, torch.uint32, torch.uint64) else torch.tensor(list(range(15)), dtype=dtype).reshape(3, 5)
+    x = (
+        sample((3, 5), dtype)
+        if dtype not in (torch.uint16, torch.uint32, torch.uint64)
+        else torch.tensor(list(range(15)), dtype=dtype).reshape(3, 5)
+    )
     if dtype.is_complex:
         x = torch.complex(torch.randn(3, 5), torch.randn(3, 5)).to(dtype)
     f = x.to("foo")
@@ -20,8 +24,12 @@ def test_round_trip_every_dtype(dtype):
     assert torch.equal(f.cpu(), x)
 
 
-@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.uint8, torch.bool])
-@pytest.mark.parametrize("dst", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8, torch.bool, torch.complex64])
+@pytest.mark.parametrize(
+    "src", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.uint8, torch.bool]
+)
+@pytest.mark.parametrize(
+    "dst", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8, torch.bool, torch.complex64]
+)
 def test_dtype_conversion_matches_cpu(src, dst):
     x = sample((4, 6), src, low=-100, high=100)
     assert_same(x.to("foo").to(dst), x.to(dst), atol=0, rtol=0)
@@ -89,7 +97,7 @@ def test_zero_size_and_scalar():
     assert s.dim() == 0 and s.item() == 3.5
     assert torch.tensor(7, dtype=torch.int64).to("foo").item() == 7
     assert torch.tensor(True).to("foo").item() is True
-    assert torch.tensor(2 ** 62 + 1).to("foo").item() == 2 ** 62 + 1  # no float round trip
+    assert torch.tensor(2**62 + 1).to("foo").item() == 2**62 + 1  # no float round trip
     assert torch.tensor(1 + 2j).to("foo").item() == 1 + 2j
     with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
         torch.ones(2, device="foo").item()
@@ -118,9 +126,9 @@ def test_factories_fill_zero(dtype):
 
 def test_fill_with_tensor_value_and_full_int64():
     x = torch.empty(3, device="foo", dtype=torch.int64)
-    x.fill_(torch.tensor(2 ** 40 + 3))
-    assert x.cpu().tolist() == [2 ** 40 + 3] * 3
-    assert torch.full((2,), -(2 ** 62), device="foo").cpu().tolist() == [-(2 ** 62)] * 2
+    x.fill_(torch.tensor(2**40 + 3))
+    assert x.cpu().tolist() == [2**40 + 3] * 3
+    assert torch.full((2,), -(2**62), device="foo").cpu().tolist() == [-(2**62)] * 2
 
 
 def test_views_and_metadata_ops():

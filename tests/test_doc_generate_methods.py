@@ -6,10 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import foo_rs
 import pytest
 import torch
-
-import foo_rs
 
 
 def test_doc_example():
@@ -57,7 +56,9 @@ def test_typed_storage_methods():
         assert fts.cpu().tolist() == [0.0, 1.0, 2.0]
 
 
-@pytest.mark.parametrize("dtype", foo_rs.UNSUPPORTED_DTYPES[:1] + [d for d in foo_rs.UNSUPPORTED_DTYPES if "float8" in str(d)][:1])
+@pytest.mark.parametrize(
+    "dtype", foo_rs.UNSUPPORTED_DTYPES[:1] + [d for d in foo_rs.UNSUPPORTED_DTYPES if "float8" in str(d)][:1]
+)
 def test_unsupported_dtype_storage_refused(dtype):
     # "unsupported_dtype ... indicating that the storage does not support the torch.dtype type."
     assert dtype in foo_rs.UNSUPPORTED_DTYPES

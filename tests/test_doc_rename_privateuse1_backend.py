@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
+import foo_rs
 import pytest
 import torch
-
-import foo_rs
 
 
 def test_foo_is_an_ordinary_device_string():
@@ -138,7 +137,9 @@ def test_set_rng_state_round_trip_per_device():
 def test_rng_state_is_the_generator_state():
     # The device module and the C++ generator are handles onto one Rust state.
     torch.foo.manual_seed_all(42)
-    gen = torch._C._accelerator_getDefaultGenerator(0) if torch.accelerator.current_accelerator().type == "foo" else None
+    gen = (
+        torch._C._accelerator_getDefaultGenerator(0) if torch.accelerator.current_accelerator().type == "foo" else None
+    )
     if gen is not None:
         assert gen.initial_seed() == 42
         assert torch.equal(gen.get_state(), torch.foo.get_rng_state(0))

@@ -8,16 +8,66 @@ import torch.nn.functional as F
 from helpers import FLOAT_DTYPES, INT_DTYPES, assert_same, check, layouts, sample, to_foo
 
 FLOAT_UNARY = [
-    torch.exp, torch.exp2, torch.expm1, torch.log, torch.log2, torch.log10, torch.log1p, torch.sqrt,
-    torch.rsqrt, torch.reciprocal, torch.sin, torch.cos, torch.tan, torch.tanh, torch.sigmoid, torch.erf,
-    torch.erfc, torch.asin, torch.acos, torch.atan, torch.sinh, torch.cosh, torch.asinh, torch.acosh,
-    torch.atanh, torch.neg, torch.abs, torch.sign, torch.sgn, torch.floor, torch.ceil, torch.trunc, torch.frac,
-    torch.round, torch.relu, F.silu, F.mish, F.hardsigmoid, F.hardswish, F.gelu,
-    lambda x: F.gelu(x, approximate="tanh"), F.softplus, lambda x: F.softplus(x, beta=2.0, threshold=1.0),
-    F.leaky_relu, F.elu, lambda x: F.elu(x, alpha=0.5), F.hardtanh, lambda x: torch.clamp(x, -1.0, 0.5),
-    lambda x: torch.clamp(x, min=0.1), lambda x: torch.clamp(x, max=-0.2), lambda x: torch.round(x, decimals=2),
-    torch.isnan, torch.isinf, torch.isfinite, torch.signbit, torch.isposinf, torch.isneginf, torch.logical_not,
-    torch.nan_to_num, torch.square,
+    torch.exp,
+    torch.exp2,
+    torch.expm1,
+    torch.log,
+    torch.log2,
+    torch.log10,
+    torch.log1p,
+    torch.sqrt,
+    torch.rsqrt,
+    torch.reciprocal,
+    torch.sin,
+    torch.cos,
+    torch.tan,
+    torch.tanh,
+    torch.sigmoid,
+    torch.erf,
+    torch.erfc,
+    torch.asin,
+    torch.acos,
+    torch.atan,
+    torch.sinh,
+    torch.cosh,
+    torch.asinh,
+    torch.acosh,
+    torch.atanh,
+    torch.neg,
+    torch.abs,
+    torch.sign,
+    torch.sgn,
+    torch.floor,
+    torch.ceil,
+    torch.trunc,
+    torch.frac,
+    torch.round,
+    torch.relu,
+    F.silu,
+    F.mish,
+    F.hardsigmoid,
+    F.hardswish,
+    F.gelu,
+    lambda x: F.gelu(x, approximate="tanh"),
+    F.softplus,
+    lambda x: F.softplus(x, beta=2.0, threshold=1.0),
+    F.leaky_relu,
+    F.elu,
+    lambda x: F.elu(x, alpha=0.5),
+    F.hardtanh,
+    lambda x: torch.clamp(x, -1.0, 0.5),
+    lambda x: torch.clamp(x, min=0.1),
+    lambda x: torch.clamp(x, max=-0.2),
+    lambda x: torch.round(x, decimals=2),
+    torch.isnan,
+    torch.isinf,
+    torch.isfinite,
+    torch.signbit,
+    torch.isposinf,
+    torch.isneginf,
+    torch.logical_not,
+    torch.nan_to_num,
+    torch.square,
 ]
 
 
@@ -35,9 +85,20 @@ def test_float_unary(fn, dtype):
 
 def test_unary_special_values():
     x = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 0.5, -0.5, 2.5, -2.5])
-    for fn in [torch.sign, torch.relu, torch.round, torch.floor, torch.isnan, torch.isfinite, torch.signbit,
-               torch.nan_to_num, lambda t: torch.nan_to_num(t, nan=1.0, posinf=2.0, neginf=-2.0),
-               lambda t: torch.clamp(t, -1, 1), torch.abs, torch.sgn]:
+    for fn in [
+        torch.sign,
+        torch.relu,
+        torch.round,
+        torch.floor,
+        torch.isnan,
+        torch.isfinite,
+        torch.signbit,
+        torch.nan_to_num,
+        lambda t: torch.nan_to_num(t, nan=1.0, posinf=2.0, neginf=-2.0),
+        lambda t: torch.clamp(t, -1, 1),
+        torch.abs,
+        torch.sgn,
+    ]:
         check(fn, x)
 
 
@@ -46,7 +107,15 @@ def test_int_unary(dtype):
     x = sample((7, 5), dtype, low=-50, high=50)
     fns = [torch.bitwise_not, torch.isnan, torch.isfinite, torch.logical_not]
     if dtype != torch.bool:
-        fns += [torch.floor, torch.ceil, torch.abs, torch.sign, torch.relu, lambda t: torch.clamp(t, -3, 7), torch.square]
+        fns += [
+            torch.floor,
+            torch.ceil,
+            torch.abs,
+            torch.sign,
+            torch.relu,
+            lambda t: torch.clamp(t, -3, 7),
+            torch.square,
+        ]
         if dtype != torch.uint8:
             fns.append(torch.neg)
     for fn in fns:
@@ -77,12 +146,35 @@ def test_unary_zero_size_scalar_large_out_inplace():
 
 
 BINARY = [
-    torch.add, lambda a, b: torch.add(a, b, alpha=2), torch.sub, lambda a, b: torch.sub(a, b, alpha=0.5),
-    torch.mul, torch.div, lambda a, b: torch.div(a, b, rounding_mode="floor"),
-    lambda a, b: torch.div(a, b, rounding_mode="trunc"), torch.remainder, torch.fmod, torch.maximum,
-    torch.minimum, torch.fmax, torch.fmin, torch.atan2, torch.hypot, torch.copysign, torch.xlogy,
-    torch.logaddexp, lambda a, b: torch.pow(a.abs(), b), torch.eq, torch.ne, torch.lt, torch.le, torch.gt,
-    torch.ge, torch.logical_and, torch.logical_or, torch.logical_xor,
+    torch.add,
+    lambda a, b: torch.add(a, b, alpha=2),
+    torch.sub,
+    lambda a, b: torch.sub(a, b, alpha=0.5),
+    torch.mul,
+    torch.div,
+    lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    torch.remainder,
+    torch.fmod,
+    torch.maximum,
+    torch.minimum,
+    torch.fmax,
+    torch.fmin,
+    torch.atan2,
+    torch.hypot,
+    torch.copysign,
+    torch.xlogy,
+    torch.logaddexp,
+    lambda a, b: torch.pow(a.abs(), b),
+    torch.eq,
+    torch.ne,
+    torch.lt,
+    torch.le,
+    torch.gt,
+    torch.ge,
+    torch.logical_and,
+    torch.logical_or,
+    torch.logical_xor,
 ]
 
 
@@ -103,10 +195,27 @@ def test_int_binary(dtype):
     a = sample((5, 8), dtype, low=-20, high=20)
     b = sample((5, 8), dtype, low=1, high=9, seed=4)
     b = b + (b == 0).to(dtype)  # no zero divisors
-    for fn in [torch.add, torch.sub, torch.mul, torch.maximum, torch.minimum, torch.eq, torch.lt, torch.ge,
-               lambda x, y: torch.div(x, y, rounding_mode="floor"), lambda x, y: torch.div(x, y, rounding_mode="trunc"),
-               torch.remainder, torch.fmod, torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor, torch.div,
-               lambda x, y: torch.pow(x, 2), lambda x, y: x << (y % 4), lambda x, y: x >> (y % 4)]:
+    for fn in [
+        torch.add,
+        torch.sub,
+        torch.mul,
+        torch.maximum,
+        torch.minimum,
+        torch.eq,
+        torch.lt,
+        torch.ge,
+        lambda x, y: torch.div(x, y, rounding_mode="floor"),
+        lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+        torch.remainder,
+        torch.fmod,
+        torch.bitwise_and,
+        torch.bitwise_or,
+        torch.bitwise_xor,
+        torch.div,
+        lambda x, y: torch.pow(x, 2),
+        lambda x, y: x << (y % 4),
+        lambda x, y: x >> (y % 4),
+    ]:
         check(fn, a, b)
 
 
@@ -120,9 +229,20 @@ def test_int_division_by_zero_raises():
 def test_type_promotion_and_scalars():
     i = torch.arange(6, dtype=torch.int32)
     f16 = torch.randn(6).half()
-    for fn in [lambda a, b: a + b, lambda a, b: a * 2.5, lambda a, b: a / 2, lambda a, b: 3 - a,
-               lambda a, b: a + b.double(), lambda a, b: b + 1, lambda a, b: a > 2.5, lambda a, b: a == b,
-               lambda a, b: a // 4, lambda a, b: b ** 2, lambda a, b: 2 ** a, lambda a, b: a & 3]:
+    for fn in [
+        lambda a, b: a + b,
+        lambda a, b: a * 2.5,
+        lambda a, b: a / 2,
+        lambda a, b: 3 - a,
+        lambda a, b: a + b.double(),
+        lambda a, b: b + 1,
+        lambda a, b: a > 2.5,
+        lambda a, b: a == b,
+        lambda a, b: a // 4,
+        lambda a, b: b**2,
+        lambda a, b: 2**a,
+        lambda a, b: a & 3,
+    ]:
         check(fn, i, f16, atol=1e-2, rtol=1e-2)
     check(lambda a: a + True, torch.tensor([True, False]))
     check(lambda a, b: a + b, torch.tensor([True, False]), torch.tensor([True, True]))
@@ -171,14 +291,32 @@ def test_lerp_addcmul_addcdiv():
     check(lambda x, y, z: torch.addcdiv(x, y, z + 0.5, value=-2), a, b, w)
     check(lambda x, y, z: x.clone().addcmul_(y, z), a, b, w)
     with pytest.raises(RuntimeError, match="Integer division"):
-        torch.addcdiv(torch.ones(2, dtype=torch.int64, device="foo"), torch.ones(2, dtype=torch.int64, device="foo"),
-                      torch.ones(2, dtype=torch.int64, device="foo"))
+        torch.addcdiv(
+            torch.ones(2, dtype=torch.int64, device="foo"),
+            torch.ones(2, dtype=torch.int64, device="foo"),
+            torch.ones(2, dtype=torch.int64, device="foo"),
+        )
 
 
 @pytest.mark.parametrize(
     "act",
-    [torch.relu, torch.sigmoid, torch.tanh, F.gelu, lambda x: F.gelu(x, approximate="tanh"), F.silu, F.softplus,
-     F.leaky_relu, F.hardtanh, F.hardswish, F.hardsigmoid, F.mish, torch.exp, torch.log1p, torch.sqrt],
+    [
+        torch.relu,
+        torch.sigmoid,
+        torch.tanh,
+        F.gelu,
+        lambda x: F.gelu(x, approximate="tanh"),
+        F.silu,
+        F.softplus,
+        F.leaky_relu,
+        F.hardtanh,
+        F.hardswish,
+        F.hardsigmoid,
+        F.mish,
+        torch.exp,
+        torch.log1p,
+        torch.sqrt,
+    ],
 )
 def test_activation_gradients(act):
     x = torch.randn(7, 5, dtype=torch.float64) + 0.1

@@ -8,9 +8,8 @@ import os
 import subprocess
 import sys
 
-import torch
-
 import foo_rs
+import torch
 
 
 def _py(code: str, **env: str) -> subprocess.CompletedProcess:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import foo_rs
 import pytest
 import torch
 import torch.nn.functional as F
-
-import foo_rs
 from helpers import FOO, assert_same, check, layouts, sample, to_foo
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]

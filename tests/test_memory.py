@@ -7,10 +7,9 @@ import os
 import subprocess
 import sys
 
+import foo_rs
 import pytest
 import torch
-
-import foo_rs
 
 
 def test_allocated_returns_to_baseline_and_rounds_to_size_classes():

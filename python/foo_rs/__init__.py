@@ -21,8 +21,8 @@ def _autoload() -> None:
 import torch  # noqa: E402
 
 from . import _C  # noqa: E402
-from ._accounting import fallback_counts, native_counts, native_ops, reset_op_counts
-from ._registration import BACKEND_NAME, UNSUPPORTED_DTYPES, register
+from ._accounting import fallback_counts, native_counts, native_ops, reset_op_counts  # noqa: E402
+from ._registration import BACKEND_NAME, UNSUPPORTED_DTYPES, register  # noqa: E402
 
 __version__: str = _C.__version__
 

@@ -16,19 +16,27 @@ def print_info() -> None:
     import foo_rs
 
     dev = torch.foo
-    print(f"foo_rs {foo_rs.__version__} (built against torch {_C.TORCH_BUILD_VERSION}; running torch {torch.__version__})")
-    print(f"devices: {dev.device_count()} (FOO_RS_DEVICE_COUNT), current foo:{dev.current_device()}, "
-          f"worker threads: {_C.num_threads()}, strict mode: {_C.is_strict()}")
+    print(
+        f"foo_rs {foo_rs.__version__} (built against torch {_C.TORCH_BUILD_VERSION}; running torch {torch.__version__})"
+    )
+    print(
+        f"devices: {dev.device_count()} (FOO_RS_DEVICE_COUNT), current foo:{dev.current_device()}, "
+        f"worker threads: {_C.num_threads()}, strict mode: {_C.is_strict()}"
+    )
     for i in range(dev.device_count()):
         p = dev.get_device_properties(i)
         limit = dev.get_memory_limit(i)
-        print(f"  foo:{i} {p.name}: allocated {_mib(dev.memory_allocated(i))}, reserved {_mib(dev.memory_reserved(i))}, "
-              f"limit {'none' if limit is None else _mib(limit)}, total {_mib(p.total_memory)}")
+        print(
+            f"  foo:{i} {p.name}: allocated {_mib(dev.memory_allocated(i))}, reserved {_mib(dev.memory_reserved(i))}, "
+            f"limit {'none' if limit is None else _mib(limit)}, total {_mib(p.total_memory)}"
+        )
     ops = native_ops()
     print(f"native kernels registered: {len(ops)} ATen ops")
     ran = native_counts()
     fell = fallback_counts()
-    print(f"this process: {sum(ran.values())} native calls over {len(ran)} ops; "
-          f"{sum(fell.values())} CPU-fallback calls over {len(fell)} ops")
+    print(
+        f"this process: {sum(ran.values())} native calls over {len(ran)} ops; "
+        f"{sum(fell.values())} CPU-fallback calls over {len(fell)} ops"
+    )
     for name, n in sorted(fell.items(), key=lambda kv: -kv[1]):
         print(f"  fallback {name}: {n}")

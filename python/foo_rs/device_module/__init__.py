@@ -3,13 +3,6 @@
 Registered with ``torch._register_device_module("foo", ...)`` by ``import foo_rs``.
 """
 
-from .amp import (
-    get_amp_supported_dtype,
-    get_autocast_dtype,
-    is_autocast_enabled,
-    set_autocast_dtype,
-    set_autocast_enabled,
-)
 from ._device import (
     FooDeviceProperties,
     current_device,
@@ -23,6 +16,13 @@ from ._device import (
     is_initialized,
     set_device,
     synchronize,
+)
+from .amp import (
+    get_amp_supported_dtype,
+    get_autocast_dtype,
+    is_autocast_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
 )
 from .memory import (
     empty_cache,
