@@ -63,6 +63,7 @@ enum FooUnaryOp {
   FOO_UNARY_IS_NEG_INF = 51,
   FOO_UNARY_SQUARE = 52,
   FOO_UNARY_SGN = 53,
+  FOO_UNARY_ERFINV = 54,
 };
 
 enum FooBinaryOp {

@@ -47,6 +47,7 @@ FOO_DECLARE_UNARY(atanh)
 FOO_DECLARE_UNARY(sigmoid)
 FOO_DECLARE_UNARY(erf)
 FOO_DECLARE_UNARY(erfc)
+FOO_DECLARE_UNARY(erfinv)
 // ---- unary: same dtype in and out ----------------------------------------------------------
 FOO_DECLARE_UNARY(neg)
 FOO_DECLARE_UNARY(abs)

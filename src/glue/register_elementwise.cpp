@@ -80,6 +80,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "erf_", ops::erf_);
   FOO_IMPL(m, "erf.out", ops::erf_out);
   FOO_IMPL(m, "erfc", ops::erfc);
+  FOO_IMPL(m, "erfinv", ops::erfinv);
+  FOO_IMPL(m, "erfinv_", ops::erfinv_);
+  FOO_IMPL(m, "erfinv.out", ops::erfinv_out);
   FOO_IMPL(m, "erfc_", ops::erfc_);
   FOO_IMPL(m, "erfc.out", ops::erfc_out);
   FOO_IMPL(m, "neg", ops::neg);

@@ -75,10 +75,11 @@ pub enum UnaryOp {
     IsNegInf = 51,
     Square = 52,
     Sgn = 53,
+    Erfinv = 54,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 54] = {
+    pub const ALL: [UnaryOp; 55] = {
         use UnaryOp::*;
         [
             Neg,
@@ -135,6 +136,7 @@ impl UnaryOp {
             IsNegInf,
             Square,
             Sgn,
+            Erfinv,
         ]
     };
 
@@ -199,6 +201,42 @@ fn predicate<T: Element>(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResu
         Signbit => map1(out, a, |x: T| x.to_i64() < 0),
         _ => unreachable!("not a predicate"),
     }
+}
+
+/// Inverse error function: Giles' single-precision approximation ("Approximating the erfinv
+/// function", GPU Computing Gems, 2011) refined by two Newton steps on erf, for f64 accuracy.
+pub fn erfinv(y: f64) -> f64 {
+    if y.is_nan() || !(-1.0..=1.0).contains(&y) {
+        return f64::NAN;
+    }
+    if y == 1.0 {
+        return f64::INFINITY;
+    }
+    if y == -1.0 {
+        return f64::NEG_INFINITY;
+    }
+    let w = -((1.0 - y) * (1.0 + y)).ln();
+    let mut x = if w < 5.0 {
+        let w = w - 2.5;
+        let mut p = 2.810_226_36e-08;
+        for c in [3.432_739_39e-07, -3.523_387_7e-06, -4.391_506_54e-06, 0.000_218_580_87, -0.001_253_725_03, -0.004_177_681_64, 0.246_640_727, 1.501_409_41] {
+            p = c + p * w;
+        }
+        p * y
+    } else {
+        let w = w.sqrt() - 3.0;
+        let mut p = -0.000_200_214_257;
+        for c in [0.000_100_950_558, 0.001_349_343_22, -0.003_673_428_44, 0.005_739_507_73, -0.007_622_461_3, 0.009_438_870_47, 1.001_674_06, 2.832_976_82] {
+            p = c + p * w;
+        }
+        p * y
+    };
+    // Newton: f(x) = erf(x) - y, f'(x) = 2/sqrt(pi) * exp(-x^2).
+    for _ in 0..2 {
+        let err = libm::erf(x) - y;
+        x -= err / (std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp());
+    }
+    x
 }
 
 #[inline(always)]
@@ -291,6 +329,7 @@ fn float_unary<F: FloatStore>(
         }
         Erf => m!(|x| x.erf()),
         Erfc => m!(|x| x.erfc()),
+        Erfinv => m!(|x| Mf::<F>::from_f64c(erfinv(x.to_f64c()))),
         Floor => m!(|x| x.floor()),
         Ceil => m!(|x| x.ceil()),
         Trunc => m!(|x| x.trunc()),
@@ -469,6 +508,15 @@ mod tests {
         let mut ho = Owned::<half::f16>::zeros(&[1]);
         unary(UnaryOp::Exp, &ho.m(), &h.r(), &[]).unwrap();
         assert_eq!(ho.data[0], half::f16::from_f32(0.5f32.exp()));
+    }
+
+    #[test]
+    fn erfinv_inverts_erf() {
+        for &y in &[-0.999, -0.5, -1e-8, 0.0, 0.3, 0.9, 0.999_999] {
+            assert!((libm::erf(erfinv(y)) - y).abs() < 1e-14, "{y}");
+        }
+        assert!(erfinv(1.5).is_nan());
+        assert_eq!(erfinv(1.0), f64::INFINITY);
     }
 
     #[test]
