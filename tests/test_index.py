@@ -263,7 +263,7 @@ def test_setitem_patterns():
         t[idx([0, 2], d)] = 7.0
         t[:, idx([1], d)] = t[:, idx([0], d)]
         t[t < -1] = 0.5
-        t[idx([[1], [2]], d), idx([0, 3], d)] = torch.tensor([1.0, 2.0], device=d)
+        t[idx([[1], [2]], d), idx([0, 3], d)] = torch.linspace(0, 1, 5, device=d)
         t[torch.tensor([True, False, True], device=d)] = -3.0
         t[idx([0, 1], d), :, idx([2, 0], d)] += 1
         return t
@@ -627,5 +627,5 @@ def test_print_large_tensor_uses_native_indexing():
     after = foo_rs.fallback_counts()
     new = {k for k, v in after.items() if v != before.get(k, 0)}
     assert new <= OTHER_FAMILIES, f"fallbacks outside other families: {new - OTHER_FAMILIES}"
-    assert s == str(x.cpu()).replace(")", ", device='foo:0')", 0) or "device='foo:0'" in s
+    assert s.replace(", device='foo:0'", "") == str(x.cpu())
     assert "..." in s and "..." in s_int
