@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <limits>
 #include <sstream>
+#include <string_view>
 
 #include "ops_index.h"
 
@@ -344,6 +345,10 @@ void check_index_source(const at::Tensor& self, int64_t dim, const at::Tensor& i
                         const char* name) {
   const int64_t n = index.numel();
   const int64_t src_n = source.dim() == 0 ? 1 : source.size(dim);
+  if (std::string_view(name) == "index_add_") {
+    TORCH_CHECK(n == src_n, name, "(): Number of indices (", n, ") should be equal to source.size(dim): (", src_n,
+                "), for dim: ", dim);
+  }
   TORCH_CHECK_INDEX(n == src_n, name, "(): Number of indices (", n, ") should be equal to source.size(dim) (", src_n,
                     ")");
   const bool scalars = self.dim() <= 1 && source.dim() <= 1;
@@ -512,6 +517,36 @@ at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor
 at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
   at::Tensor out = at::empty({0}, self.options());
   return take_out(self, index, out);
+}
+
+at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
+  check_supported_dtype(self.scalar_type(), "put_");
+  TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "put_(): self and source expected to have the same dtype, but got self.dtype = ", self.scalar_type(),
+              " and source.dtype = ", source.scalar_type());
+  TORCH_CHECK_INDEX(source.numel() == index.numel(),
+                    "put_(): Expected source and index to have the same number of elements, but got source.numel() = ",
+                    source.numel(), ", index.numel() = ", index.numel());
+  TORCH_CHECK_INDEX(!(self.numel() == 0 && index.numel() != 0), "put_(): Tried to put elements into an empty tensor");
+  at::assert_no_internal_overlap(self);
+  at::assert_no_overlap(self, index);
+  at::assert_no_overlap(self, source);
+  if (index.numel() == 0) return self;
+  // Indices address self in row-major order: work on a contiguous buffer when self is strided.
+  at::Tensor flat = self.is_contiguous() ? self.view({-1}) : self.contiguous().view({-1});
+  const at::Tensor i = idx::long_index(index, self.device());
+  const at::Tensor src = source.device() == self.device() ? source : source.to(self.device());
+  const size_t nd = static_cast<size_t>(i.dim());
+  {
+    const c10::DeviceGuard guard(self.device());
+    scatter_call(view(flat, i.sizes(), std::vector<int64_t>(nd, 0)), view(src.reshape(i.sizes()), i.sizes(), strides_of(src.reshape(i.sizes()), nd, -1)),
+                 view(i, i.sizes(), strides_of(i, nd, -1)), flat.numel(), 1, 0, FOO_BOUNDS_TAKE,
+                 accumulate ? FOO_REDUCE_ADD : FOO_REDUCE_ASSIGN, std::nullopt, OutOfRange::IndexError, "put_");
+  }
+  if (!self.is_contiguous()) self.copy_(flat.view(self.sizes()));
+  return self;
 }
 
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool /*sparse_grad*/,

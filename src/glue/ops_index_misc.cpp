@@ -276,7 +276,7 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     double size_d = 0;
     if constexpr (std::is_same_v<scalar_t, int64_t>) {
       const int64_t sgn = (xstep > 0) - (xstep < 0);
-      size_d = std::ceil(static_cast<double>(xend - xstart + xstep - sgn) / static_cast<double>(xstep));
+      size_d = std::ceil(static_cast<double>((xend - xstart + xstep - sgn) / xstep));  // integer division, as ATen
     } else {
       size_d = std::ceil((end.to<double>() - start.to<double>()) / step.to<double>());
     }
@@ -284,7 +284,7 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     TORCH_CHECK(std::isfinite(static_cast<double>(xstart)) && std::isfinite(static_cast<double>(xend)),
                 "unsupported range: ", xstart, " -> ", xend);
     TORCH_CHECK(((xstep > 0) && (xend >= xstart)) || ((xstep < 0) && (xend <= xstart)),
-                "upper bound and larger bound inconsistent with step sign");
+                "upper bound and lower bound inconsistent with step sign");
     TORCH_CHECK(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()),
                 "invalid size, possible overflow?");
     size = static_cast<int64_t>(size_d);

@@ -6,6 +6,11 @@
 
 namespace foo {
 
+namespace ops {
+// ops_index.cpp (declared here to keep the shared glue headers, and so every object's cache key, stable).
+at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate);
+}  // namespace ops
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // advanced indexing
   FOO_IMPL(m, "index.Tensor", ops::index);
@@ -15,6 +20,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "index_select.out", ops::index_select_out);
   FOO_IMPL(m, "take", ops::take);
   FOO_IMPL(m, "take.out", ops::take_out);
+  FOO_IMPL(m, "put_", ops::put_);
   FOO_IMPL(m, "gather", ops::gather);
   FOO_IMPL(m, "gather.out", ops::gather_out);
   FOO_IMPL(m, "scatter.src", ops::scatter_src);
