@@ -325,40 +325,74 @@ pub fn index_scatter(
     let plan = Plan::new(dst, src, idx);
     let (d, s) = (Addr::of(dst.ptr), Addr::of(src.ptr));
     match reduce {
-        Reduce::Assign => {
-            crate::by_size!(dst.dtype.size(), T => plan.run::<T>(d, s, idx, bounds, &|p: *mut T, v: T| {
-                // SAFETY: `p` is an in-bounds destination element owned by this thread's columns.
-                unsafe { *p = v }
-            }))
-        }
-        Reduce::Add => crate::dispatch_all!(dst.dtype, T => {
-            let a = alpha.map(T::from_scalar).filter(|a| *a != T::from_i64(1));
-            plan.run::<T>(d, s, idx, bounds, &|p: *mut T, v: T| {
-                let v = match a {
-                    Some(a) => v.acc_mul(a),
-                    None => v,
-                };
-                // SAFETY: as for Assign.
-                unsafe { *p = (*p).acc_add(v) }
-            })
+        Reduce::Assign => crate::by_size!(dst.dtype.size(), T => {
+            plan.run::<T>(d, s, idx, bounds, &Op(|_: T, v: T| v))
         }),
-        Reduce::Mul => {
-            crate::dispatch_all!(dst.dtype, T => plan.run::<T>(d, s, idx, bounds, &|p: *mut T, v: T| {
-                // SAFETY: as for Assign.
-                unsafe { *p = (*p).acc_mul(v) }
-            }))
+        Reduce::Add => crate::dispatch_all!(dst.dtype, T => {
+            match alpha.map(T::from_scalar).filter(|a| *a != T::from_i64(1)) {
+                Some(a) => plan.run::<T>(d, s, idx, bounds, &Op(move |x: T, v: T| x.acc_add(v.acc_mul(a)))),
+                None => plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_add(v))),
+            }
+        }),
+        Reduce::Mul => crate::dispatch_all!(dst.dtype, T => {
+            plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_mul(v)))
+        }),
+        Reduce::Max => crate::dispatch_all!(dst.dtype, T => {
+            plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_max(v)))
+        }),
+        Reduce::Min => crate::dispatch_all!(dst.dtype, T => {
+            plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_min(v)))
+        }),
+    }
+}
+
+/// A scatter's element operation applied to whole rows (one dynamic call per row; the loops
+/// are monomorphic in the operation).
+trait RowOp<T>: Sync {
+    /// `dst[k * ds] = f(dst[k * ds], src[k * ss])` for `k < len`.
+    ///
+    /// # Safety
+    /// The rows must be valid, dst elements owned by the caller.
+    unsafe fn strided(&self, dst: *mut T, ds: isize, src: *const T, ss: isize, len: usize);
+    /// `dst[offs[k]] = f(dst[offs[k]], src[k * ss])`, in order of k.
+    ///
+    /// # Safety
+    /// As `strided`.
+    unsafe fn scattered(&self, dst: *mut T, offs: &[isize], src: *const T, ss: isize);
+}
+
+struct Op<F>(F);
+
+impl<T: Copy, F: Fn(T, T) -> T + Sync> RowOp<T> for Op<F> {
+    #[inline]
+    unsafe fn strided(&self, dst: *mut T, ds: isize, src: *const T, ss: isize, len: usize) {
+        // SAFETY: caller's contract.
+        unsafe {
+            if ds == 1 && ss == 1 {
+                let (d, s) = (
+                    std::slice::from_raw_parts_mut(dst, len),
+                    std::slice::from_raw_parts(src, len),
+                );
+                for (d, &s) in d.iter_mut().zip(s) {
+                    *d = (self.0)(*d, s);
+                }
+            } else {
+                for k in 0..len as isize {
+                    let p = dst.offset(k * ds);
+                    *p = (self.0)(*p, *src.offset(k * ss));
+                }
+            }
         }
-        Reduce::Max => {
-            crate::dispatch_all!(dst.dtype, T => plan.run::<T>(d, s, idx, bounds, &|p: *mut T, v: T| {
-                // SAFETY: as for Assign.
-                unsafe { *p = (*p).acc_max(v) }
-            }))
-        }
-        Reduce::Min => {
-            crate::dispatch_all!(dst.dtype, T => plan.run::<T>(d, s, idx, bounds, &|p: *mut T, v: T| {
-                // SAFETY: as for Assign.
-                unsafe { *p = (*p).acc_min(v) }
-            }))
+    }
+
+    #[inline]
+    unsafe fn scattered(&self, dst: *mut T, offs: &[isize], src: *const T, ss: isize) {
+        for (k, &o) in offs.iter().enumerate() {
+            // SAFETY: caller's contract.
+            unsafe {
+                let p = dst.offset(o);
+                *p = (self.0)(*p, *src.offset(k as isize * ss));
+            }
         }
     }
 }
@@ -404,13 +438,15 @@ impl Plan {
         s: Addr,
         idx: &[Indexer],
         bounds: Bounds,
-        f: &(dyn Fn(*mut T, T) + Sync),
+        op: &dyn RowOp<T>,
     ) -> FooResult<()> {
         let ptrs: Vec<Addr> = idx.iter().map(|i| Addr::of(i.index.ptr)).collect();
         let nops = 2 + idx.len();
         let (ncol, nseq) = (self.col.numel(), self.seq.numel());
         let ci: Vec<isize> = (0..nops).map(|op| self.col.inner_stride(op)).collect();
         let qi: Vec<isize> = (0..nops).map(|op| self.seq.inner_stride(op)).collect();
+        // Whether the indices are constant along a column row (then one lookup per row).
+        let row_const = ci[2..].iter().all(|&x| x == 0);
         let err = FirstError::default();
         parallel_for(ncol, (GRAIN / nseq.max(1)).max(1), &|cs, ce| {
             // This chunk's column rows: offsets per operand, length, linear position.
@@ -421,26 +457,47 @@ impl Plan {
                 row_offs.extend_from_slice(off);
                 true
             });
-            let mut q_offs = vec![0isize; nops];
+            let mut base = vec![0isize; nops];
+            let mut offs: Vec<isize> = Vec::new();
             self.seq.for_each_row(0, nseq, &mut |qoff, qlen, qpos| {
                 for qt in 0..qlen as isize {
-                    for (op, o) in q_offs.iter_mut().enumerate() {
-                        *o = qoff[op] + qt * qi[op];
-                    }
                     for &(r, len, pos) in &rows {
-                        let ro = &row_offs[r..r + nops];
-                        for t in 0..len as isize {
-                            let at = |op: usize| ro[op] + q_offs[op] + t * ci[op];
-                            match indexed(at(0), idx, &ptrs, |k| at(2 + k), bounds) {
-                                // SAFETY: `p` addresses an in-bounds dst element (checked index;
-                                // column dims owned by this chunk); `at(1)` an element of src.
-                                Ok(p) => f(d.at::<T>(p), unsafe { *s.at::<T>(at(1)) }),
+                        for (op, b) in base.iter_mut().enumerate() {
+                            *b = row_offs[r + op] + qoff[op] + qt * qi[op];
+                        }
+                        let at_err = |t: usize| (qpos + qt as usize) * ncol + pos + t;
+                        if row_const {
+                            match indexed(base[0], idx, &ptrs, |k| base[2 + k], bounds) {
+                                // SAFETY: an in-bounds dst row (checked index; column dims owned by
+                                // this chunk) and a src row of the layout.
+                                Ok(p) => unsafe {
+                                    op.strided(d.at(p), ci[0], s.at(base[1]), ci[1], len)
+                                },
                                 Err(m) => {
-                                    err.record((qpos + qt as usize) * ncol + pos + t as usize, m);
+                                    err.record(at_err(0), m);
+                                    return false;
+                                }
+                            }
+                            continue;
+                        }
+                        offs.clear();
+                        for t in 0..len as isize {
+                            match indexed(
+                                base[0] + t * ci[0],
+                                idx,
+                                &ptrs,
+                                |k| base[2 + k] + t * ci[2 + k],
+                                bounds,
+                            ) {
+                                Ok(p) => offs.push(p),
+                                Err(m) => {
+                                    err.record(at_err(t as usize), m);
                                     return false;
                                 }
                             }
                         }
+                        // SAFETY: checked dst offsets of elements owned by this chunk; src row.
+                        unsafe { op.scattered(d.at(0), &offs, s.at(base[1]), ci[1]) };
                     }
                 }
                 true
@@ -562,12 +619,20 @@ mod tests {
             ..dst.m()
         };
         let i = indexer(&ix, &[3], &[1], 3, 1);
-        index_scatter(&d, &src.r(), &[i.clone()], bounds(false), Reduce::Mul, None).unwrap();
+        index_scatter(
+            &d,
+            &src.r(),
+            std::slice::from_ref(&i),
+            bounds(false),
+            Reduce::Mul,
+            None,
+        )
+        .unwrap();
         assert_eq!(dst.data, vec![6, 1, 4]);
         index_scatter(
             &d,
             &src.r(),
-            &[i.clone()],
+            std::slice::from_ref(&i),
             bounds(false),
             Reduce::Add,
             Some(&Scalar::from_i64(2)),

@@ -188,7 +188,11 @@ pub struct FirstError(Mutex<Option<(usize, String)>>);
 impl FirstError {
     pub fn record(&self, pos: usize, msg: String) {
         let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if g.as_ref().is_none_or(|(p, _)| pos < *p) {
+        let earlier = match g.as_ref() {
+            None => true,
+            Some((p, _)) => pos < *p,
+        };
+        if earlier {
             *g = Some((pos, msg));
         }
     }

@@ -233,6 +233,9 @@ pub fn topk(
     })
 }
 
+/// Arranges a row's (value, position) pairs in place.
+type Order<'a, T> = dyn Fn(&mut Vec<(T, i64)>) + Sync + 'a;
+
 /// For every row: loads the `n` elements with their positions, lets `order` arrange them, and
 /// writes the first `k` to the outputs.
 #[allow(clippy::too_many_arguments)]
@@ -244,7 +247,7 @@ fn per_row<T: SortKey>(
     src: &TensorRef,
     n: usize,
     k: usize,
-    order: &(dyn Fn(&mut Vec<(T, i64)>) + Sync),
+    order: &Order<'_, T>,
 ) {
     let (v, ix, s) = (
         Addr::of(values.ptr),
