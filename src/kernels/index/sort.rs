@@ -223,6 +223,22 @@ pub fn topk(
                 let o = if largest { b.0.key_cmp(&a.0) } else { a.0.key_cmp(&b.0) };
                 o.then(a.1.cmp(&b.1))
             };
+            if k * 16 <= buf.len() {
+                // Small k: one pass keeping the k best in order (most elements are rejected by
+                // one comparison with the current k-th best).
+                let mut best: Vec<(T, i64)> = Vec::with_capacity(k + 1);
+                for e in buf.iter() {
+                    if best.len() == k && cmp(e, &best[k - 1]) != std::cmp::Ordering::Less {
+                        continue;
+                    }
+                    let at = best.partition_point(|b| cmp(b, e) == std::cmp::Ordering::Less);
+                    best.insert(at, *e);
+                    best.truncate(k);
+                }
+                buf.clear();
+                buf.extend_from_slice(&best);
+                return;
+            }
             if k < buf.len() {
                 buf.select_nth_unstable_by(k - 1, cmp);
                 buf.truncate(k);
@@ -308,6 +324,29 @@ mod tests {
         sort(&v.m(), &i.m(), &src.r(), 0, false).unwrap();
         assert_eq!(v.data, vec![1, 0, 2, 1, 3, 5]);
         assert_eq!(i.data, vec![2, 2, 1, 0, 0, 1]);
+    }
+
+    #[test]
+    fn topk_small_k_matches_full_sort() {
+        let n = 1000;
+        let data: Vec<i32> = (0..n).map(|i| ((i * 7919) % 101) as i32).collect();
+        let src = Owned::new(data.clone(), &[n]);
+        for largest in [true, false] {
+            let mut v = Owned::<i32>::zeros(&[5]);
+            let mut i = Owned::<i64>::zeros(&[5]);
+            topk(&v.m(), &i.m(), &src.r(), 5, 0, largest).unwrap();
+            let mut all: Vec<(i32, i64)> = data.iter().copied().zip(0..).collect();
+            all.sort_by(|a, b| {
+                if largest {
+                    b.0.cmp(&a.0)
+                } else {
+                    a.0.cmp(&b.0)
+                }
+                .then(a.1.cmp(&b.1))
+            });
+            assert_eq!(v.data, all[..5].iter().map(|x| x.0).collect::<Vec<_>>());
+            assert_eq!(i.data, all[..5].iter().map(|x| x.1).collect::<Vec<_>>());
+        }
     }
 
     #[test]
