@@ -5,15 +5,31 @@ from __future__ import annotations
 import re
 import warnings
 
+import foo_rs
 import pytest
 import torch
 import torch.nn.functional as F
 from helpers import ALL_REAL_DTYPES, FOO, assert_same, check, layouts, sample, to_foo
 
-import foo_rs
-
-MOVE_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.uint8, torch.bool]
-ACC_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.uint8]
+MOVE_DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.uint8,
+    torch.bool,
+]
+ACC_DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.uint8,
+]
 
 
 def idx(values, device="cpu", dtype=torch.int64):
@@ -31,14 +47,22 @@ def raises_like_cpu(fn, *args):
 
 def grad_check(fn, *args):
     """Gradients of fn (w.r.t. every float tensor argument) match CPU's."""
-    cpu_args = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
-    foo_args = [to_foo(a.detach()).requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else to_foo(a) for a in args]
+    cpu_args = [
+        a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+        for a in args
+    ]
+    foo_args = [
+        to_foo(a.detach()).requires_grad_()
+        if isinstance(a, torch.Tensor) and a.is_floating_point()
+        else to_foo(a)
+        for a in args
+    ]
     out_c = fn(*cpu_args)
     g = sample(out_c.shape, out_c.dtype, seed=7)
     out_c.backward(g)
     out_f = fn(*foo_args)
     out_f.backward(to_foo(g))
-    for a, b in zip(foo_args, cpu_args):
+    for a, b in zip(foo_args, cpu_args, strict=True):
         if isinstance(b, torch.Tensor) and b.requires_grad:
             assert_same(a.grad, b.grad)
 
@@ -76,9 +100,13 @@ def test_cat_promotion_empty_and_out():
 
 
 def test_cat_errors():
-    raises_like_cpu(lambda x, y: torch.cat([x, y]), sample((2, 3), torch.float32), sample((2, 4), torch.float32))
+    raises_like_cpu(
+        lambda x, y: torch.cat([x, y]), sample((2, 3), torch.float32), sample((2, 4), torch.float32)
+    )
     raises_like_cpu(lambda x: torch.cat([x, x]), torch.tensor(1.0))
-    raises_like_cpu(lambda x, y: torch.cat([x, y]), sample((2, 3), torch.float32), sample((2, 3, 1), torch.float32))
+    raises_like_cpu(
+        lambda x, y: torch.cat([x, y]), sample((2, 3), torch.float32), sample((2, 3, 1), torch.float32)
+    )
 
 
 def test_cat_many_and_large():
@@ -97,7 +125,11 @@ def test_stack_uses_cat():
 
 
 def test_cat_grad():
-    grad_check(lambda x, y: torch.cat([x, y, x], dim=1), sample((3, 2), torch.float32, seed=1), sample((3, 4), torch.float32))
+    grad_check(
+        lambda x, y: torch.cat([x, y, x], dim=1),
+        sample((3, 2), torch.float32, seed=1),
+        sample((3, 4), torch.float32),
+    )
 
 
 # ---- index_select / embedding ------------------------------------------------------------
@@ -107,7 +139,7 @@ def test_cat_grad():
 def test_index_select_dtypes(dtype):
     x = sample((5, 4, 3), dtype)
     for dim in range(3):
-        check(lambda t, i: torch.index_select(t, dim, i), x, idx([2, 0, 2, 1]))
+        check(lambda t, i, dim=dim: torch.index_select(t, dim, i), x, idx([2, 0, 2, 1]))
     check(lambda t, i: t.index_select(1, i), x, idx([3, 1], dtype=torch.int32))
 
 
@@ -129,7 +161,11 @@ def test_index_select_edge_cases():
     torch.index_select(to_foo(x), 1, idx([2, 0], FOO), out=out)
     assert_same(out, x.index_select(1, idx([2, 0])))
     big = sample((2000, 64), torch.float32)
-    check(lambda t, i: t.index_select(0, i), big, torch.randint(0, 2000, (3000,), generator=torch.Generator().manual_seed(0)))
+    check(
+        lambda t, i: t.index_select(0, i),
+        big,
+        torch.randint(0, 2000, (3000,), generator=torch.Generator().manual_seed(0)),
+    )
 
 
 def test_index_select_errors():
@@ -148,7 +184,9 @@ def test_embedding_forward_backward():
     check(lambda w, i: F.embedding(i, w), w, i)
     grad_check(lambda w: F.embedding(to_foo(i) if w.device.type == "foo" else i, w), w)
     grad_check(lambda w: F.embedding(to_foo(i) if w.device.type == "foo" else i, w, padding_idx=1), w)
-    grad_check(lambda w: F.embedding(to_foo(i) if w.device.type == "foo" else i, w, scale_grad_by_freq=True), w)
+    grad_check(
+        lambda w: F.embedding(to_foo(i) if w.device.type == "foo" else i, w, scale_grad_by_freq=True), w
+    )
 
 
 def test_index_select_grad():
@@ -199,7 +237,9 @@ def test_index_layouts(name):
 def test_index_cpu_indices_and_zero_size():
     x = to_foo(sample((4, 3), torch.float32))
     assert_same(x[idx([1, 3])], x.cpu()[idx([1, 3])])  # CPU index on a foo tensor
-    assert_same(x[torch.tensor([True, False, False, True])], x.cpu()[torch.tensor([True, False, False, True])])
+    assert_same(
+        x[torch.tensor([True, False, False, True])], x.cpu()[torch.tensor([True, False, False, True])]
+    )
     check(lambda t, i: t[i], torch.empty(0, 3), idx([], dtype=torch.int64))
     check(lambda t: t[t > 100], sample((4, 3), torch.float32))
 
@@ -305,7 +345,7 @@ def test_gather(dtype):
     for dim in range(3):
         shape = [2, 3, 2]
         i = torch.randint(0, x.shape[dim], shape, generator=g)
-        check(lambda t, i: torch.gather(t, dim, i), x, i)
+        check(lambda t, i, dim=dim: torch.gather(t, dim, i), x, i)
     check(lambda t, i: torch.gather(t, -1, i), x, idx([[[0]]]))
     check(lambda t, i: torch.gather(t, 0, i), torch.tensor(3.0).to(dtype), torch.tensor(0))
 
@@ -338,7 +378,14 @@ def test_scatter_variants(dtype):
     check(lambda t, i, s: t.scatter_add(1, i.t()[:4, :2], s.t()), x, i, src)
     for reduce in ["sum", "prod", "amax", "amin", "mean"]:
         for include_self in [True, False]:
-            check(lambda t, i, s: t.scatter_reduce(0, i, s, reduce, include_self=include_self), x, i, src)
+            check(
+                lambda t, i, s, reduce=reduce, include_self=include_self: t.scatter_reduce(
+                    0, i, s, reduce, include_self=include_self
+                ),
+                x,
+                i,
+                src,
+            )
 
 
 def test_scatter_out_inplace_and_errors():
@@ -368,7 +415,11 @@ def test_gather_scatter_grad():
     x = sample((4, 5), torch.float64)
     i = idx([[0, 1, 2], [3, 3, 1]])
     grad_check(lambda t, s: t.scatter_add(1, i.to(t.device), s), x, sample((2, 3), torch.float64, seed=2))
-    grad_check(lambda t, s: t.scatter(1, idx([[0, 1, 2], [3, 2, 1]], t.device), s), x, sample((2, 3), torch.float64, seed=2))
+    grad_check(
+        lambda t, s: t.scatter(1, idx([[0, 1, 2], [3, 2, 1]], t.device), s),
+        x,
+        sample((2, 3), torch.float64, seed=2),
+    )
 
 
 # ---- index_add / index_copy / index_fill / take ------------------------------------------
@@ -398,7 +449,9 @@ def test_index_add_large_and_errors():
 def test_index_copy_fill_take():
     x, s = sample((5, 4), torch.float32), sample((3, 4), torch.float32, seed=3)
     check(lambda t, i, s: t.index_copy(0, i, s), x, idx([4, 0, 2]), s)
-    check(lambda t, i, s: t.t().clone().index_copy_(0, i, s), x, idx([3, 1]), sample((5, 2), torch.float32).t())
+    check(
+        lambda t, i, s: t.t().clone().index_copy_(0, i, s), x, idx([3, 1]), sample((5, 2), torch.float32).t()
+    )
     raises_like_cpu(lambda t, i, s: t.index_copy(0, i, s), x, idx([5, 0, 1]), s)
     check(lambda t, i: t.clone().index_fill_(1, i, -2.5), x, idx([0, -1]))
     check(lambda t, i: t.clone().index_fill_(0, i, torch.tensor(4.0)), x, idx([2]))
@@ -409,8 +462,18 @@ def test_index_copy_fill_take():
     raises_like_cpu(lambda t, i: torch.take(t, i), x, idx([20]))
     src = sample((2, 2), torch.float32, seed=6)
     for acc in (False, True):
-        check(lambda t, i, s: t.clone().put_(i, s, accumulate=acc), x, idx([[0, 19], [-1, 0 if acc else 5]]), src)
-        check(lambda t, i, s: t.t().clone().t().put_(i, s, accumulate=acc), x, idx([[3, 7], [0, 1]]), src)
+        check(
+            lambda t, i, s, acc=acc: t.clone().put_(i, s, accumulate=acc),
+            x,
+            idx([[0, 19], [-1, 0 if acc else 5]]),
+            src,
+        )
+        check(
+            lambda t, i, s, acc=acc: t.t().clone().t().put_(i, s, accumulate=acc),
+            x,
+            idx([[3, 7], [0, 1]]),
+            src,
+        )
     raises_like_cpu(lambda t, i, s: t.clone().put_(i, s), x, idx([20]), src[0, :1])
     raises_like_cpu(lambda t, i, s: t.clone().put_(i, s), x, idx([1, 2]), src[0, :1])
 
@@ -439,7 +502,11 @@ def test_masked_select_large_and_grad():
 
 @pytest.mark.parametrize("dtype", ALL_REAL_DTYPES + [torch.complex64])
 def test_nonzero(dtype):
-    x = sample((5, 4, 3), dtype) if dtype != torch.complex64 else torch.randn(5, 4, 3, dtype=dtype).masked_fill(torch.rand(5, 4, 3) > 0.5, 0)
+    x = (
+        sample((5, 4, 3), dtype)
+        if dtype != torch.complex64
+        else torch.randn(5, 4, 3, dtype=dtype).masked_fill(torch.rand(5, 4, 3) > 0.5, 0)
+    )
     check(torch.nonzero, x)
     check(lambda t: torch.nonzero(t, as_tuple=True), x)
     check(torch.nonzero, x.transpose(0, 2))
@@ -466,7 +533,9 @@ def test_masked_scatter():
     check(lambda t, m, s: t.clone().masked_scatter_(m, s), x, m, src)
     check(lambda t, m, s: t.masked_scatter(m, s), x, m[1], src.view(5, 6))
     check(lambda t, m, s: t.t().clone().masked_scatter_(m.t(), s), x, m, src)
-    raises_like_cpu(lambda t, m, s: t.clone().masked_scatter_(m, s), x, torch.ones(4, 5, dtype=torch.bool), src[:3])
+    raises_like_cpu(
+        lambda t, m, s: t.clone().masked_scatter_(m, s), x, torch.ones(4, 5, dtype=torch.bool), src[:3]
+    )
 
 
 # ---- sort / topk -----------------------------------------------------------------------------
@@ -477,7 +546,7 @@ def test_sort_stable(dtype):
     x = sample((6, 40), dtype, low=-3, high=3)  # many ties
     for dim in (0, 1, -1):
         for desc in (False, True):
-            check(lambda t: torch.sort(t, dim=dim, descending=desc, stable=True), x)
+            check(lambda t, dim=dim, desc=desc: torch.sort(t, dim=dim, descending=desc, stable=True), x)
     check(lambda t: torch.sort(t.t(), dim=0, stable=True), x)
     check(lambda t: torch.argsort(t, dim=1, stable=True), x)
 
@@ -502,10 +571,17 @@ def test_sort_nan_unstable_and_edge_cases():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.uint8])
 def test_topk(dtype):
-    u = torch.randperm(120, generator=torch.Generator().manual_seed(1)).view(6, 20).to(torch.float64).to(dtype) if dtype != torch.uint8 else torch.randperm(120).view(6, 20).to(dtype)
+    u = (
+        torch.randperm(120, generator=torch.Generator().manual_seed(1))
+        .view(6, 20)
+        .to(torch.float64)
+        .to(dtype)
+        if dtype != torch.uint8
+        else torch.randperm(120).view(6, 20).to(dtype)
+    )
     for k in (0, 1, 5, 20):
         for largest in (True, False):
-            check(lambda t: torch.topk(t, k, dim=1, largest=largest), u)
+            check(lambda t, k=k, largest=largest: torch.topk(t, k, dim=1, largest=largest), u)
     check(lambda t: torch.topk(t, 3, dim=0), u)
     check(lambda t: torch.topk(t, 2, dim=0, largest=False), u.t())
     raises_like_cpu(lambda t: torch.topk(t, 30), u)
@@ -515,14 +591,32 @@ def test_topk_nan_and_grad():
     x = torch.tensor([1.0, float("nan"), 3.0, 2.0])
     check(lambda t: torch.topk(t, 2), x)
     check(lambda t: torch.topk(t, 2, largest=False), x)
-    grad_check(lambda t: torch.topk(t, 3, dim=1).values, torch.randperm(20, generator=torch.Generator().manual_seed(3)).double().view(4, 5))
-    grad_check(lambda t: torch.sort(t, dim=1).values, torch.randperm(20, generator=torch.Generator().manual_seed(4)).double().view(4, 5))
+    grad_check(
+        lambda t: torch.topk(t, 3, dim=1).values,
+        torch.randperm(20, generator=torch.Generator().manual_seed(3)).double().view(4, 5),
+    )
+    grad_check(
+        lambda t: torch.sort(t, dim=1).values,
+        torch.randperm(20, generator=torch.Generator().manual_seed(4)).double().view(4, 5),
+    )
 
 
 # ---- factories -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.uint8, torch.int8])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.float32,
+        torch.float64,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.uint8,
+        torch.int8,
+    ],
+)
 def test_arange(dtype):
     for args in [(10,), (2, 11, 3), (5, -5, -2), (0, 1, 1)]:
         assert_same(torch.arange(*args, dtype=dtype, device=FOO), torch.arange(*args, dtype=dtype))
@@ -546,12 +640,18 @@ def test_arange_default_dtypes_out_and_errors():
         assert str(e.value) == str(c.value)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32]
+)
 def test_linspace(dtype):
     for start, end, steps in [(0, 1, 5), (-3, 7, 11), (5, -5, 4), (0, 10, 1), (1, 2, 0), (0, 100, 50000)]:
         # Half types: CPU's vectorized loop rounds differently per SIMD width (one or two ulp).
         tol = {"atol": 0.5, "rtol": 1e-2} if dtype in (torch.float16, torch.bfloat16) and steps > 100 else {}
-        assert_same(torch.linspace(start, end, steps, dtype=dtype, device=FOO), torch.linspace(start, end, steps, dtype=dtype), **tol)
+        assert_same(
+            torch.linspace(start, end, steps, dtype=dtype, device=FOO),
+            torch.linspace(start, end, steps, dtype=dtype),
+            **tol,
+        )
     out = torch.empty(2, device=FOO)
     torch.linspace(-1, 1, 7, out=out)
     assert_same(out, torch.linspace(-1, 1, 7))
@@ -571,10 +671,10 @@ def test_eye():
 def test_tril_triu(dtype):
     x = sample((2, 4, 5), dtype)
     for k in (-2, -1, 0, 1, 3, 9):
-        check(lambda t: torch.tril(t, k), x)
-        check(lambda t: torch.triu(t, k), x)
-        check(lambda t: t.clone().tril_(k), x)
-        check(lambda t: t.transpose(1, 2).clone().triu_(k), x)
+        check(lambda t, k=k: torch.tril(t, k), x)
+        check(lambda t, k=k: torch.triu(t, k), x)
+        check(lambda t, k=k: t.clone().tril_(k), x)
+        check(lambda t, k=k: t.transpose(1, 2).clone().triu_(k), x)
     for name, t in layouts((6, 5), dtype).items():
         if name != "expanded":
             check(lambda t: t.tril(1), t)
@@ -597,13 +697,13 @@ def test_tril_grad_and_large():
 def test_flip_roll(dtype):
     x = sample((3, 4, 5), dtype)
     for dims in [(0,), (2,), (0, 2), (-1, 1, 0)]:
-        check(lambda t: torch.flip(t, dims), x)
-        check(lambda t: torch.flip(t.transpose(0, 2), dims), x)
+        check(lambda t, dims=dims: torch.flip(t, dims), x)
+        check(lambda t, dims=dims: torch.flip(t.transpose(0, 2), dims), x)
     check(torch.fliplr, x[0])
     check(torch.flipud, x[0])
     for shifts, dims in [(1, 0), (-2, 2), ((1, 2), (0, 1)), ((7, -3), (2, 2)), (5, None)]:
-        check(lambda t: torch.roll(t, shifts, dims), x)
-        check(lambda t: torch.roll(t.transpose(1, 2), shifts, dims), x)
+        check(lambda t, shifts=shifts, dims=dims: torch.roll(t, shifts, dims), x)
+        check(lambda t, shifts=shifts, dims=dims: torch.roll(t.transpose(1, 2), shifts, dims), x)
     check(lambda t: torch.roll(t, 3), torch.empty(0, 2, dtype=dtype))
 
 
@@ -622,7 +722,18 @@ def test_composites_run_natively():
 # ---- printing --------------------------------------------------------------------------------
 
 
-OTHER_FAMILIES = {"aten::max", "aten::min", "aten::amax", "aten::amin", "aten::max.dim", "aten::min.dim", "aten::normal_", "aten::abs", "aten::ceil", "aten::isfinite"}
+OTHER_FAMILIES = {
+    "aten::max",
+    "aten::min",
+    "aten::amax",
+    "aten::amin",
+    "aten::max.dim",
+    "aten::min.dim",
+    "aten::normal_",
+    "aten::abs",
+    "aten::ceil",
+    "aten::isfinite",
+}
 
 
 @pytest.mark.fallback_ok
@@ -655,4 +766,6 @@ def test_masked_select_and_take_grad():
 def test_cross_entropy_style_gather():
     logits = sample((8, 10), torch.float32)
     target = torch.randint(0, 10, (8,), generator=torch.Generator().manual_seed(0))
-    grad_check(lambda t: t.gather(1, (to_foo(target) if t.device.type == "foo" else target).unsqueeze(1)), logits)
+    grad_check(
+        lambda t: t.gather(1, (to_foo(target) if t.device.type == "foo" else target).unsqueeze(1)), logits
+    )
