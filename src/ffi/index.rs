@@ -1,1 +1,351 @@
-//! C ABI of the index family (see kernels::index).
+//! C ABI of the index family (see kernels::index): gathers/scatters through index tensors,
+//! cat, nonzero/masked_select/masked_scatter, sort/topk, arange/linspace, tril/triu.
+//! Declared again in `src/glue/foo_ffi_index.h`.
+
+use super::{guard, out, tensor_mut, tensor_ref};
+use crate::error::{FooError, FooResult};
+use crate::kernels::index::advanced::{index_gather, index_scatter, Indexer, Reduce};
+use crate::kernels::index::iter::Bounds;
+use crate::kernels::index::{cat, compact, range, sort};
+use crate::kernels::layout::GRAIN;
+use crate::runtime::pool;
+use crate::tensor::{FooTensor, Scalar};
+
+/// An index tensor and the dim it indexes (mirrors `FooIndexer` in foo_ffi_index.h).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FooIndexer {
+    pub index: FooTensor,
+    pub size: i64,
+    pub stride: i64,
+    pub dim: i64,
+}
+
+/// # Safety
+/// `idx` must point to `n` indexers describing live int64 tensors (or be null with n == 0).
+unsafe fn indexers(idx: *const FooIndexer, n: i32) -> FooResult<Vec<Indexer>> {
+    if n <= 0 {
+        return Ok(vec![]);
+    }
+    if idx.is_null() {
+        return Err(FooError::InvalidArgument("null indexer array".into()));
+    }
+    // SAFETY: caller's contract.
+    let raw = unsafe { std::slice::from_raw_parts(idx, n as usize) };
+    raw.iter()
+        .map(|r| {
+            Ok(Indexer {
+                // SAFETY: caller's contract.
+                index: unsafe { tensor_ref(&r.index)? },
+                size: r.size,
+                stride: r.stride as isize,
+                dim: r.dim,
+            })
+        })
+        .collect()
+}
+
+/// # Safety
+/// `inputs` must point to `n` descriptors of live tensors.
+unsafe fn tensor_list(
+    inputs: *const FooTensor,
+    n: i32,
+) -> FooResult<Vec<crate::tensor::TensorRef>> {
+    if n <= 0 {
+        return Ok(vec![]);
+    }
+    if inputs.is_null() {
+        return Err(FooError::InvalidArgument("null tensor list".into()));
+    }
+    // SAFETY: caller's contract.
+    (0..n as usize)
+        .map(|i| unsafe { tensor_ref(inputs.add(i)) })
+        .collect()
+}
+
+fn dim_arg(dim: i64) -> FooResult<usize> {
+    usize::try_from(dim).map_err(|_| FooError::InvalidArgument(format!("negative dim {dim}")))
+}
+
+/// `out[p] = src[p + sum_k index_k[p] * stride_k]` (see kernels::index::advanced). `mode` is
+/// `allow_negative | style << 1`; an out-of-range index returns FOO_INVALID_ARGUMENT with
+/// ATen's message.
+///
+/// # Safety
+/// Descriptors must describe live memory (out writable); `idx` holds `nidx` indexers.
+#[no_mangle]
+pub unsafe extern "C" fn foo_index_gather(
+    out: *const FooTensor,
+    src: *const FooTensor,
+    idx: *const FooIndexer,
+    nidx: i32,
+    mode: i32,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, s, i) = unsafe { (tensor_mut(out)?, tensor_ref(src)?, indexers(idx, nidx)?) };
+        let b = Bounds::from_code(mode)?;
+        pool::run(o.numel() >= GRAIN, || index_gather(&o, &s, &i, b))
+    })
+}
+
+/// `dst[p + sum_k index_k[p] * stride_k] (reduce)= src[p]`; `reduce` is a FooIndexReduce code,
+/// `alpha` (nullable) scales the source of an add.
+///
+/// # Safety
+/// As `foo_index_gather`; `alpha` is null or points to a scalar.
+#[no_mangle]
+pub unsafe extern "C" fn foo_index_scatter(
+    dst: *const FooTensor,
+    src: *const FooTensor,
+    idx: *const FooIndexer,
+    nidx: i32,
+    mode: i32,
+    reduce: i32,
+    alpha: *const Scalar,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (d, s, i) = unsafe { (tensor_mut(dst)?, tensor_ref(src)?, indexers(idx, nidx)?) };
+        let b = Bounds::from_code(mode)?;
+        let r = Reduce::from_code(reduce).ok_or_else(|| {
+            FooError::InvalidArgument(format!("unknown scatter reduction {reduce}"))
+        })?;
+        // SAFETY: caller's contract (nullable).
+        let a = unsafe { alpha.as_ref() };
+        pool::run(d.numel() >= GRAIN, || index_scatter(&d, &s, &i, b, r, a))
+    })
+}
+
+/// `out = cat(inputs[0..n], dim)` with dtype conversion.
+///
+/// # Safety
+/// `out` and the `n` input descriptors must describe live memory.
+#[no_mangle]
+pub unsafe extern "C" fn foo_cat(
+    out: *const FooTensor,
+    inputs: *const FooTensor,
+    n: i32,
+    dim: i64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, ins) = unsafe { (tensor_mut(out)?, tensor_list(inputs, n)?) };
+        let d = dim_arg(dim)?;
+        pool::run(o.numel() >= GRAIN, || cat::cat(&o, &ins, d))
+    })
+}
+
+/// The number of non-zero elements of `src`.
+///
+/// # Safety
+/// `src` must describe live memory; `count` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn foo_count_nonzero(src: *const FooTensor, count: *mut i64) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let s = unsafe { tensor_ref(src)? };
+        let n = pool::run(s.numel() >= GRAIN, || compact::count_nonzero(&s))?;
+        out(count, n as i64)
+    })
+}
+
+/// Coordinates of the non-zero elements of `src` into `out` ([N, ndim] int64).
+///
+/// # Safety
+/// Descriptors must describe live memory (out writable).
+#[no_mangle]
+pub unsafe extern "C" fn foo_nonzero(out: *const FooTensor, src: *const FooTensor) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, s) = unsafe { (tensor_mut(out)?, tensor_ref(src)?) };
+        pool::run(s.numel() >= GRAIN, || compact::nonzero(&o, &s))
+    })
+}
+
+/// `out = src[mask]` (same shapes, bool mask, 1-D out).
+///
+/// # Safety
+/// Descriptors must describe live memory (out writable).
+#[no_mangle]
+pub unsafe extern "C" fn foo_masked_select(
+    out: *const FooTensor,
+    src: *const FooTensor,
+    mask: *const FooTensor,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, s, m) = unsafe { (tensor_mut(out)?, tensor_ref(src)?, tensor_ref(mask)?) };
+        pool::run(s.numel() >= GRAIN, || compact::masked_select(&o, &s, &m))
+    })
+}
+
+/// `dst[mask] = source[:count]`.
+///
+/// # Safety
+/// Descriptors must describe live memory (dst writable).
+#[no_mangle]
+pub unsafe extern "C" fn foo_masked_scatter(
+    dst: *const FooTensor,
+    mask: *const FooTensor,
+    source: *const FooTensor,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (d, m, s) = unsafe { (tensor_mut(dst)?, tensor_ref(mask)?, tensor_ref(source)?) };
+        pool::run(d.numel() >= GRAIN, || compact::masked_scatter(&d, &m, &s))
+    })
+}
+
+/// Stable sort along `dim` into `values` and `indices` (int64).
+///
+/// # Safety
+/// Descriptors must describe live memory (outputs writable, not overlapping src).
+#[no_mangle]
+pub unsafe extern "C" fn foo_sort(
+    values: *const FooTensor,
+    indices: *const FooTensor,
+    src: *const FooTensor,
+    dim: i64,
+    descending: bool,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (v, i, s) = unsafe { (tensor_mut(values)?, tensor_mut(indices)?, tensor_ref(src)?) };
+        let d = dim_arg(dim)?;
+        pool::run(s.numel() >= GRAIN, || sort::sort(&v, &i, &s, d, descending))
+    })
+}
+
+/// The `k` largest (smallest) elements along `dim`, sorted, and their indices.
+///
+/// # Safety
+/// As `foo_sort`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_topk(
+    values: *const FooTensor,
+    indices: *const FooTensor,
+    src: *const FooTensor,
+    k: i64,
+    dim: i64,
+    largest: bool,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (v, i, s) = unsafe { (tensor_mut(values)?, tensor_mut(indices)?, tensor_ref(src)?) };
+        let (d, k) = (dim_arg(dim)?, dim_arg(k)?);
+        pool::run(s.numel() >= GRAIN, || sort::topk(&v, &i, &s, k, d, largest))
+    })
+}
+
+fn scalar_arg<'a>(p: *const Scalar) -> FooResult<&'a Scalar> {
+    // SAFETY: callers pass null or a pointer to a scalar valid for the call.
+    unsafe { p.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null scalar".into()))
+}
+
+/// `out[i] = start + i * step`.
+///
+/// # Safety
+/// `out` must describe live writable memory; the scalars must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn foo_arange(
+    out: *const FooTensor,
+    start: *const Scalar,
+    step: *const Scalar,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let o = unsafe { tensor_mut(out)? };
+        let (a, s) = (scalar_arg(start)?, scalar_arg(step)?);
+        pool::run(o.numel() >= GRAIN, || range::arange(&o, a, s))
+    })
+}
+
+/// `steps` evenly spaced values from `start` to `end` into `out`.
+///
+/// # Safety
+/// As `foo_arange`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_linspace(
+    out: *const FooTensor,
+    start: *const Scalar,
+    end: *const Scalar,
+    steps: i64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let o = unsafe { tensor_mut(out)? };
+        let (a, b, n) = (scalar_arg(start)?, scalar_arg(end)?, dim_arg(steps)?);
+        pool::run(o.numel() >= GRAIN, || range::linspace(&o, a, b, n))
+    })
+}
+
+/// `out = tril(src, k)` or `triu(src, k)`; `out` may be `src`.
+///
+/// # Safety
+/// Descriptors must describe live memory (out writable).
+#[no_mangle]
+pub unsafe extern "C" fn foo_tril_triu(
+    out: *const FooTensor,
+    src: *const FooTensor,
+    k: i64,
+    upper: bool,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, s) = unsafe { (tensor_mut(out)?, tensor_ref(src)?) };
+        pool::run(o.numel() >= GRAIN, || range::tril_triu(&o, &s, k, upper))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! Codes written twice (here and in foo_ffi_index.h): check they agree.
+    use super::*;
+
+    fn header_value(name: &str) -> i32 {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/glue/foo_ffi_index.h"
+        ))
+        .unwrap();
+        text.lines()
+            .find_map(|l| {
+                let (n, v) = l.trim().trim_end_matches(',').split_once('=')?;
+                (n.trim() == name).then(|| v.trim().parse().ok())?
+            })
+            .unwrap_or_else(|| panic!("{name} missing in foo_ffi_index.h"))
+    }
+
+    #[test]
+    fn header_matches_rust() {
+        for (name, r) in [
+            ("FOO_REDUCE_ASSIGN", Reduce::Assign),
+            ("FOO_REDUCE_ADD", Reduce::Add),
+            ("FOO_REDUCE_MUL", Reduce::Mul),
+            ("FOO_REDUCE_MAX", Reduce::Max),
+            ("FOO_REDUCE_MIN", Reduce::Min),
+        ] {
+            assert_eq!(header_value(name), r as i32, "{name}");
+        }
+        use crate::kernels::index::iter::Style;
+        for (name, code, style, neg) in [
+            ("FOO_BOUNDS_INDEX", "FOO_BOUNDS_INDEX", Style::Dim, true),
+            ("FOO_BOUNDS_STRICT", "FOO_BOUNDS_STRICT", Style::Dim, false),
+            (
+                "FOO_BOUNDS_SELECT",
+                "FOO_BOUNDS_SELECT",
+                Style::Select,
+                false,
+            ),
+            ("FOO_BOUNDS_TAKE", "FOO_BOUNDS_TAKE", Style::Take, true),
+        ] {
+            let b = Bounds::from_code(header_value(code)).unwrap();
+            assert_eq!((b.style, b.allow_negative), (style, neg), "{name}");
+        }
+        assert_eq!(
+            std::mem::size_of::<FooIndexer>(),
+            std::mem::size_of::<FooTensor>() + 24
+        );
+    }
+}

@@ -1,0 +1,274 @@
+//! Iteration helpers of the index family: layouts with any number of operands, row walks,
+//! index bounds checking and deterministic error reporting from parallel chunks.
+
+use crate::error::{FooError, FooResult};
+use std::sync::Mutex;
+
+/// A shape with one stride vector per operand (`strides[op][dim]`), in elements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynLayout {
+    pub shape: Vec<usize>,
+    pub strides: Vec<Vec<isize>>,
+}
+
+impl DynLayout {
+    /// Drops size-1 dims, orders dims outer-to-inner by operand 0's stride magnitude and merges
+    /// dims that are contiguous for every operand (the traversal order is then unspecified).
+    pub fn coalesce(shape: &[usize], strides: &[&[isize]]) -> Self {
+        let mut dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+        dims.sort_by(|&a, &b| {
+            strides[0][b]
+                .unsigned_abs()
+                .cmp(&strides[0][a].unsigned_abs())
+        });
+        Self::merge(shape, strides, &dims)
+    }
+
+    /// Drops size-1 dims and merges adjacent mergeable dims, keeping the logical (row-major)
+    /// order: linear position `p` of the walk is the row-major position in `shape`.
+    pub fn logical(shape: &[usize], strides: &[&[isize]]) -> Self {
+        let dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+        Self::merge(shape, strides, &dims)
+    }
+
+    fn merge(shape: &[usize], strides: &[&[isize]], dims: &[usize]) -> Self {
+        let n = strides.len();
+        let mut out_shape: Vec<usize> = Vec::with_capacity(dims.len());
+        let mut out_strides: Vec<Vec<isize>> = vec![Vec::with_capacity(dims.len()); n];
+        for &d in dims {
+            if let Some(&last) = out_shape.last() {
+                let k = out_shape.len() - 1;
+                if (0..n).all(|op| out_strides[op][k] == strides[op][d] * shape[d] as isize) {
+                    out_shape[k] = last * shape[d];
+                    for (op, s) in out_strides.iter_mut().enumerate() {
+                        s[k] = strides[op][d];
+                    }
+                    continue;
+                }
+            }
+            out_shape.push(shape[d]);
+            for (op, s) in out_strides.iter_mut().enumerate() {
+                s.push(strides[op][d]);
+            }
+        }
+        DynLayout {
+            shape: out_shape,
+            strides: out_strides,
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn operands(&self) -> usize {
+        self.strides.len()
+    }
+
+    /// Stride of operand `op` along the innermost dim (0 for a 0-dim layout).
+    pub fn inner_stride(&self, op: usize) -> isize {
+        self.strides[op].last().copied().unwrap_or(0)
+    }
+
+    /// Calls `row(offsets, len, pos)` for every row of the linear range `start..end`:
+    /// `offsets[op]` is operand op's element offset of the row's first element, `pos` its
+    /// linear position. Stops early when `row` returns false.
+    pub fn for_each_row(
+        &self,
+        start: usize,
+        end: usize,
+        row: &mut dyn FnMut(&[isize], usize, usize) -> bool,
+    ) {
+        let n_ops = self.operands();
+        let nd = self.shape.len();
+        let mut offsets = vec![0isize; n_ops];
+        if nd == 0 {
+            if start < end {
+                row(&offsets, 1, 0);
+            }
+            return;
+        }
+        let inner = self.shape[nd - 1];
+        let mut idx = vec![0usize; nd];
+        let mut rem = start;
+        for d in (0..nd).rev() {
+            idx[d] = rem % self.shape[d];
+            rem /= self.shape[d];
+        }
+        let mut pos = start;
+        while pos < end {
+            let len = (inner - idx[nd - 1]).min(end - pos);
+            for (op, o) in offsets.iter_mut().enumerate() {
+                *o = idx
+                    .iter()
+                    .zip(&self.strides[op])
+                    .map(|(&i, &s)| i as isize * s)
+                    .sum();
+            }
+            if !row(&offsets, len, pos) {
+                return;
+            }
+            pos += len;
+            idx[nd - 1] += len;
+            let mut d = nd - 1;
+            while d > 0 && idx[d] >= self.shape[d] {
+                idx[d] = 0;
+                idx[d - 1] += 1;
+                d -= 1;
+            }
+        }
+    }
+}
+
+/// How out-of-range indices are treated and reported (encoded across the C ABI as
+/// `allow_negative | style << 1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Negative indices count from the end (Python style); otherwise they are errors.
+    pub allow_negative: bool,
+    pub style: Style,
+}
+
+/// The wording of an out-of-range error (each matches an ATen CPU message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// "index 5 is out of bounds for dimension 0 with size 3"
+    Dim = 0,
+    /// "index out of range in self" (index_select)
+    Select = 1,
+    /// "out of range: tried to access index 15 on a tensor of 12 elements." (take)
+    Take = 2,
+}
+
+impl Bounds {
+    pub fn from_code(code: i32) -> FooResult<Bounds> {
+        let style = match code >> 1 {
+            0 => Style::Dim,
+            1 => Style::Select,
+            2 => Style::Take,
+            _ => return crate::invalid_arg!("unknown index bounds mode {code}"),
+        };
+        Ok(Bounds {
+            allow_negative: code & 1 != 0,
+            style,
+        })
+    }
+
+    /// The in-range, non-negative form of index `v` into a dim of `size`, or the error message.
+    #[inline(always)]
+    pub fn normalize(self, v: i64, size: i64, dim: i64) -> Result<i64, String> {
+        if v >= 0 && v < size {
+            return Ok(v);
+        }
+        if self.allow_negative && v < 0 && v >= -size {
+            return Ok(v + size);
+        }
+        Err(self.message(v, size, dim))
+    }
+
+    #[cold]
+    fn message(self, v: i64, size: i64, dim: i64) -> String {
+        match self.style {
+            Style::Dim => {
+                format!("index {v} is out of bounds for dimension {dim} with size {size}")
+            }
+            Style::Select => "index out of range in self".to_string(),
+            Style::Take => {
+                format!("out of range: tried to access index {v} on a tensor of {size} elements.")
+            }
+        }
+    }
+}
+
+/// The first error of a parallel kernel by linear position (deterministic whatever the
+/// chunking): each chunk stops at its first error and the smallest position wins.
+#[derive(Default)]
+pub struct FirstError(Mutex<Option<(usize, String)>>);
+
+impl FirstError {
+    pub fn record(&self, pos: usize, msg: String) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let earlier = match g.as_ref() {
+            None => true,
+            Some((p, _)) => pos < *p,
+        };
+        if earlier {
+            *g = Some((pos, msg));
+        }
+    }
+
+    pub fn into_result(self) -> FooResult<()> {
+        match self.0.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            None => Ok(()),
+            Some((_, msg)) => Err(FooError::InvalidArgument(msg)),
+        }
+    }
+}
+
+/// A device address the parallel closures capture (raw pointers are not `Sync`; callers
+/// guarantee the memory is valid for the whole kernel).
+#[derive(Clone, Copy, Debug)]
+pub struct Addr(pub usize);
+
+impl Addr {
+    pub fn of(ptr: *const u8) -> Self {
+        Addr(ptr as usize)
+    }
+    #[inline(always)]
+    pub fn at<T>(self, offset: isize) -> *mut T {
+        (self.0 as *mut T).wrapping_offset(offset)
+    }
+}
+
+/// Multi-index of row-major linear position `p` in `shape`, written into `coords`.
+pub fn unravel(mut p: usize, shape: &[usize], coords: &mut [i64]) {
+    for d in (0..shape.len()).rev() {
+        let n = shape[d].max(1);
+        coords[d] = (p % n) as i64;
+        p /= n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logical_keeps_order() {
+        // A transposed operand must not reorder the walk.
+        let l = DynLayout::logical(&[2, 3], &[&[1, 2]]);
+        assert_eq!(l.shape, vec![2, 3]);
+        let mut seen = vec![];
+        l.for_each_row(0, 6, &mut |o, len, _| {
+            for t in 0..len as isize {
+                seen.push(o[0] + t * l.inner_stride(0));
+            }
+            true
+        });
+        assert_eq!(seen, vec![0, 2, 4, 1, 3, 5]);
+    }
+
+    #[test]
+    fn bounds_messages() {
+        let b = Bounds::from_code(1).unwrap();
+        assert_eq!(b.normalize(-1, 3, 0), Ok(2));
+        assert_eq!(
+            b.normalize(5, 3, 1).unwrap_err(),
+            "index 5 is out of bounds for dimension 1 with size 3"
+        );
+        let s = Bounds::from_code(2).unwrap();
+        assert_eq!(
+            s.normalize(-1, 3, 0).unwrap_err(),
+            "index out of range in self"
+        );
+    }
+
+    #[test]
+    fn first_error_is_smallest() {
+        let e = FirstError::default();
+        e.record(10, "b".into());
+        e.record(3, "a".into());
+        e.record(7, "c".into());
+        assert_eq!(e.into_result(), Err(FooError::InvalidArgument("a".into())));
+    }
+}
