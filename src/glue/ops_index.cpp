@@ -1,5 +1,5 @@
 // Advanced indexing: index.Tensor, index_put_, index_select, take, gather, scatter*, index_add,
-// index_copy, index_fill_, embedding_dense_backward. The glue checks arguments (ATen's messages),
+// index_copy, index_fill_. The glue checks arguments (ATen's messages),
 // restrides operands to one iteration shape (ATen's AdvancedIndex scheme: the indexed data
 // dims get stride 0, index tensors are broadcast) and Rust gathers or scatters
 // (foo_index_gather / foo_index_scatter). No arithmetic on tensor data here.
@@ -713,27 +713,6 @@ at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& 
   TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
   return index_fill_scalar_(self, dim, index, value.item());
-}
-
-at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
-                                    c10::SymInt padding_idx, bool scale_grad_by_freq) {
-  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
-              "embedding_backward: Expected indices to have type Long or Int, but got ", indices.scalar_type());
-  const int64_t n = num_weights.expect_int();
-  const int64_t pad = padding_idx.expect_int();
-  const at::Tensor flat = idx::long_index(indices, grad_output.device()).reshape({-1});
-  const int64_t width = grad_output.size(-1);
-  at::Tensor grad = grad_output.reshape({flat.numel(), width});
-  if (scale_grad_by_freq) {
-    // Each row's gradient is divided by how often its index occurs.
-    at::Tensor counts = at::zeros({n}, grad.options());
-    index_add_impl(counts, 0, flat, at::ones({flat.numel()}, grad.options()), 1);
-    grad = grad / ops::index_select(counts, 0, flat).unsqueeze(1);
-  }
-  at::Tensor grad_weight = at::zeros({n, width}, grad.options());
-  index_add_impl(grad_weight, 0, flat, grad, 1);
-  if (pad >= 0 && pad < n) grad_weight.select(0, pad).zero_();
-  return grad_weight;
 }
 
 }  // namespace foo::ops

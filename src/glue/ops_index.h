@@ -82,8 +82,6 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
                            at::Tensor& out);
 at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value);
 at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value);
-at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
-                                    c10::SymInt padding_idx, bool scale_grad_by_freq);
 
 // ---- cat, compaction, sorting, factories, movement (ops_index_misc.cpp) ---------------------
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim);

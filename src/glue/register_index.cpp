@@ -49,7 +49,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "index_copy.out", ops::index_copy_out);
   FOO_IMPL(m, "index_fill_.int_Scalar", ops::index_fill_scalar_);
   FOO_IMPL(m, "index_fill_.int_Tensor", ops::index_fill_tensor_);
-  FOO_IMPL(m, "embedding_dense_backward", ops::embedding_dense_backward);
   // cat, compaction
   FOO_IMPL(m, "cat", ops::cat);
   FOO_IMPL(m, "cat.out", ops::cat_out);
