@@ -45,6 +45,29 @@ fn fnv1a(parts: &[&str]) -> u64 {
     h
 }
 
+/// The text of `src` and of every `#include "..."` of src/glue it reaches, transitively.
+fn local_closure(src: &std::path::Path) -> String {
+    let mut seen: Vec<PathBuf> = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    let mut text = String::new();
+    while let Some(p) = stack.pop() {
+        if seen.contains(&p) {
+            continue;
+        }
+        let body = std::fs::read_to_string(&p).unwrap_or_default();
+        for line in body.lines() {
+            if let Some(rest) = line.trim().strip_prefix("#include \"") {
+                if let Some(name) = rest.split('"').next() {
+                    stack.push(PathBuf::from("src/glue").join(name));
+                }
+            }
+        }
+        text.push_str(&body);
+        seen.push(p);
+    }
+    text
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=FOO_RS_PYTHON");
@@ -86,7 +109,6 @@ fn main() {
         glue.include(inc);
     }
     let mut sources: Vec<PathBuf> = Vec::new();
-    let mut headers = String::new();
     let mut entries: Vec<PathBuf> = std::fs::read_dir("src/glue")
         .expect("src/glue")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -94,15 +116,13 @@ fn main() {
     entries.sort();
     for p in entries {
         println!("cargo:rerun-if-changed={}", p.display());
-        match p.extension().and_then(|x| x.to_str()) {
-            Some("cpp") => sources.push(p),
-            Some("h") => headers.push_str(&std::fs::read_to_string(&p).expect("header")),
-            _ => {}
+        if p.extension().is_some_and(|x| x == "cpp") {
+            sources.push(p);
         }
     }
     // cc recompiles every file on every build; the glue's files each parse ATen's headers, so
-    // keep one object per source keyed by a hash of (source, glue headers, torch, profile) and
-    // recompile only what changed.
+    // keep one object per source keyed by a hash of (source, the glue headers it includes,
+    // torch, profile) and recompile only what changed.
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let cache = out_dir.join("glue-objects");
     std::fs::create_dir_all(&cache).expect("object cache dir");
@@ -111,10 +131,10 @@ fn main() {
     let stale: Vec<(PathBuf, PathBuf)> = sources
         .iter()
         .map(|src| {
-            let text = std::fs::read_to_string(src).expect("source");
+            // The source plus the glue headers it includes, transitively.
+            let text = local_closure(src);
             let key = fnv1a(&[
                 text.as_str(),
-                headers.as_str(),
                 version,
                 cxx11_abi,
                 &profile,
