@@ -124,6 +124,30 @@ def test_bernoulli_randint_random_randperm():
         torch.empty(3, device="foo").random_(5, 2)
 
 
+def test_multinomial():
+    torch.manual_seed(7)
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 0.0, 2.0]])
+    draws = torch.multinomial(p.to("foo"), 20_000, replacement=True)
+    assert draws.shape == (2, 20_000) and draws.dtype == torch.int64
+    freq = torch.stack([torch.bincount(r, minlength=4) for r in draws.cpu()]).double() / 20_000
+    torch.testing.assert_close(freq, p.double() / p.double().sum(1, keepdim=True), atol=0.015, rtol=0)
+    no_rep = torch.multinomial(p.to("foo"), 3, replacement=False).cpu()
+    assert all(len(set(r.tolist())) == 3 for r in no_rep)
+    assert 1 not in no_rep[0].tolist() and 2 not in no_rep[1].tolist()  # zero weights never drawn
+    with pytest.raises(RuntimeError, match="without replacement"):
+        torch.multinomial(p.to("foo"), 5)
+    with pytest.raises(RuntimeError, match="element < 0"):
+        torch.multinomial(torch.tensor([1.0, -1.0], device="foo"), 1)
+
+
+def test_trunc_normal_init():
+    torch.manual_seed(8)
+    w = torch.empty(10_000, device="foo")
+    torch.nn.init.trunc_normal_(w, mean=0.0, std=1.0, a=-2.0, b=2.0)
+    assert w.min().item() >= -2.0 and w.max().item() <= 2.0
+    assert abs(w.mean().item()) < 0.05
+
+
 def test_dropout_forward_backward_masks_agree():
     torch.manual_seed(3)
     x = torch.randn(1000, 50, device="foo", requires_grad=True)

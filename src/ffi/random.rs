@@ -3,7 +3,7 @@
 use super::{guard, scalars, tensor_mut, tensor_ref};
 use crate::error::FooError;
 use crate::kernels::layout::GRAIN;
-use crate::kernels::random::{bernoulli_tensor, dropout, random, randperm, RandomOp};
+use crate::kernels::random::{bernoulli_tensor, dropout, multinomial, random, randperm, RandomOp};
 use crate::runtime::pool;
 use crate::tensor::{FooTensor, Scalar};
 
@@ -74,6 +74,25 @@ pub unsafe extern "C" fn foo_randperm(out: *const FooTensor, gen: u64) -> i32 {
         // SAFETY: caller's contract.
         let o = unsafe { tensor_mut(out)? };
         pool::run(o.numel() >= GRAIN, || randperm(&o, gen))
+    })
+}
+
+/// `torch.multinomial` into the dense int64 `out` ([rows, samples]).
+///
+/// # Safety
+/// Descriptors must describe live memory (out dense and writable).
+#[no_mangle]
+pub unsafe extern "C" fn foo_multinomial(
+    out: *const FooTensor,
+    prob: *const FooTensor,
+    samples: i64,
+    replacement: bool,
+    gen: u64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, p) = unsafe { (tensor_mut(out)?, tensor_ref(prob)?) };
+        multinomial(&o, &p, samples.max(0) as usize, replacement, gen)
     })
 }
 

@@ -22,6 +22,7 @@ int32_t foo_random(int32_t op, const FooTensor* out, uint64_t gen, const FooScal
 int32_t foo_bernoulli_tensor(const FooTensor* out, const FooTensor* prob, uint64_t gen);
 int32_t foo_dropout(const FooTensor* out, const FooTensor* mask, const FooTensor* input, double p, uint64_t gen);
 int32_t foo_randperm(const FooTensor* out, uint64_t gen);
+int32_t foo_multinomial(const FooTensor* out, const FooTensor* prob, int64_t samples, bool replacement, uint64_t gen);
 
 #ifdef __cplusplus
 }

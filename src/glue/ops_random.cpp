@@ -186,4 +186,33 @@ at::Tensor& randperm_generator_out(int64_t n, std::optional<at::Generator> gen, 
   return out;
 }
 
+at::Tensor& multinomial_out(const at::Tensor& self, int64_t num_samples, bool replacement,
+                            std::optional<at::Generator> gen, at::Tensor& out) {
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(num_samples > 0, "cannot sample n_sample <= 0 samples");
+  TORCH_CHECK(replacement || num_samples <= self.size(-1),
+              "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(out.scalar_type() == at::kLong, "multinomial expects Long tensor out, got: ", out.scalar_type());
+  if (self.dim() == 1) {
+    out.resize_({num_samples});
+  } else {
+    out.resize_({self.size(0), num_samples});
+  }
+  if (out.numel() == 0) return out;
+  const c10::DeviceGuard guard(self.device());
+  const uint64_t id = generator_id(gen, self);
+  at::Tensor target = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
+  const FooTensor d = describe(target), dp = describe(self);
+  check(foo_multinomial(&d, &dp, num_samples, replacement, id), "multinomial");
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
+at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replacement, std::optional<at::Generator> gen) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return multinomial_out(self, num_samples, replacement, gen, out);
+}
+
 }  // namespace foo::ops

@@ -18,4 +18,7 @@ at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train);
 at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale);
 at::Tensor& randperm_generator_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& out);
+at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replacement, std::optional<at::Generator> gen);
+at::Tensor& multinomial_out(const at::Tensor& self, int64_t num_samples, bool replacement,
+                            std::optional<at::Generator> gen, at::Tensor& out);
 }  // namespace foo::ops

@@ -22,6 +22,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "native_dropout", ops::native_dropout);
   FOO_IMPL(m, "native_dropout_backward", ops::native_dropout_backward);
   FOO_IMPL(m, "randperm.generator_out", ops::randperm_generator_out);
+  FOO_IMPL(m, "multinomial", ops::multinomial);
+  FOO_IMPL(m, "multinomial.out", ops::multinomial_out);
 }
 
 }  // namespace foo

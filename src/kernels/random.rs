@@ -293,6 +293,109 @@ pub fn randperm(out: &TensorMut, gen: u64) -> FooResult<()> {
     Ok(())
 }
 
+/// `torch.multinomial`: `out` is a dense int64 [rows, samples] tensor; `prob` a [rows, cats]
+/// tensor of non-negative weights (any layout, any float dtype). With replacement each sample
+/// inverts the row's CDF at a fresh uniform; without replacement the `samples` categories with the
+/// largest `w / Exp(1)` keys are taken (the exponential-race trick ATen's CPU kernel also uses).
+pub fn multinomial(
+    out: &TensorMut,
+    prob: &TensorRef,
+    samples: usize,
+    replacement: bool,
+    gen: u64,
+) -> FooResult<()> {
+    let (rows, cats) = match prob.shape.as_slice() {
+        [c] => (1, *c),
+        [r, c] => (*r, *c),
+        _ => return invalid_arg!("prob_dist must be 1 or 2 dim"),
+    };
+    if out.numel() != rows * samples || !out.is_contiguous() || out.dtype != crate::DType::I64 {
+        return invalid_arg!("multinomial writes a dense int64 [rows, samples] output");
+    }
+    if !replacement && samples > cats {
+        return invalid_arg!(
+            "cannot sample n_sample > prob_dist.size(-1) samples without replacement"
+        );
+    }
+    let (rs, cs) = match prob.strides.as_slice() {
+        [c] => (0, *c),
+        [r, c] => (*r, *c),
+        _ => unreachable!(),
+    };
+    // Weights as f64 rows, validated like ATen.
+    let mut w = vec![0f64; rows * cats];
+    dispatch_all!(prob.dtype, P => {
+        let base = prob.ptr as *const P;
+        for r in 0..rows {
+            for c in 0..cats {
+                // SAFETY: (r, c) is inside prob's shape; the offset follows its strides.
+                w[r * cats + c] = unsafe { *base.offset(r as isize * rs + c as isize * cs) }.to_f64();
+            }
+        }
+    });
+    for r in 0..rows {
+        let row = &w[r * cats..(r + 1) * cats];
+        if row.iter().any(|x| !x.is_finite() || *x < 0.0) {
+            return invalid_arg!("probability tensor contains either `inf`, `nan` or element < 0");
+        }
+        if row.iter().sum::<f64>() <= 0.0 {
+            return invalid_arg!("invalid multinomial distribution (sum of probabilities <= 0)");
+        }
+    }
+    let draws = if replacement {
+        rows * samples
+    } else {
+        rows * cats
+    };
+    let mut u = vec![0f64; draws];
+    let ut = TensorMut {
+        ptr: u.as_mut_ptr() as *mut u8,
+        shape: vec![draws],
+        strides: vec![1],
+        dtype: crate::DType::F64,
+    };
+    let (seed, offset) = reserve(gen, 2 * draws as u64)?;
+    generate::<f64, 2>(&ut, seed, offset, |x| unit_f64(x[0], x[1]));
+    let o = out.ptr as *mut i64;
+    for r in 0..rows {
+        let row = &w[r * cats..(r + 1) * cats];
+        if replacement {
+            let total: f64 = row.iter().sum();
+            let mut cdf = Vec::with_capacity(cats);
+            let mut acc = 0.0;
+            for x in row {
+                acc += x / total;
+                cdf.push(acc);
+            }
+            for s in 0..samples {
+                let target = u[r * samples + s];
+                let mut k = cdf.partition_point(|&c| c <= target).min(cats - 1);
+                while row[k] == 0.0 && k > 0 {
+                    k -= 1; // never pick a zero-weight category through rounding at the top
+                }
+                // SAFETY: the output is dense [rows, samples].
+                unsafe { o.add(r * samples + s).write(k as i64) };
+            }
+        } else {
+            let mut keys: Vec<(f64, usize)> = (0..cats)
+                .map(|c| {
+                    let e = -(1.0 - u[r * cats + c]).ln(); // Exp(1)
+                    (if row[c] > 0.0 { row[c] / e } else { -1.0 }, c)
+                })
+                .collect();
+            keys.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            if keys[samples - 1].0 < 0.0 && samples > 0 {
+                return invalid_arg!("invalid multinomial distribution (with replacement=False, not enough non-negative category to sample)");
+            }
+            for (s, &(_, c)) in keys.iter().take(samples).enumerate() {
+                // SAFETY: the output is dense [rows, samples].
+                unsafe { o.add(r * samples + s).write(c as i64) };
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
