@@ -310,7 +310,9 @@ pub fn multinomial(
         _ => return invalid_arg!("prob_dist must be 1 or 2 dim"),
     };
     if out.numel() != rows * samples || !out.is_contiguous() || out.dtype != crate::DType::I64 {
-        return invalid_arg!("multinomial writes a dense int64 [rows, samples] output");
+        return Err(FooError::Runtime(
+            "multinomial writes a dense int64 [rows, samples] output".into(),
+        ));
     }
     if !replacement && samples > cats {
         return invalid_arg!(
@@ -336,10 +338,14 @@ pub fn multinomial(
     for r in 0..rows {
         let row = &w[r * cats..(r + 1) * cats];
         if row.iter().any(|x| !x.is_finite() || *x < 0.0) {
-            return invalid_arg!("probability tensor contains either `inf`, `nan` or element < 0");
+            return Err(FooError::Runtime(
+                "probability tensor contains either `inf`, `nan` or element < 0".into(),
+            ));
         }
         if row.iter().sum::<f64>() <= 0.0 {
-            return invalid_arg!("invalid multinomial distribution (sum of probabilities <= 0)");
+            return Err(FooError::Runtime(
+                "invalid multinomial distribution (sum of probabilities <= 0)".into(),
+            ));
         }
     }
     let draws = if replacement {
@@ -385,7 +391,7 @@ pub fn multinomial(
                 .collect();
             keys.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             if keys[samples - 1].0 < 0.0 && samples > 0 {
-                return invalid_arg!("invalid multinomial distribution (with replacement=False, not enough non-negative category to sample)");
+                return Err(FooError::Runtime("invalid multinomial distribution (with replacement=False, not enough non-negative category to sample)".into()));
             }
             for (s, &(_, c)) in keys.iter().take(samples).enumerate() {
                 // SAFETY: the output is dense [rows, samples].
