@@ -1,6 +1,7 @@
 // Reductions and scans: argument checks, output shape/dtype inference and allocation as ATen
 // does them (ReduceOpsUtils.h); Rust computes (foo_reduce, foo_scan). Outputs are restrided to
 // the input's rank (size 1, stride 0 at reduced dims) so one kernel handles keepdim either way.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/native/Resize.h>
@@ -270,7 +271,7 @@ void scan_into(int32_t op, const Tensor& self, int64_t dim, const Tensor& result
   if (fl ? self.scalar_type() != rt : at::isFloatingType(self.scalar_type())) in = self.to(rt);
   const auto kt = fl ? rt : at::kLong;
   // Rust writes a buffer that never overlaps the input; in-place calls copy back.
-  Tensor buf = rt == kt && !result.is_same(self) && !at::has_internal_overlap(result) ? result
+  Tensor buf = rt == kt && !result.is_same(self) && at::has_internal_overlap(result) == at::MemOverlap::No ? result
                                                                                       : at::empty(self.sizes(), self.options().dtype(kt));
   const c10::DeviceGuard guard(self.device());
   const FooTensor o = describe(buf), i = describe(in);
@@ -286,7 +287,7 @@ at::ScalarType scan_dtype(const Tensor& self, std::optional<at::ScalarType> dtyp
 
 // ---- sum / mean / prod / nansum ------------------------------------------------------------------
 Tensor sum(const Tensor& self, std::optional<at::ScalarType> dtype) {
-  return sum_dim(self, std::nullopt, false, dtype);
+  return ops::sum_dim(self, std::nullopt, false, dtype);
 }
 Tensor sum_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   const DimMask mask = mask_of(self, dim);
@@ -317,7 +318,7 @@ Tensor& nansum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
   return out;
 }
 Tensor mean(const Tensor& self, std::optional<at::ScalarType> dtype) {
-  return mean_dim(self, std::nullopt, false, dtype);
+  return ops::mean_dim(self, std::nullopt, false, dtype);
 }
 Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   const DimMask mask = mask_of(self, dim);
@@ -421,7 +422,7 @@ std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64
 }
 std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   Tensor lo = at::empty({0}, self.options()), hi = at::empty({0}, self.options());
-  aminmax_out(self, dim, keepdim, lo, hi);
+  ops::aminmax_out(self, dim, keepdim, lo, hi);
   return {lo, hi};
 }
 
@@ -472,11 +473,11 @@ Tensor& linalg_vector_norm_out(const Tensor& self, const c10::Scalar& ord, at::O
   return out;
 }
 Tensor norm_dim(const Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim) {
-  return linalg_vector_norm(self, p.value_or(2.0), dim, keepdim, std::nullopt);
+  return ops::linalg_vector_norm(self, p.value_or(2.0), dim, keepdim, std::nullopt);
 }
 Tensor norm_dim_dtype(const Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
                       at::ScalarType dtype) {
-  return linalg_vector_norm(self, p.value_or(2.0), dim, keepdim, dtype);
+  return ops::linalg_vector_norm(self, p.value_or(2.0), dim, keepdim, dtype);
 }
 Tensor& norm_out(const Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim, Tensor& out) {
   vector_norm_into(self, p.value_or(2.0), dim, keepdim, std::nullopt, out);
