@@ -132,7 +132,16 @@ pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
     let base = input as usize;
     let at = move |off: isize| (base as *const R::In).wrapping_offset(off);
     let rs = inner(&p.red)[0];
+    let one_dim = p.red.shape.len() <= 1;
     let fold = |acc: &mut R::Acc, io: isize, r0: usize, r1: usize| {
+        if one_dim {
+            // One reduced dim (or none): a single row, no index bookkeeping.
+            if r0 < r1 {
+                // SAFETY: elements r0..r1 of the reduced dim lie inside the input.
+                unsafe { r.row(acc, at(io + r0 as isize * rs), r1 - r0, rs, r0) };
+            }
+            return;
+        }
         let mut pos = r0;
         for_each_row(&p.red, r0, r1, &mut |off, len| {
             // SAFETY: the row lies inside the input (offsets come from its shape/strides).
