@@ -14,6 +14,7 @@
 //! op and dtype; the planning is shared.
 
 use crate::error::FooResult;
+use crate::kernels::element::Element;
 use crate::invalid_arg;
 use crate::kernels::layout::{coalesce, Layout, GRAIN};
 use crate::kernels::map::for_each_row;
@@ -29,7 +30,7 @@ const CASCADE: usize = 128;
 
 /// One reduction op over one element type.
 pub trait Reducer: Sync {
-    type In: Copy;
+    type In: Element;
     type Acc: Copy + Send + Sync;
     fn init(&self) -> Self::Acc;
     /// Folds `len` elements at `p`, `p + s`, ... into `acc`; `idx` is the reduction index of
@@ -124,6 +125,32 @@ fn kept_offsets(l: &Layout<3>, i: usize) -> [isize; 3] {
     r
 }
 
+/// Folds a row; long strided rows are gathered into a dense buffer first, so they take the
+/// reducer's vectorized (and, for sums, pairwise) dense path.
+///
+/// # Safety
+/// As [`Reducer::row`].
+unsafe fn row_dense<R: Reducer>(r: &R, acc: &mut R::Acc, p: *const R::In, len: usize, s: isize, idx: usize) {
+    const GATHER: usize = 1024;
+    if s == 1 || len < 64 {
+        // SAFETY: caller's contract.
+        unsafe { r.row(acc, p, len, s, idx) };
+        return;
+    }
+    let mut buf = [R::In::default(); GATHER];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(GATHER);
+        for (k, b) in buf[..n].iter_mut().enumerate() {
+            // SAFETY: element done + k < len of the row (caller's contract).
+            *b = unsafe { *p.offset((done + k) as isize * s) };
+        }
+        // SAFETY: the buffer holds n dense elements.
+        unsafe { r.row(acc, buf.as_ptr(), n, 1, idx + done) };
+        done += n;
+    }
+}
+
 /// Runs `r` over the plan; `input` is the address of input element 0.
 pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
     if p.n == 0 {
@@ -138,14 +165,14 @@ pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
             // One reduced dim (or none): a single row, no index bookkeeping.
             if r0 < r1 {
                 // SAFETY: elements r0..r1 of the reduced dim lie inside the input.
-                unsafe { r.row(acc, at(io + r0 as isize * rs), r1 - r0, rs, r0) };
+                unsafe { row_dense(r, acc, at(io + r0 as isize * rs), r1 - r0, rs, r0) };
             }
             return;
         }
         let mut pos = r0;
         for_each_row(&p.red, r0, r1, &mut |off, len| {
             // SAFETY: the row lies inside the input (offsets come from its shape/strides).
-            unsafe { r.row(acc, at(io + off[0]), len, rs, pos) };
+            unsafe { row_dense(r, acc, at(io + off[0]), len, rs, pos) };
             pos += len;
         });
     };
