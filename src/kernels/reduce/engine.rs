@@ -23,6 +23,21 @@ use crate::tensor::{TensorMut, TensorRef};
 
 /// Elements of the reduction handled by one task when a reduction is split across threads.
 pub const SPLIT: usize = 1 << 15;
+/// Inputs below this many elements run on the calling thread: the vectorized kernels stream
+/// ~100 GB/s per core, so a pool hand-off (several microseconds) only pays off above it.
+pub const PAR_MIN: usize = 1 << 19;
+
+/// `f(0, n)` on the calling thread for small work (`total` input elements), else
+/// [`parallel_for`] with `grain`.
+pub fn par(total: usize, n: usize, grain: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+    if total < PAR_MIN {
+        if n > 0 {
+            f(0, n);
+        }
+    } else {
+        parallel_for(n, grain, f);
+    }
+}
 /// Columns per task in the outer pattern (the accumulator block stays in L1).
 const COLS: usize = 256;
 /// Rows folded into a temporary block before it is merged (a two-level cascade for accuracy).
@@ -185,7 +200,7 @@ pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
     }
     if p.m < SPLIT || p.n >= 64 {
         let grain = (GRAIN / p.m.max(1)).max(1);
-        parallel_for(p.n, grain, &|s, e| {
+        par(p.n * p.m, p.n, grain, &|s, e| {
             for_each_row(&p.kept, s, e, &mut |off, len| {
                 for j in 0..len as isize {
                     let mut acc = r.init();
@@ -202,7 +217,7 @@ pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
     let offs: Vec<[isize; 3]> = (0..p.n).map(|i| kept_offsets(&p.kept, i)).collect();
     let mut parts: Vec<R::Acc> = vec![r.init(); p.n * chunks];
     let parts_ptr = SyncPtr(parts.as_mut_ptr());
-    parallel_for(p.n * chunks, 1, &|s, e| {
+    par(p.n * p.m, p.n * chunks, 1, &|s, e| {
         let pp = parts_ptr;
         for t in s..e {
             let (o, c) = (t / chunks, t % chunks);
@@ -259,9 +274,9 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
             }
         }
     };
-    let grain = if p.n * p.m < GRAIN { tasks * splits } else { 1 };
+    let total = p.n * p.m;
     if splits == 1 {
-        parallel_for(tasks, grain, &|s, e| {
+        par(total, tasks, 1, &|s, e| {
             let mut accs = Vec::with_capacity(COLS);
             for t in s..e {
                 let (row, b) = (t / blocks, t % blocks);
@@ -282,7 +297,7 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
     // Few column blocks, long reductions: split the reduction in fixed chunks, merge in order.
     let mut parts: Vec<R::Acc> = vec![r.init(); rows * splits * l];
     let parts_ptr = SyncPtr(parts.as_mut_ptr());
-    parallel_for(tasks * splits, 1, &|s, e| {
+    par(total, tasks * splits, 1, &|s, e| {
         let pp = parts_ptr;
         for t in s..e {
             let (rb, sp) = (t / splits, t % splits);

@@ -58,7 +58,11 @@ impl ReduceOp {
 pub trait Real: Element + PartialOrd {
     const LOWEST: Self;
     const HIGHEST: Self;
+    /// Whether the type has NaN (floats).
+    const FLOAT: bool;
     fn nan(self) -> bool;
+    /// `acc + (x - x)`: stays finite unless some `x` was NaN or infinite (a vectorizable probe).
+    fn probe(acc: Self, x: Self) -> Self;
 }
 
 macro_rules! real_int {
@@ -66,8 +70,11 @@ macro_rules! real_int {
         impl Real for $t {
             const LOWEST: Self = <$t>::MIN;
             const HIGHEST: Self = <$t>::MAX;
+            const FLOAT: bool = false;
             #[inline(always)]
             fn nan(self) -> bool { false }
+            #[inline(always)]
+            fn probe(acc: Self, _x: Self) -> Self { acc }
         }
     )*};
 }
@@ -78,9 +85,13 @@ macro_rules! real_float {
         impl Real for $t {
             const LOWEST: Self = <$t>::NEG_INFINITY;
             const HIGHEST: Self = <$t>::INFINITY;
+            const FLOAT: bool = true;
             #[inline(always)]
             #[allow(clippy::eq_op)]
             fn nan(self) -> bool { self != self }
+            #[inline(always)]
+            #[allow(clippy::eq_op)]
+            fn probe(acc: Self, x: Self) -> Self { acc + (x - x) }
         }
     )*};
 }
@@ -89,9 +100,14 @@ real_float!(f32, f64, f16, bf16);
 impl Real for bool {
     const LOWEST: Self = false;
     const HIGHEST: Self = true;
+    const FLOAT: bool = false;
     #[inline(always)]
     fn nan(self) -> bool {
         false
+    }
+    #[inline(always)]
+    fn probe(acc: Self, _x: Self) -> Self {
+        acc
     }
 }
 
@@ -101,24 +117,52 @@ fn better<T: Real>(max: bool, x: T, cur: T) -> bool {
     (if max { x > cur } else { x < cur }) || (x.nan() && !cur.nan())
 }
 
-const LANES: usize = 16;
+const LANES: usize = 32;
+
+/// The max (or min) of a non-empty dense block, NaN if it holds a NaN (the first one): a
+/// vectorizable compare-select pass plus an arithmetic NaN probe; only a block whose probe
+/// trips (a NaN or an infinity) is rescanned for NaN.
+#[inline(always)]
+fn extreme<T: Real>(max: bool, xs: &[T]) -> T {
+    let v = if max {
+        fold_lanes(xs, T::LOWEST, |x| x, |a, b| if b > a { b } else { a })
+    } else {
+        fold_lanes(xs, T::HIGHEST, |x| x, |a, b| if b < a { b } else { a })
+    };
+    if T::FLOAT {
+        let p = fold_lanes(xs, T::default(), |x| x, T::probe);
+        if p.nan() {
+            if let Some(&n) = xs.iter().find(|x| x.nan()) {
+                return n;
+            }
+        }
+    }
+    v
+}
 const BLOCK: usize = 1024;
 
 /// Folds `g(x)` over `xs` with `op` in 16 independent lanes (vectorizable), then combines them.
 #[inline(always)]
-fn fold_lanes<S: Copy, A: Copy>(xs: &[S], id: A, g: impl Fn(S) -> A, op: impl Fn(A, A) -> A) -> A {
-    let mut lanes = [id; LANES];
-    let mut chunks = xs.chunks_exact(LANES);
+fn fold_lanes_generic<const L: usize, S: Copy, A: Copy>(
+    xs: &[S],
+    id: A,
+    g: impl Fn(S) -> A,
+    op: impl Fn(A, A) -> A,
+) -> A {
+    let mut lanes = [id; L];
+    let mut chunks = xs.chunks_exact(L);
     for c in &mut chunks {
-        for i in 0..LANES {
-            lanes[i] = op(lanes[i], g(c[i]));
+        let c: &[S; L] = c.try_into().expect("chunks_exact yields full chunks");
+        let v: [A; L] = std::array::from_fn(|i| g(c[i]));
+        for i in 0..L {
+            lanes[i] = op(lanes[i], v[i]);
         }
     }
     let mut tail = id;
     for &x in chunks.remainder() {
         tail = op(tail, g(x));
     }
-    let mut w = LANES;
+    let mut w = L;
     while w > 1 {
         w /= 2;
         for i in 0..w {
@@ -128,14 +172,98 @@ fn fold_lanes<S: Copy, A: Copy>(xs: &[S], id: A, g: impl Fn(S) -> A, op: impl Fn
     op(lanes[0], tail)
 }
 
-/// Pairwise sum of `g(x)` over `xs` (blocks of [`BLOCK`] folded in lanes).
+/// [`fold_lanes_generic`] compiled for AVX2 + FMA.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn fold_lanes_avx2<S: Copy, A: Copy>(xs: &[S], id: A, g: impl Fn(S) -> A, op: impl Fn(A, A) -> A) -> A {
+    fold_lanes_generic::<LANES, S, A>(xs, id, g, op)
+}
+
+/// [`fold_lanes_generic`] compiled for AVX-512 (twice the lanes, to hide the add latency).
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL/DQ, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+unsafe fn fold_lanes_avx512<S: Copy, A: Copy>(xs: &[S], id: A, g: impl Fn(S) -> A, op: impl Fn(A, A) -> A) -> A {
+    fold_lanes_generic::<{ 2 * LANES }, S, A>(xs, id, g, op)
+}
+
+fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && has_avx2()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Folds `g(x)` over `xs` with `op` in 16 lanes, with AVX2 code where the CPU has it (the
+/// crate is built for baseline x86-64, as PyTorch's own kernels dispatch at run time).
+#[inline(always)]
+fn fold_lanes<S: Copy, A: Copy>(xs: &[S], id: A, g: impl Fn(S) -> A, op: impl Fn(A, A) -> A) -> A {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx512() && std::mem::size_of::<A>() <= 8 {
+            // SAFETY: the AVX-512 features are available (checked at run time).
+            return unsafe { fold_lanes_avx512(xs, id, g, op) };
+        }
+        if has_avx2() {
+            // SAFETY: AVX2 and FMA are available (checked at run time).
+            return unsafe { fold_lanes_avx2(xs, id, g, op) };
+        }
+    }
+    fold_lanes_generic::<LANES, S, A>(xs, id, g, op)
+}
+
+/// Pairwise sum of `g(x)` over `xs`: blocks of [`BLOCK`] folded in lanes, block sums merged
+/// pairwise (a binary counter), so the error grows with log(len) rather than len.
 #[inline(always)]
 fn fold_sum<S: Copy, A: Copy + std::ops::Add<Output = A>>(xs: &[S], zero: A, g: impl Fn(S) -> A + Copy) -> A {
-    if xs.len() > BLOCK {
-        let half = (xs.len() / 2 / BLOCK).max(1) * BLOCK;
-        return fold_sum(&xs[..half], zero, g) + fold_sum(&xs[half..], zero, g);
+    if xs.len() <= BLOCK {
+        return fold_lanes(xs, zero, g, |a, b| a + b);
     }
-    fold_lanes(xs, zero, g, |a, b| a + b)
+    let mut stack = [zero; 64];
+    let mut nb = 0usize;
+    for block in xs.chunks(BLOCK) {
+        let mut s = fold_lanes(block, zero, g, |a, b| a + b);
+        let mut k = nb;
+        let mut lvl = 0;
+        while k & 1 == 1 {
+            s = stack[lvl] + s;
+            k >>= 1;
+            lvl += 1;
+        }
+        stack[lvl] = s;
+        nb += 1;
+    }
+    let mut total = zero;
+    for (lvl, &v) in stack.iter().enumerate().rev() {
+        if (nb >> lvl) & 1 == 1 {
+            total = total + v;
+        }
+    }
+    total
 }
 
 /// `len` elements at `p` with stride `s`, as a slice when dense.
@@ -340,13 +468,9 @@ impl<T: Real> Reducer for MinMax<T> {
         if s == 1 {
             // SAFETY: caller's contract.
             let xs = unsafe { std::slice::from_raw_parts(p, len) };
-            let id = self.init();
-            let v = if self.max {
-                fold_lanes(xs, id, |x| x, |a, b| if better(true, b, a) { b } else { a })
-            } else {
-                fold_lanes(xs, id, |x| x, |a, b| if better(false, b, a) { b } else { a })
-            };
-            *acc = self.pick(*acc, v);
+            for block in xs.chunks(BLOCK) {
+                *acc = self.pick(*acc, extreme(self.max, block));
+            }
             return;
         }
         let mut a = *acc;
@@ -408,12 +532,7 @@ impl<T: Real> Reducer for Arg<T> {
             // SAFETY: caller's contract.
             let xs = unsafe { std::slice::from_raw_parts(p, len) };
             for (b, block) in xs.chunks(BLOCK).enumerate() {
-                let id = if self.max { T::LOWEST } else { T::HIGHEST };
-                let v = if self.max {
-                    fold_lanes(block, id, |x| x, |a, b| if better(true, b, a) { b } else { a })
-                } else {
-                    fold_lanes(block, id, |x| x, |a, b| if better(false, b, a) { b } else { a })
-                };
+                let v = extreme(self.max, block);
                 if self.take(v, *acc) {
                     let vn = v.nan();
                     if let Some(j) = block.iter().position(|&x| x == v || (vn && x.nan())) {
@@ -1064,5 +1183,40 @@ mod tests {
         reduce(ReduceOp::LogSumExp, &o.m(), None, &a.r(), &[]).unwrap();
         let e: f64 = [1.0f64, 2.0, 3.0, 4.0].iter().map(|x| x.exp()).sum::<f64>().ln();
         assert!((o.data[0] - e).abs() < 1e-12);
+    }
+}
+
+#[cfg(test)]
+mod perf_probe {
+    use super::*;
+    use crate::kernels::map::testing::Owned;
+    #[test]
+    #[ignore]
+    fn probe() {
+        let n = 100_000;
+        let a = Owned::new((0..n).map(|x| (x % 13) as f32).collect(), &[n]);
+        let mut o = Owned::<f32>::zeros(&[1]);
+        let pool1 = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        for op in [ReduceOp::Sum, ReduceOp::Max] {
+            let t = std::time::Instant::now();
+            for _ in 0..1000 {
+                reduce(op, &o.m(), None, &a.r(), &[]).unwrap();
+            }
+            eprintln!("{op:?} {:?} per call", t.elapsed() / 1000);
+            let t = std::time::Instant::now();
+            pool1.install(|| {
+                for _ in 0..1000 {
+                    reduce(op, &o.m(), None, &a.r(), &[]).unwrap();
+                }
+            });
+            eprintln!("{op:?} 1 thread {:?} per call", t.elapsed() / 1000);
+            let xs = &a.data[..];
+            let t = std::time::Instant::now();
+            let mut s = 0.0;
+            for _ in 0..1000 {
+                s += fold_lanes(std::hint::black_box(xs), 0.0f32, |x| x, |a, b| a + b);
+            }
+            eprintln!("raw fold {:?} per call {s}", t.elapsed() / 1000);
+        }
     }
 }

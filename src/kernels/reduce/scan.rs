@@ -11,7 +11,6 @@ use crate::kernels::element::Element;
 use crate::kernels::float::FloatStore;
 use crate::kernels::layout::{coalesce, GRAIN};
 use crate::kernels::map::for_each_row;
-use crate::kernels::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Scan op codes (mirrored in `src/glue/foo_ffi_reduce.h`).
@@ -62,7 +61,7 @@ fn drive<I: Copy, O: Copy, A: Copy + Send + Sync>(
     );
     let (po, pi) = (out.ptr as usize, input.ptr as usize);
     let grain = (GRAIN / n).max(1);
-    parallel_for(lines, grain, &|s, e| {
+    super::engine::par(lines * n, lines, grain, &|s, e| {
         let mut acc: Vec<A> = Vec::new();
         for_each_row(&l, s, e, &mut |off, len| {
             let o = (po as *mut O).wrapping_offset(off[0]);
