@@ -27,7 +27,13 @@ pub unsafe extern "C" fn foo_reduce(
         let op = ReduceOp::from_code(op)
             .ok_or_else(|| FooError::InvalidArgument(format!("unknown reduce op code {op}")))?;
         // SAFETY: caller's contract.
-        let (o, a, p) = unsafe { (tensor_mut(out)?, tensor_ref(input)?, scalars(params, nparams)) };
+        let (o, a, p) = unsafe {
+            (
+                tensor_mut(out)?,
+                tensor_ref(input)?,
+                scalars(params, nparams),
+            )
+        };
         let o2 = if out2.is_null() {
             None
         } else {
@@ -54,7 +60,9 @@ pub unsafe extern "C" fn foo_scan(
             .ok_or_else(|| FooError::InvalidArgument(format!("unknown scan op code {op}")))?;
         // SAFETY: caller's contract.
         let (o, a) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
-        pool::run(a.numel() >= PAR_MIN, || scan(op, &o, &a, dim.max(0) as usize))
+        pool::run(a.numel() >= PAR_MIN, || {
+            scan(op, &o, &a, dim.max(0) as usize)
+        })
     })
 }
 

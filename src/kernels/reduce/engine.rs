@@ -14,8 +14,8 @@
 //! op and dtype; the planning is shared.
 
 use crate::error::FooResult;
-use crate::kernels::element::Element;
 use crate::invalid_arg;
+use crate::kernels::element::Element;
 use crate::kernels::layout::{coalesce, Layout, GRAIN};
 use crate::kernels::map::for_each_row;
 use crate::kernels::parallel::parallel_for;
@@ -94,8 +94,7 @@ pub fn plan(input: &TensorRef, out: &TensorMut, out2: Option<&TensorMut>) -> Foo
     let s2 = out2.map_or(&out.strides, |o| &o.strides);
     let (mut ks, mut ki, mut ko1, mut ko2) = (vec![], vec![], vec![], vec![]);
     let (mut rs, mut ri) = (vec![], vec![]);
-    for d in 0..nd {
-        let (n, o) = (input.shape[d], out.shape[d]);
+    for (d, (&n, &o)) in input.shape.iter().zip(&out.shape).enumerate() {
         if o == n {
             ks.push(n);
             ki.push(input.strides[d]);
@@ -145,7 +144,14 @@ fn kept_offsets(l: &Layout<3>, i: usize) -> [isize; 3] {
 ///
 /// # Safety
 /// As [`Reducer::row`].
-unsafe fn row_dense<R: Reducer>(r: &R, acc: &mut R::Acc, p: *const R::In, len: usize, s: isize, idx: usize) {
+unsafe fn row_dense<R: Reducer>(
+    r: &R,
+    acc: &mut R::Acc,
+    p: *const R::In,
+    len: usize,
+    s: isize,
+    idx: usize,
+) {
     const GATHER: usize = 1024;
     if s == 1 || len < 64 {
         // SAFETY: caller's contract.
@@ -164,6 +170,38 @@ unsafe fn row_dense<R: Reducer>(r: &R, acc: &mut R::Acc, p: *const R::In, len: u
         unsafe { r.row(acc, buf.as_ptr(), n, 1, idx + done) };
         done += n;
     }
+}
+
+/// [`Reducer::cols`] compiled for AVX-512 / AVX2 where the CPU has them (the crate targets
+/// baseline x86-64; the reducers' `cols` are `#[inline(always)]` so they inherit the features).
+///
+/// # Safety
+/// As [`Reducer::cols`].
+#[inline(always)]
+unsafe fn cols_fast<R: Reducer>(r: &R, accs: &mut [R::Acc], p: *const R::In, idx: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+        unsafe fn avx512<R: Reducer>(r: &R, accs: &mut [R::Acc], p: *const R::In, idx: usize) {
+            // SAFETY: caller's contract.
+            unsafe { r.cols(accs, p, idx) }
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<R: Reducer>(r: &R, accs: &mut [R::Acc], p: *const R::In, idx: usize) {
+            // SAFETY: caller's contract.
+            unsafe { r.cols(accs, p, idx) }
+        }
+        if super::ops::has_avx512() {
+            // SAFETY: the features were detected at run time; caller's contract for the rest.
+            return unsafe { avx512(r, accs, p, idx) };
+        }
+        if super::ops::has_avx2() {
+            // SAFETY: as above.
+            return unsafe { avx2(r, accs, p, idx) };
+        }
+    }
+    // SAFETY: caller's contract.
+    unsafe { r.cols(accs, p, idx) }
 }
 
 /// Runs `r` over the plan; `input` is the address of input element 0.
@@ -256,7 +294,7 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
         for_each_row(&p.red, r0, r1, &mut |off, len| {
             for k in 0..len {
                 // SAFETY: an input row of `accs.len()` contiguous kept elements.
-                unsafe { r.cols(&mut tmp, at(io + off[0] + k as isize * rs), pos + k) };
+                unsafe { cols_fast(r, &mut tmp, at(io + off[0] + k as isize * rs), pos + k) };
                 count += 1;
                 if count == CASCADE {
                     for (a, t) in accs.iter_mut().zip(tmp.iter_mut()) {

@@ -178,7 +178,12 @@ fn fold_lanes_generic<const L: usize, S: Copy, A: Copy>(
 /// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn fold_lanes_avx2<S: Copy, A: Copy>(xs: &[S], id: A, g: impl Fn(S) -> A, op: impl Fn(A, A) -> A) -> A {
+unsafe fn fold_lanes_avx2<S: Copy, A: Copy>(
+    xs: &[S],
+    id: A,
+    g: impl Fn(S) -> A,
+    op: impl Fn(A, A) -> A,
+) -> A {
     fold_lanes_generic::<LANES, S, A>(xs, id, g, op)
 }
 
@@ -188,11 +193,16 @@ unsafe fn fold_lanes_avx2<S: Copy, A: Copy>(xs: &[S], id: A, g: impl Fn(S) -> A,
 /// The CPU must support AVX-512 F/BW/VL/DQ, AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
-unsafe fn fold_lanes_avx512<S: Copy, A: Copy>(xs: &[S], id: A, g: impl Fn(S) -> A, op: impl Fn(A, A) -> A) -> A {
+unsafe fn fold_lanes_avx512<S: Copy, A: Copy>(
+    xs: &[S],
+    id: A,
+    g: impl Fn(S) -> A,
+    op: impl Fn(A, A) -> A,
+) -> A {
     fold_lanes_generic::<{ 2 * LANES }, S, A>(xs, id, g, op)
 }
 
-fn has_avx512() -> bool {
+pub(super) fn has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
@@ -207,7 +217,7 @@ fn has_avx512() -> bool {
     }
 }
 
-fn has_avx2() -> bool {
+pub(super) fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
@@ -239,7 +249,11 @@ fn fold_lanes<S: Copy, A: Copy>(xs: &[S], id: A, g: impl Fn(S) -> A, op: impl Fn
 /// Pairwise sum of `g(x)` over `xs`: blocks of [`BLOCK`] folded in lanes, block sums merged
 /// pairwise (a binary counter), so the error grows with log(len) rather than len.
 #[inline(always)]
-fn fold_sum<S: Copy, A: Copy + std::ops::Add<Output = A>>(xs: &[S], zero: A, g: impl Fn(S) -> A + Copy) -> A {
+fn fold_sum<S: Copy, A: Copy + std::ops::Add<Output = A>>(
+    xs: &[S],
+    zero: A,
+    g: impl Fn(S) -> A + Copy,
+) -> A {
     if xs.len() <= BLOCK {
         return fold_lanes(xs, zero, g, |a, b| a + b);
     }
@@ -346,16 +360,23 @@ impl<F: FloatStore> Reducer for FloatAcc<F> {
         }
         *acc = a;
     }
+    #[inline(always)]
     unsafe fn cols(&self, accs: &mut [F::M], p: *const F, _idx: usize) {
         // SAFETY: caller's contract.
         let xs = unsafe { std::slice::from_raw_parts(p, accs.len()) };
         match self.op {
-            FOp::Sum | FOp::Mean => accs.iter_mut().zip(xs).for_each(|(a, x)| *a = *a + x.load()),
+            FOp::Sum | FOp::Mean => accs
+                .iter_mut()
+                .zip(xs)
+                .for_each(|(a, x)| *a = *a + x.load()),
             FOp::NanSum => accs.iter_mut().zip(xs).for_each(|(a, x)| {
                 let v = x.load();
                 *a = *a + if v.is_nan() { F::M::zero() } else { v }
             }),
-            FOp::Prod => accs.iter_mut().zip(xs).for_each(|(a, x)| *a = *a * x.load()),
+            FOp::Prod => accs
+                .iter_mut()
+                .zip(xs)
+                .for_each(|(a, x)| *a = *a * x.load()),
         }
     }
     fn merge(&self, a: F::M, b: F::M) -> F::M {
@@ -413,13 +434,18 @@ impl<T: Element> Reducer for IntAcc<T> {
         }
         *acc = a;
     }
+    #[inline(always)]
     unsafe fn cols(&self, accs: &mut [i64], p: *const T, _idx: usize) {
         // SAFETY: caller's contract.
         let xs = unsafe { std::slice::from_raw_parts(p, accs.len()) };
         if self.prod {
-            accs.iter_mut().zip(xs).for_each(|(a, x)| *a = a.wrapping_mul(x.to_i64()));
+            accs.iter_mut()
+                .zip(xs)
+                .for_each(|(a, x)| *a = a.wrapping_mul(x.to_i64()));
         } else {
-            accs.iter_mut().zip(xs).for_each(|(a, x)| *a = a.wrapping_add(x.to_i64()));
+            accs.iter_mut()
+                .zip(xs)
+                .for_each(|(a, x)| *a = a.wrapping_add(x.to_i64()));
         }
     }
     fn merge(&self, a: i64, b: i64) -> i64 {
@@ -478,21 +504,19 @@ impl<T: Real> Reducer for MinMax<T> {
         unsafe { each(p, len, s, |_, x| a = self.pick(a, x)) };
         *acc = a;
     }
+    #[inline(always)]
     unsafe fn cols(&self, accs: &mut [T], p: *const T, _idx: usize) {
         // SAFETY: caller's contract.
         let xs = unsafe { std::slice::from_raw_parts(p, accs.len()) };
+        // Selects (not branches), so the loop vectorizes; NaN sticks once taken.
         if self.max {
-            accs.iter_mut().zip(xs).for_each(|(a, &x)| {
-                if better(true, x, *a) {
-                    *a = x
-                }
-            });
+            accs.iter_mut()
+                .zip(xs)
+                .for_each(|(a, &x)| *a = if x > *a || x.nan() { x } else { *a });
         } else {
-            accs.iter_mut().zip(xs).for_each(|(a, &x)| {
-                if better(false, x, *a) {
-                    *a = x
-                }
-            });
+            accs.iter_mut()
+                .zip(xs)
+                .for_each(|(a, &x)| *a = if x < *a || x.nan() { x } else { *a });
         }
     }
     fn merge(&self, a: T, b: T) -> T {
@@ -553,6 +577,7 @@ impl<T: Real> Reducer for Arg<T> {
         };
         *acc = a;
     }
+    #[inline(always)]
     unsafe fn cols(&self, accs: &mut [(T, i64)], p: *const T, idx: usize) {
         // SAFETY: caller's contract.
         let xs = unsafe { std::slice::from_raw_parts(p, accs.len()) };
@@ -667,6 +692,7 @@ impl<F: FloatStore> Reducer for Var<F> {
         unsafe { each(p, len, s, |_, x| a = a.push(x.load().to_f64c())) };
         *acc = a;
     }
+    #[inline(always)]
     unsafe fn cols(&self, accs: &mut [Moments], p: *const F, _idx: usize) {
         // SAFETY: caller's contract.
         let xs = unsafe { std::slice::from_raw_parts(p, accs.len()) };
@@ -777,13 +803,9 @@ impl<F: FloatStore> Reducer for Norm<F> {
                     v * v
                 }),
                 NormKind::One => fold_sum(xs, z, |x: F| x.load().abs()),
-                NormKind::Zero => fold_sum(xs, z, |x: F| {
-                    if x.load() != z {
-                        F::M::one()
-                    } else {
-                        z
-                    }
-                }),
+                NormKind::Zero => {
+                    fold_sum(xs, z, |x: F| if x.load() != z { F::M::one() } else { z })
+                }
                 NormKind::Inf => fold_lanes(xs, z, |x: F| x.load().abs(), nanmax),
                 NormKind::NegInf => fold_lanes(xs, F::M::infinity(), |x: F| x.load().abs(), nanmin),
                 NormKind::P(_) => fold_sum(xs, z, |x: F| x.load().abs().powf(self.p)),
@@ -796,6 +818,7 @@ impl<F: FloatStore> Reducer for Norm<F> {
         unsafe { each(p, len, s, |_, x| a = self.comb(a, self.term(x.load()))) };
         *acc = a;
     }
+    #[inline(always)]
     unsafe fn cols(&self, accs: &mut [F::M], p: *const F, _idx: usize) {
         // SAFETY: caller's contract.
         let xs = unsafe { std::slice::from_raw_parts(p, accs.len()) };
@@ -855,6 +878,7 @@ impl<T: Element> Reducer for AllAny<T> {
             }
         }
     }
+    #[inline(always)]
     unsafe fn cols(&self, accs: &mut [bool], p: *const T, _idx: usize) {
         // SAFETY: caller's contract.
         let xs = unsafe { std::slice::from_raw_parts(p, accs.len()) };
@@ -949,6 +973,7 @@ impl<F: FloatStore> Reducer for LogSumExp<F> {
         unsafe { each(p, len, s, |_, x| a = lse_merge(a, lse_one(x.load()))) };
         *acc = a;
     }
+    #[inline(always)]
     unsafe fn cols(&self, accs: &mut [Lse<F::M>], p: *const F, _idx: usize) {
         // SAFETY: caller's contract.
         let xs = unsafe { std::slice::from_raw_parts(p, accs.len()) };
@@ -1176,47 +1201,30 @@ mod tests {
     fn var_norm_lse() {
         let a = Owned::new(vec![1.0f64, 2.0, 3.0, 4.0], &[4]);
         let mut o = Owned::<f64>::zeros(&[1]);
-        reduce(ReduceOp::Var, &o.m(), None, &a.r(), &[Scalar::from_f64(1.0)]).unwrap();
+        reduce(
+            ReduceOp::Var,
+            &o.m(),
+            None,
+            &a.r(),
+            &[Scalar::from_f64(1.0)],
+        )
+        .unwrap();
         assert!((o.data[0] - 5.0 / 3.0).abs() < 1e-12);
-        reduce(ReduceOp::Norm, &o.m(), None, &a.r(), &[Scalar::from_f64(2.0)]).unwrap();
+        reduce(
+            ReduceOp::Norm,
+            &o.m(),
+            None,
+            &a.r(),
+            &[Scalar::from_f64(2.0)],
+        )
+        .unwrap();
         assert!((o.data[0] - 30f64.sqrt()).abs() < 1e-12);
         reduce(ReduceOp::LogSumExp, &o.m(), None, &a.r(), &[]).unwrap();
-        let e: f64 = [1.0f64, 2.0, 3.0, 4.0].iter().map(|x| x.exp()).sum::<f64>().ln();
+        let e: f64 = [1.0f64, 2.0, 3.0, 4.0]
+            .iter()
+            .map(|x| x.exp())
+            .sum::<f64>()
+            .ln();
         assert!((o.data[0] - e).abs() < 1e-12);
-    }
-}
-
-#[cfg(test)]
-mod perf_probe {
-    use super::*;
-    use crate::kernels::map::testing::Owned;
-    #[test]
-    #[ignore]
-    fn probe() {
-        let n = 100_000;
-        let a = Owned::new((0..n).map(|x| (x % 13) as f32).collect(), &[n]);
-        let mut o = Owned::<f32>::zeros(&[1]);
-        let pool1 = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        for op in [ReduceOp::Sum, ReduceOp::Max] {
-            let t = std::time::Instant::now();
-            for _ in 0..1000 {
-                reduce(op, &o.m(), None, &a.r(), &[]).unwrap();
-            }
-            eprintln!("{op:?} {:?} per call", t.elapsed() / 1000);
-            let t = std::time::Instant::now();
-            pool1.install(|| {
-                for _ in 0..1000 {
-                    reduce(op, &o.m(), None, &a.r(), &[]).unwrap();
-                }
-            });
-            eprintln!("{op:?} 1 thread {:?} per call", t.elapsed() / 1000);
-            let xs = &a.data[..];
-            let t = std::time::Instant::now();
-            let mut s = 0.0;
-            for _ in 0..1000 {
-                s += fold_lanes(std::hint::black_box(xs), 0.0f32, |x| x, |a, b| a + b);
-            }
-            eprintln!("raw fold {:?} per call {s}", t.elapsed() / 1000);
-        }
     }
 }

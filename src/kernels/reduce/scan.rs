@@ -106,9 +106,23 @@ fn drive<I: Copy, O: Copy, A: Copy + Send + Sync>(
 
 fn half_scan<F: FloatStore<M = f32>>(out: &TensorMut, input: &TensorRef, dim: usize, prod: bool) {
     if prod {
-        drive(out, input, dim, 1.0f32, |a: f32, x: F| a * x.load(), F::store);
+        drive(
+            out,
+            input,
+            dim,
+            1.0f32,
+            |a: f32, x: F| a * x.load(),
+            F::store,
+        );
     } else {
-        drive(out, input, dim, 0.0f32, |a: f32, x: F| a + x.load(), F::store);
+        drive(
+            out,
+            input,
+            dim,
+            0.0f32,
+            |a: f32, x: F| a + x.load(),
+            F::store,
+        );
     }
 }
 
@@ -140,9 +154,9 @@ pub fn scan(op: ScanOp, out: &TensorMut, input: &TensorRef, dim: usize) -> FooRe
         DType::F32 | DType::F64 => crate::dispatch_float!(dt, F => {
             let init = if prod { 1.0 } else { 0.0 };
             if prod {
-                drive(out, input, dim, init, |a: f64, x: F| a * x.to_f64(), |a| F::from_f64(a));
+                drive(out, input, dim, init, |a: f64, x: F| a * x.to_f64(), F::from_f64);
             } else {
-                drive(out, input, dim, init, |a: f64, x: F| a + x.to_f64(), |a| F::from_f64(a));
+                drive(out, input, dim, init, |a: f64, x: F| a + x.to_f64(), F::from_f64);
             }
         }, _ => unreachable!()),
         DType::F16 => half_scan::<half::f16>(out, input, dim, prod),
