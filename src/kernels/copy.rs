@@ -163,18 +163,8 @@ mod regression {
     fn expanded_source_rows() {
         let src: Vec<f32> = (0..7).map(|x| x as f32).collect();
         let mut dst = vec![0f32; 42];
-        let d = TensorMut {
-            ptr: dst.as_mut_ptr() as *mut u8,
-            shape: vec![6, 7],
-            strides: vec![7, 1],
-            dtype: DType::F32,
-        };
-        let s = TensorRef {
-            ptr: src.as_ptr() as *const u8,
-            shape: vec![6, 7],
-            strides: vec![0, 1],
-            dtype: DType::F32,
-        };
+        let d = TensorMut { ptr: dst.as_mut_ptr() as *mut u8, shape: vec![6, 7], strides: vec![7, 1], dtype: DType::F32 };
+        let s = TensorRef { ptr: src.as_ptr() as *const u8, shape: vec![6, 7], strides: vec![0, 1], dtype: DType::F32 };
         copy(&d, &s).unwrap();
         assert_eq!(&dst[35..], &src[..]);
     }

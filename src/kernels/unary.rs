@@ -402,21 +402,11 @@ fn int_unary<I: IntElem>(
             // Compare in i128 so that a bound outside the dtype's range (clamp(uint8, -3, 7)) acts
             // as on CPU instead of wrapping around.
             let bound = |s: &Scalar| -> i128 {
-                if s.tag == Scalar::TAG_UINT {
-                    s.i as u64 as i128
-                } else {
-                    i64::from_scalar(s) as i128
-                }
+                if s.tag == Scalar::TAG_UINT { s.i as u64 as i128 } else { i64::from_scalar(s) as i128 }
             };
             let lo = param(p, 0).map(bound);
             let hi = param(p, 1).map(bound);
-            let wide = |x: I| -> i128 {
-                if I::SIGNED {
-                    Element::to_i64(x) as i128
-                } else {
-                    Element::to_u64(x) as i128
-                }
-            };
+            let wide = |x: I| -> i128 { if I::SIGNED { Element::to_i64(x) as i128 } else { Element::to_u64(x) as i128 } };
             map1(out, a, move |x: I| {
                 let mut y = wide(x);
                 if let Some(l) = lo {
@@ -425,11 +415,7 @@ fn int_unary<I: IntElem>(
                 if let Some(h) = hi {
                     y = y.min(h);
                 }
-                if I::SIGNED {
-                    I::from_i64(y as i64)
-                } else {
-                    I::from_u64(y as u64)
-                }
+                if I::SIGNED { I::from_i64(y as i64) } else { I::from_u64(y as u64) }
             })
         }
         NanToNum => map1(out, a, |x: I| x),
