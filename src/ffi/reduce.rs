@@ -1,1 +1,108 @@
 //! C ABI of the reduce family (see kernels::reduce).
+
+use super::{guard, scalars, tensor_mut, tensor_ref};
+use crate::error::FooError;
+use crate::kernels::reduce::engine::PAR_MIN;
+use crate::kernels::reduce::{reduce, scan, ReduceOp, ScanOp};
+use crate::runtime::pool;
+use crate::tensor::{FooTensor, Scalar};
+
+/// `out (, out2) = op(input)` over the dims where `out` has size 1 and `input` does not.
+/// `out` and `out2` have the input's rank (the glue restrides keepdim=False results);
+/// `out2` may be null (indices of max/min, the mean of var_mean/std_mean).
+///
+/// # Safety
+/// Descriptors must describe live memory (outputs writable, not overlapping the input);
+/// `params` holds `nparams` scalars.
+#[no_mangle]
+pub unsafe extern "C" fn foo_reduce(
+    op: i32,
+    out: *const FooTensor,
+    out2: *const FooTensor,
+    input: *const FooTensor,
+    params: *const Scalar,
+    nparams: i32,
+) -> i32 {
+    guard(|| {
+        let op = ReduceOp::from_code(op)
+            .ok_or_else(|| FooError::InvalidArgument(format!("unknown reduce op code {op}")))?;
+        // SAFETY: caller's contract.
+        let (o, a, p) = unsafe {
+            (
+                tensor_mut(out)?,
+                tensor_ref(input)?,
+                scalars(params, nparams),
+            )
+        };
+        let o2 = if out2.is_null() {
+            None
+        } else {
+            // SAFETY: caller's contract.
+            Some(unsafe { tensor_mut(out2)? })
+        };
+        pool::run(a.numel() >= PAR_MIN, || reduce(op, &o, o2.as_ref(), &a, p))
+    })
+}
+
+/// `out = cumsum/cumprod(input, dim)`; same shapes, `out` does not overlap `input`.
+///
+/// # Safety
+/// As `foo_reduce`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_scan(
+    op: i32,
+    out: *const FooTensor,
+    input: *const FooTensor,
+    dim: i32,
+) -> i32 {
+    guard(|| {
+        let op = ScanOp::from_code(op)
+            .ok_or_else(|| FooError::InvalidArgument(format!("unknown scan op code {op}")))?;
+        // SAFETY: caller's contract.
+        let (o, a) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
+        pool::run(a.numel() >= PAR_MIN, || {
+            scan(op, &o, &a, dim.max(0) as usize)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The op codes are written twice (here and in foo_ffi_reduce.h): check they agree.
+    use super::*;
+
+    fn header_codes(prefix: &str) -> Vec<(String, i32)> {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/glue/foo_ffi_reduce.h"
+        ))
+        .unwrap();
+        text.lines()
+            .filter_map(|l| {
+                let l = l.trim().trim_end_matches(',');
+                let (name, value) = l.split_once('=')?;
+                let name = name.trim().strip_prefix(prefix)?;
+                Some((name.replace('_', ""), value.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
+    fn check<T: std::fmt::Debug + Copy>(prefix: &str, all: &[T], code: impl Fn(T) -> i32) {
+        let header = header_codes(prefix);
+        assert_eq!(header.len(), all.len(), "{prefix}: header and Rust differ");
+        for op in all {
+            let rust_name = format!("{op:?}").to_uppercase();
+            let (_, v) = header
+                .iter()
+                .find(|(n, _)| *n == rust_name)
+                .unwrap_or_else(|| panic!("{prefix}{rust_name} missing in header"));
+            assert_eq!(*v, code(*op), "{prefix}{rust_name}");
+        }
+    }
+
+    #[test]
+    fn reduce_header_matches_rust() {
+        check("FOO_REDUCE_", &ReduceOp::ALL, |o| o as i32);
+        check("FOO_SCAN_", &ScanOp::ALL, |o| o as i32);
+    }
+}

@@ -1,0 +1,362 @@
+//! The reduction driver: splits the input's dims into kept and reduced ones, coalesces each
+//! group, and walks them in one of three patterns:
+//!
+//! * **inner** (the input's innermost dim is reduced): every output folds contiguous rows
+//!   (vectorized, pairwise for sums); parallel over outputs, or over fixed-size chunks of the
+//!   reduction when there are few outputs (full reductions), merged in chunk order.
+//! * **outer** (the input's innermost dim is kept): rows of the input are folded column-wise
+//!   into a block of accumulators (vectorized across columns); parallel over column blocks,
+//!   or over fixed-size chunks of the reduction when there are few blocks.
+//! * **general** strided inputs use the inner pattern's walk with strided rows.
+//!
+//! Chunk sizes depend on the shape only, never on the thread count, so results are
+//! bit-identical with any number of threads. Only [`Reducer`] methods are monomorphized per
+//! op and dtype; the planning is shared.
+
+use crate::error::FooResult;
+use crate::invalid_arg;
+use crate::kernels::element::Element;
+use crate::kernels::layout::{coalesce, Layout, GRAIN};
+use crate::kernels::map::for_each_row;
+use crate::kernels::parallel::parallel_for;
+use crate::tensor::{TensorMut, TensorRef};
+
+/// Elements of the reduction handled by one task when a reduction is split across threads.
+pub const SPLIT: usize = 1 << 15;
+/// Inputs below this many elements run on the calling thread: the vectorized kernels stream
+/// ~100 GB/s per core, so a pool hand-off (several microseconds) only pays off above it.
+pub const PAR_MIN: usize = 1 << 19;
+
+/// `f(0, n)` on the calling thread for small work (`total` input elements), else
+/// [`parallel_for`] with `grain`.
+pub fn par(total: usize, n: usize, grain: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+    if total < PAR_MIN {
+        if n > 0 {
+            f(0, n);
+        }
+    } else {
+        parallel_for(n, grain, f);
+    }
+}
+/// Columns per task in the outer pattern (the accumulator block stays in L1).
+const COLS: usize = 256;
+/// Rows folded into a temporary block before it is merged (a two-level cascade for accuracy).
+const CASCADE: usize = 128;
+
+/// One reduction op over one element type.
+pub trait Reducer: Sync {
+    type In: Element;
+    type Acc: Copy + Send + Sync;
+    fn init(&self) -> Self::Acc;
+    /// Folds `len` elements at `p`, `p + s`, ... into `acc`; `idx` is the reduction index of
+    /// the first one (the position along the reduced dim, for arg reductions).
+    ///
+    /// # Safety
+    /// All `len` elements must be readable.
+    unsafe fn row(&self, acc: &mut Self::Acc, p: *const Self::In, len: usize, s: isize, idx: usize);
+    /// `accs[j]` folds `p[j]` for every j (one input row, contiguous), at reduction index `idx`.
+    ///
+    /// # Safety
+    /// `p[0..accs.len()]` must be readable.
+    unsafe fn cols(&self, accs: &mut [Self::Acc], p: *const Self::In, idx: usize);
+    /// Combines `a` with `b`, which covers later reduction indices.
+    fn merge(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    /// Writes the result of `n` folded elements at element offsets `o1` (first output) and
+    /// `o2` (second output, when the op has one).
+    ///
+    /// # Safety
+    /// The offsets must address elements of the outputs the reducer was built with.
+    unsafe fn finish(&self, acc: Self::Acc, n: usize, o1: isize, o2: isize);
+}
+
+/// The dims of a reduction, split and coalesced.
+#[derive(Debug)]
+pub struct Plan {
+    /// Kept dims; operands: input, output 1, output 2 (ordered by the input's strides).
+    pub kept: Layout<3>,
+    /// Reduced dims; operand: input.
+    pub red: Layout<1>,
+    /// Number of outputs and of elements folded into each.
+    pub n: usize,
+    pub m: usize,
+}
+
+/// Plans reducing `input` into `out` (and `out2`), which have the input's rank with size 1 at
+/// reduced dims (the glue restrides keepdim=False outputs so).
+pub fn plan(input: &TensorRef, out: &TensorMut, out2: Option<&TensorMut>) -> FooResult<Plan> {
+    let nd = input.ndim();
+    if out.ndim() != nd || out2.is_some_and(|o| o.shape != out.shape) {
+        return invalid_arg!(
+            "reduce: output shape {:?} does not match the input rank {nd}",
+            out.shape
+        );
+    }
+    let s2 = out2.map_or(&out.strides, |o| &o.strides);
+    let (mut ks, mut ki, mut ko1, mut ko2) = (vec![], vec![], vec![], vec![]);
+    let (mut rs, mut ri) = (vec![], vec![]);
+    for (d, (&n, &o)) in input.shape.iter().zip(&out.shape).enumerate() {
+        if o == n {
+            ks.push(n);
+            ki.push(input.strides[d]);
+            ko1.push(out.strides[d]);
+            ko2.push(s2[d]);
+        } else if o == 1 {
+            rs.push(n);
+            ri.push(input.strides[d]);
+        } else {
+            return invalid_arg!(
+                "reduce: output shape {:?} is not a reduction of {:?}",
+                out.shape,
+                input.shape
+            );
+        }
+    }
+    let kept = coalesce(&ks, [&ki, &ko1, &ko2]);
+    let red = coalesce(&rs, [&ri]);
+    Ok(Plan {
+        n: kept.numel(),
+        m: red.numel(),
+        kept,
+        red,
+    })
+}
+
+#[derive(Clone, Copy)]
+struct SyncPtr<T>(*mut T);
+// SAFETY: tasks write disjoint slots of the buffer behind the pointer.
+unsafe impl<T> Send for SyncPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SyncPtr<T> {}
+
+fn inner<const N: usize>(l: &Layout<N>) -> [isize; N] {
+    std::array::from_fn(|k| l.strides[k].last().copied().unwrap_or(0))
+}
+
+/// Offsets of kept element `i` (input, out1, out2).
+fn kept_offsets(l: &Layout<3>, i: usize) -> [isize; 3] {
+    let mut r = [0isize; 3];
+    for_each_row(l, i, i + 1, &mut |off, _| r = off);
+    r
+}
+
+/// Folds a row; long strided rows are gathered into a dense buffer first, so they take the
+/// reducer's vectorized (and, for sums, pairwise) dense path.
+///
+/// # Safety
+/// As [`Reducer::row`].
+unsafe fn row_dense<R: Reducer>(
+    r: &R,
+    acc: &mut R::Acc,
+    p: *const R::In,
+    len: usize,
+    s: isize,
+    idx: usize,
+) {
+    const GATHER: usize = 1024;
+    if s == 1 || len < 64 {
+        // SAFETY: caller's contract.
+        unsafe { r.row(acc, p, len, s, idx) };
+        return;
+    }
+    let mut buf = [R::In::default(); GATHER];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(GATHER);
+        for (k, b) in buf[..n].iter_mut().enumerate() {
+            // SAFETY: element done + k < len of the row (caller's contract).
+            *b = unsafe { *p.offset((done + k) as isize * s) };
+        }
+        // SAFETY: the buffer holds n dense elements.
+        unsafe { r.row(acc, buf.as_ptr(), n, 1, idx + done) };
+        done += n;
+    }
+}
+
+/// [`Reducer::cols`] compiled for AVX-512 / AVX2 where the CPU has them (the crate targets
+/// baseline x86-64; the reducers' `cols` are `#[inline(always)]` so they inherit the features).
+///
+/// # Safety
+/// As [`Reducer::cols`].
+#[inline(always)]
+unsafe fn cols_fast<R: Reducer>(r: &R, accs: &mut [R::Acc], p: *const R::In, idx: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+        unsafe fn avx512<R: Reducer>(r: &R, accs: &mut [R::Acc], p: *const R::In, idx: usize) {
+            // SAFETY: caller's contract.
+            unsafe { r.cols(accs, p, idx) }
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<R: Reducer>(r: &R, accs: &mut [R::Acc], p: *const R::In, idx: usize) {
+            // SAFETY: caller's contract.
+            unsafe { r.cols(accs, p, idx) }
+        }
+        if super::ops::has_avx512() {
+            // SAFETY: the features were detected at run time; caller's contract for the rest.
+            return unsafe { avx512(r, accs, p, idx) };
+        }
+        if super::ops::has_avx2() {
+            // SAFETY: as above.
+            return unsafe { avx2(r, accs, p, idx) };
+        }
+    }
+    // SAFETY: caller's contract.
+    unsafe { r.cols(accs, p, idx) }
+}
+
+/// Runs `r` over the plan; `input` is the address of input element 0.
+pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
+    if p.n == 0 {
+        return;
+    }
+    let base = input as usize;
+    let at = move |off: isize| (base as *const R::In).wrapping_offset(off);
+    let rs = inner(&p.red)[0];
+    let one_dim = p.red.shape.len() <= 1;
+    let fold = |acc: &mut R::Acc, io: isize, r0: usize, r1: usize| {
+        if one_dim {
+            // One reduced dim (or none): a single row, no index bookkeeping.
+            if r0 < r1 {
+                // SAFETY: elements r0..r1 of the reduced dim lie inside the input.
+                unsafe { row_dense(r, acc, at(io + r0 as isize * rs), r1 - r0, rs, r0) };
+            }
+            return;
+        }
+        let mut pos = r0;
+        for_each_row(&p.red, r0, r1, &mut |off, len| {
+            // SAFETY: the row lies inside the input (offsets come from its shape/strides).
+            unsafe { row_dense(r, acc, at(io + off[0]), len, rs, pos) };
+            pos += len;
+        });
+    };
+    let [ki, ko1, ko2] = inner(&p.kept);
+    let l = p.kept.shape.last().copied().unwrap_or(1);
+    let outer = !p.kept.shape.is_empty() && ki == 1 && rs != 1 && p.m > 1 && l >= 8;
+    if outer {
+        run_outer(r, p, at, rs);
+        return;
+    }
+    if p.m < SPLIT || p.n >= 64 {
+        let grain = (GRAIN / p.m.max(1)).max(1);
+        par(p.n * p.m, p.n, grain, &|s, e| {
+            for_each_row(&p.kept, s, e, &mut |off, len| {
+                for j in 0..len as isize {
+                    let mut acc = r.init();
+                    fold(&mut acc, off[0] + j * ki, 0, p.m);
+                    // SAFETY: output offsets come from the outputs' shape/strides.
+                    unsafe { r.finish(acc, p.m, off[1] + j * ko1, off[2] + j * ko2) };
+                }
+            })
+        });
+        return;
+    }
+    // Few outputs, long reductions: fixed-size chunks of the reduction, merged in order.
+    let chunks = p.m.div_ceil(SPLIT);
+    let offs: Vec<[isize; 3]> = (0..p.n).map(|i| kept_offsets(&p.kept, i)).collect();
+    let mut parts: Vec<R::Acc> = vec![r.init(); p.n * chunks];
+    let parts_ptr = SyncPtr(parts.as_mut_ptr());
+    par(p.n * p.m, p.n * chunks, 1, &|s, e| {
+        let pp = parts_ptr;
+        for t in s..e {
+            let (o, c) = (t / chunks, t % chunks);
+            let mut acc = r.init();
+            fold(&mut acc, offs[o][0], c * SPLIT, ((c + 1) * SPLIT).min(p.m));
+            // SAFETY: slot t belongs to this task only; t < parts.len().
+            unsafe { *pp.0.add(t) = acc };
+        }
+    });
+    for (o, off) in offs.iter().enumerate() {
+        let ps = &parts[o * chunks..(o + 1) * chunks];
+        let acc = ps[1..].iter().fold(ps[0], |a, &b| r.merge(a, b));
+        // SAFETY: output offsets come from the outputs' shape/strides.
+        unsafe { r.finish(acc, p.m, off[1], off[2]) };
+    }
+}
+
+fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + Sync, rs: isize) {
+    let l = *p.kept.shape.last().unwrap();
+    let [_, ko1, ko2] = inner(&p.kept);
+    let rows = p.n / l;
+    let blocks = l.div_ceil(COLS);
+    let tasks = rows * blocks;
+    let splits = if tasks < 8 && p.m * l >= 4 * GRAIN {
+        (p.m * l / (2 * GRAIN)).clamp(1, 64).min(p.m)
+    } else {
+        1
+    };
+    let per = p.m.div_ceil(splits);
+    // Folds reduction indices r0..r1 of kept row `row`, columns c0..c1, into `accs`.
+    let work = |row: usize, c0: usize, r0: usize, r1: usize, accs: &mut [R::Acc]| {
+        let io = kept_offsets(&p.kept, row * l)[0] + c0 as isize;
+        let mut tmp = vec![r.init(); accs.len()];
+        let mut count = 0;
+        let mut pos = r0;
+        for_each_row(&p.red, r0, r1, &mut |off, len| {
+            for k in 0..len {
+                // SAFETY: an input row of `accs.len()` contiguous kept elements.
+                unsafe { cols_fast(r, &mut tmp, at(io + off[0] + k as isize * rs), pos + k) };
+                count += 1;
+                if count == CASCADE {
+                    for (a, t) in accs.iter_mut().zip(tmp.iter_mut()) {
+                        *a = r.merge(*a, *t);
+                        *t = r.init();
+                    }
+                    count = 0;
+                }
+            }
+            pos += len;
+        });
+        if count > 0 {
+            for (a, t) in accs.iter_mut().zip(&tmp) {
+                *a = r.merge(*a, *t);
+            }
+        }
+    };
+    let total = p.n * p.m;
+    if splits == 1 {
+        par(total, tasks, 1, &|s, e| {
+            let mut accs = Vec::with_capacity(COLS);
+            for t in s..e {
+                let (row, b) = (t / blocks, t % blocks);
+                let (c0, c1) = (b * COLS, ((b + 1) * COLS).min(l));
+                accs.clear();
+                accs.resize(c1 - c0, r.init());
+                work(row, c0, 0, p.m, &mut accs);
+                let o = kept_offsets(&p.kept, row * l);
+                for (j, &a) in (c0..c1).zip(&accs) {
+                    let j = j as isize;
+                    // SAFETY: output offsets come from the outputs' shape/strides.
+                    unsafe { r.finish(a, p.m, o[1] + j * ko1, o[2] + j * ko2) };
+                }
+            }
+        });
+        return;
+    }
+    // Few column blocks, long reductions: split the reduction in fixed chunks, merge in order.
+    let mut parts: Vec<R::Acc> = vec![r.init(); rows * splits * l];
+    let parts_ptr = SyncPtr(parts.as_mut_ptr());
+    par(total, tasks * splits, 1, &|s, e| {
+        let pp = parts_ptr;
+        for t in s..e {
+            let (rb, sp) = (t / splits, t % splits);
+            let (row, b) = (rb / blocks, rb % blocks);
+            let (c0, c1) = (b * COLS, ((b + 1) * COLS).min(l));
+            let start = (row * splits + sp) * l + c0;
+            // SAFETY: each (row, split, block) owns columns c0..c1 of its part row.
+            let accs = unsafe { std::slice::from_raw_parts_mut(pp.0.add(start), c1 - c0) };
+            work(row, c0, sp * per, ((sp + 1) * per).min(p.m), accs);
+        }
+    });
+    for row in 0..rows {
+        let o = kept_offsets(&p.kept, row * l);
+        for j in 0..l {
+            let mut acc = parts[row * splits * l + j];
+            for sp in 1..splits {
+                acc = r.merge(acc, parts[(row * splits + sp) * l + j]);
+            }
+            let jj = j as isize;
+            // SAFETY: output offsets come from the outputs' shape/strides.
+            unsafe { r.finish(acc, p.m, o[1] + jj * ko1, o[2] + jj * ko2) };
+        }
+    }
+}
