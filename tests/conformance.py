@@ -28,12 +28,20 @@ MAX_SAMPLES = 4
 # Outputs that depend on a random stream (or on memory contents) cannot be compared with CPU.
 NONDETERMINISTIC = ("rand", "normal", "bernoulli", "multinomial", "dropout", "uniform", "empty", "poisson",
                     "exponential", "geometric", "cauchy", "log_normal", "randint", "randperm", "new_empty",
-                    "as_strided_scatter", "resize_", "resize_as_", "bincount", "unique")
+                    "as_strided_scatter", "resize_", "resize_as_", "bincount", "unique", "fractional_max_pool")
+# Ops whose non-input tensor arguments must stay on the CPU (as for CUDA).
+CPU_ARGS = ("tensor_split",)
 
 
 def _to_foo(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
-        return x.detach().to("foo")
+        # Copy the whole storage and view it the same way (keeps offsets and partial views).
+        x = x.detach()
+        if x.layout != torch.strided:
+            return x.to("foo")
+        n = x.untyped_storage().nbytes() // max(x.element_size(), 1)
+        flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,))
+        return flat.to("foo").as_strided(x.size(), x.stride(), x.storage_offset())
     if isinstance(x, (list, tuple)):
         return type(x)(_to_foo(v) for v in x)
     if isinstance(x, dict):
@@ -97,11 +105,14 @@ def run_op(op: Any) -> tuple[str, bool, str]:
     for s in samples:
         if isinstance(s.input, torch.Tensor) and s.input.layout != torch.strided:
             return "skip", False, "sparse layout (foo tensors are strided)"
+        if s.kwargs.get("dropout_p", 0) or s.kwargs.get("training") is True:
+            continue  # a random dropout mask: not comparable
         try:
             want = op(s.input, *s.args, **s.kwargs)
         except Exception:  # noqa: BLE001
             continue
-        fin, fargs, fkw = _to_foo(s.input), _to_foo(s.args), _to_foo(s.kwargs)
+        fin = _to_foo(s.input)
+        fargs, fkw = (s.args, s.kwargs) if op.name in CPU_ARGS else (_to_foo(s.args), _to_foo(s.kwargs))
         foo_rs.reset_op_counts()
         try:
             got = op(fin, *fargs, **fkw)

@@ -188,3 +188,14 @@ def test_rust_panic_becomes_python_exception():
     with pytest.raises(RuntimeError, match="Rust panic in foo_rs: deliberate panic"):
         torch.ops.foo_rs._debug_panic(x)
     assert (x + 1).cpu().tolist() == [2.0, 2.0]  # the process and device are fine
+
+
+def test_conjugate_and_negative_views_copy():
+    z = torch.complex(torch.randn(4), torch.randn(4))
+    fz = z.to("foo")
+    assert torch.equal(fz.conj().cpu(), z.conj().resolve_conj())
+    assert torch.equal(z.conj().to("foo").cpu(), z.conj().resolve_conj())
+    assert torch.equal(fz.conj().imag.cpu(), z.conj().imag.resolve_neg())
+    out = torch.empty(4, dtype=torch.complex64, device="foo")
+    out.copy_(fz.conj())
+    assert torch.equal(out.cpu(), z.conj().resolve_conj())

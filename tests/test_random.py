@@ -105,7 +105,7 @@ def test_other_distributions_match_cpu_ks():
 def test_bernoulli_randint_random_randperm():
     torch.manual_seed(2)
     b = torch.empty(100_000, device="foo").bernoulli_(0.3)
-    assert abs(b.mean().item() - 0.3) < 0.01 and set(b.unique().cpu().tolist()) <= {0.0, 1.0}
+    assert abs(b.mean().item() - 0.3) < 0.01 and ((b == 0) | (b == 1)).all().item()
     p = torch.rand(50_000, device="foo")
     bt = torch.bernoulli(p)
     assert abs(bt.mean().item() - p.mean().item()) < 0.01

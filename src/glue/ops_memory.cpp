@@ -58,6 +58,22 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   const FooTensor d = describe(dst);
   const FooTensor s = describe(src);
   check(foo_copy(&d, &s), "copy_");
+  // Rust copied the physical values; apply the conjugate/negative bits of the two views (the
+  // Conjugate and Negative keys fall through to this kernel, see register.cpp).
+  const bool conj = src.is_conj() != dst.is_conj();
+  const bool neg = src.is_neg() != dst.is_neg();
+  if (conj || neg) {
+    at::Tensor physical = dst;
+    if (physical.is_conj()) physical = at::_conj(physical);
+    if (physical.is_neg()) physical = at::_neg_view(physical);
+    if (physical.is_complex()) {
+      at::Tensor parts = at::view_as_real(physical);
+      if (neg) parts.mul_(-1);
+      if (conj) parts.select(-1, 1).mul_(-1);
+    } else if (neg) {
+      physical.mul_(-1);
+    }
+  }
   return dst;
 }
 
