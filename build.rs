@@ -126,7 +126,11 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     // Beside the profile's build dirs (target/<profile>/foo-glue-objects), not inside this build's
     // OUT_DIR: another clone building into the same target dir reuses the objects.
-    let cache = out_dir.ancestors().nth(3).unwrap_or(&out_dir).join("foo-glue-objects");
+    let cache = out_dir
+        .ancestors()
+        .nth(3)
+        .unwrap_or(&out_dir)
+        .join("foo-glue-objects");
     std::fs::create_dir_all(&cache).expect("object cache dir");
     let profile = std::env::var("PROFILE").unwrap_or_default()
         + &std::env::var("OPT_LEVEL").unwrap_or_default();

@@ -93,46 +93,28 @@ pub unsafe extern "C" fn foo_ternary(
 
 #[cfg(test)]
 mod tests {
-    //! The op codes are written twice (here and in foo_ffi_elementwise.h): check they agree.
+    //! The op codes are written twice (the Rust enums and foo_ffi_elementwise.h): check they agree.
     use super::*;
-
-    fn header_codes(prefix: &str) -> Vec<(String, i32)> {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/glue/foo_ffi_elementwise.h"
-        ))
-        .unwrap();
-        text.lines()
-            .filter_map(|l| {
-                let l = l.trim().trim_end_matches(',');
-                let (name, value) = l.split_once('=')?;
-                let name = name.trim().strip_prefix(prefix)?;
-                Some((name.replace('_', ""), value.trim().parse().ok()?))
-            })
-            .collect()
-    }
-
-    fn check<T: std::fmt::Debug + Copy>(prefix: &str, all: &[T], code: impl Fn(T) -> i32) {
-        let header = header_codes(prefix);
-        assert_eq!(
-            header.len(),
-            all.len(),
-            "{prefix}: header and Rust list different numbers of ops"
-        );
-        for op in all {
-            let rust_name = format!("{op:?}").to_uppercase();
-            let (_, v) = header
-                .iter()
-                .find(|(n, _)| *n == rust_name)
-                .unwrap_or_else(|| panic!("{prefix}{rust_name} missing in header"));
-            assert_eq!(*v, code(*op), "{prefix}{rust_name}");
-        }
-    }
 
     #[test]
     fn header_matches_rust() {
-        check("FOO_UNARY_", &UnaryOp::ALL, |o| o as i32);
-        check("FOO_BINARY_", &BinaryOp::ALL, |o| o as i32);
-        check("FOO_TERNARY_", &TernaryOp::ALL, |o| o as i32);
+        super::super::check_header_codes(
+            "foo_ffi_elementwise.h",
+            "FOO_UNARY_",
+            &UnaryOp::ALL,
+            |o| o as i32,
+        );
+        super::super::check_header_codes(
+            "foo_ffi_elementwise.h",
+            "FOO_BINARY_",
+            &BinaryOp::ALL,
+            |o| o as i32,
+        );
+        super::super::check_header_codes(
+            "foo_ffi_elementwise.h",
+            "FOO_TERNARY_",
+            &TernaryOp::ALL,
+            |o| o as i32,
+        );
     }
 }

@@ -342,6 +342,40 @@ pub extern "C" fn foo_nondeterministic_seed() -> u64 {
     rng::nondeterministic_seed()
 }
 
+/// Op codes are written twice, in a Rust enum and in a C header: checks that they agree.
+#[cfg(test)]
+pub(crate) fn check_header_codes<T: std::fmt::Debug + Copy>(
+    header: &str,
+    prefix: &str,
+    all: &[T],
+    code: impl Fn(T) -> i32,
+) {
+    let path = format!("{}/src/glue/{header}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let codes: Vec<(String, i32)> = text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim().trim_end_matches(',');
+            let (name, value) = l.split_once('=')?;
+            let name = name.trim().strip_prefix(prefix)?;
+            Some((name.replace('_', ""), value.trim().parse().ok()?))
+        })
+        .collect();
+    assert_eq!(
+        codes.len(),
+        all.len(),
+        "{prefix}: {header} and the Rust enum list different numbers of ops"
+    );
+    for op in all {
+        let rust_name = format!("{op:?}").to_uppercase();
+        let (_, v) = codes
+            .iter()
+            .find(|(n, _)| *n == rust_name)
+            .unwrap_or_else(|| panic!("{prefix}{rust_name} missing in {header}"));
+        assert_eq!(*v, code(*op), "{prefix}{rust_name}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
