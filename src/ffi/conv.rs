@@ -52,7 +52,7 @@ pub unsafe extern "C" fn foo_conv_forward(
             )
         };
         let p = params(p)?;
-        threads::run(big(o.numel() + x.numel()), || {
+        threads::install(big(o.numel() + x.numel()), || {
             conv::conv_forward(&o, &x, &w, b.as_ref(), p)
         })
     })
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn foo_conv_backward_input(
             )
         };
         let p = params(p)?;
-        threads::run(big(gi.numel() + go.numel()), || {
+        threads::install(big(gi.numel() + go.numel()), || {
             conv::conv_backward_input(&gi, &go, &w, b.as_ref(), p)
         })
     })
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn foo_conv_backward_weight(
             )
         };
         let p = params(p)?;
-        threads::run(big(x.numel() + go.numel()), || {
+        threads::install(big(x.numel() + go.numel()), || {
             conv::conv_backward_weight(&gw, &x, &go, p)
         })
     })
@@ -126,7 +126,7 @@ pub unsafe extern "C" fn foo_conv_backward_bias(
     guard(|| {
         // SAFETY: caller's contract.
         let (gb, go) = unsafe { (tensor_mut(grad_bias)?, tensor_ref(grad_output)?) };
-        threads::run(go.numel() >= GRAIN, || conv::conv_backward_bias(&gb, &go))
+        conv::conv_backward_bias(&gb, &go)
     })
 }
 
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn foo_max_pool2d(
         // SAFETY: caller's contract.
         let (o, i, x) = unsafe { (tensor_mut(out)?, tensor_mut(indices)?, tensor_ref(input)?) };
         let p = params(p)?;
-        threads::run(x.numel() >= GRAIN, || pool::max_pool2d(&o, &i, &x, p))
+        pool::max_pool2d(&o, &i, &x, p)
     })
 }
 
@@ -166,9 +166,7 @@ pub unsafe extern "C" fn foo_max_pool2d_backward(
                 tensor_ref(indices)?,
             )
         };
-        threads::run(gi.numel() >= GRAIN, || {
-            pool::max_pool2d_backward(&gi, &go, &i)
-        })
+        pool::max_pool2d_backward(&gi, &go, &i)
     })
 }
 
@@ -184,7 +182,7 @@ pub unsafe extern "C" fn foo_avg_pool2d(
         // SAFETY: caller's contract.
         let (o, x) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
         let p = params(p)?;
-        threads::run(x.numel() >= GRAIN, || pool::avg_pool2d(&o, &x, p))
+        pool::avg_pool2d(&o, &x, p)
     })
 }
 
@@ -200,9 +198,7 @@ pub unsafe extern "C" fn foo_avg_pool2d_backward(
         // SAFETY: caller's contract.
         let (gi, go) = unsafe { (tensor_mut(grad_input)?, tensor_ref(grad_output)?) };
         let p = params(p)?;
-        threads::run(gi.numel() >= GRAIN, || {
-            pool::avg_pool2d_backward(&gi, &go, p)
-        })
+        pool::avg_pool2d_backward(&gi, &go, p)
     })
 }
 
@@ -216,7 +212,7 @@ pub unsafe extern "C" fn foo_adaptive_avg_pool2d(
     guard(|| {
         // SAFETY: caller's contract.
         let (o, x) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
-        threads::run(x.numel() >= GRAIN, || pool::adaptive_avg_pool2d(&o, &x))
+        pool::adaptive_avg_pool2d(&o, &x)
     })
 }
 
@@ -230,9 +226,7 @@ pub unsafe extern "C" fn foo_adaptive_avg_pool2d_backward(
     guard(|| {
         // SAFETY: caller's contract.
         let (gi, go) = unsafe { (tensor_mut(grad_input)?, tensor_ref(grad_output)?) };
-        threads::run(gi.numel() >= GRAIN, || {
-            pool::adaptive_avg_pool2d_backward(&gi, &go)
-        })
+        pool::adaptive_avg_pool2d_backward(&gi, &go)
     })
 }
 

@@ -3,10 +3,8 @@
 use super::{guard, scalars, tensor_mut, tensor_ref};
 use crate::error::FooError;
 use crate::kernels::binary::{binary, BinaryOp};
-use crate::kernels::layout::GRAIN;
 use crate::kernels::ternary::{ternary, TernaryOp};
 use crate::kernels::unary::{unary, UnaryOp};
-use crate::runtime::pool;
 use crate::tensor::{FooTensor, Scalar};
 
 fn unknown(family: &str, code: i32) -> FooError {
@@ -29,7 +27,7 @@ pub unsafe extern "C" fn foo_unary(
         let op = UnaryOp::from_code(op).ok_or_else(|| unknown("unary", op))?;
         // SAFETY: caller's contract.
         let (o, a, p) = unsafe { (tensor_mut(out)?, tensor_ref(a)?, scalars(params, nparams)) };
-        pool::run(o.numel() >= GRAIN, || unary(op, &o, &a, p))
+        unary(op, &o, &a, p)
     })
 }
 
@@ -57,7 +55,7 @@ pub unsafe extern "C" fn foo_binary(
                 scalars(params, nparams),
             )
         };
-        pool::run(o.numel() >= GRAIN, || binary(op, &o, &a, &b, p))
+        binary(op, &o, &a, &b, p)
     })
 }
 
@@ -87,7 +85,7 @@ pub unsafe extern "C" fn foo_ternary(
                 scalars(params, nparams),
             )
         };
-        pool::run(o.numel() >= GRAIN, || ternary(op, &o, &a, &b, &c, p))
+        ternary(op, &o, &a, &b, &c, p)
     })
 }
 

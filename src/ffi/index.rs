@@ -7,8 +7,6 @@ use crate::error::{FooError, FooResult};
 use crate::kernels::index::advanced::{index_gather, index_scatter, Indexer, Reduce};
 use crate::kernels::index::iter::Bounds;
 use crate::kernels::index::{cat, compact, range, sort};
-use crate::kernels::layout::GRAIN;
-use crate::runtime::pool;
 use crate::tensor::{FooTensor, Scalar};
 
 /// An index tensor and the dim it indexes (mirrors `FooIndexer` in foo_ffi_index.h).
@@ -85,7 +83,7 @@ pub unsafe extern "C" fn foo_index_gather(
         // SAFETY: caller's contract.
         let (o, s, i) = unsafe { (tensor_mut(out)?, tensor_ref(src)?, indexers(idx, nidx)?) };
         let b = Bounds::from_code(mode)?;
-        pool::run(o.numel() >= GRAIN, || index_gather(&o, &s, &i, b))
+        index_gather(&o, &s, &i, b)
     })
 }
 
@@ -113,7 +111,7 @@ pub unsafe extern "C" fn foo_index_scatter(
         })?;
         // SAFETY: caller's contract (nullable).
         let a = unsafe { alpha.as_ref() };
-        pool::run(d.numel() >= GRAIN, || index_scatter(&d, &s, &i, b, r, a))
+        index_scatter(&d, &s, &i, b, r, a)
     })
 }
 
@@ -132,7 +130,7 @@ pub unsafe extern "C" fn foo_cat(
         // SAFETY: caller's contract.
         let (o, ins) = unsafe { (tensor_mut(out)?, tensor_list(inputs, n)?) };
         let d = dim_arg(dim)?;
-        pool::run(o.numel() >= GRAIN, || cat::cat(&o, &ins, d))
+        cat::cat(&o, &ins, d)
     })
 }
 
@@ -145,7 +143,7 @@ pub unsafe extern "C" fn foo_count_nonzero(src: *const FooTensor, count: *mut i6
     guard(|| {
         // SAFETY: caller's contract.
         let s = unsafe { tensor_ref(src)? };
-        let n = pool::run(s.numel() >= GRAIN, || compact::count_nonzero(&s))?;
+        let n = compact::count_nonzero(&s)?;
         out(count, n as i64)
     })
 }
@@ -159,7 +157,7 @@ pub unsafe extern "C" fn foo_nonzero(out: *const FooTensor, src: *const FooTenso
     guard(|| {
         // SAFETY: caller's contract.
         let (o, s) = unsafe { (tensor_mut(out)?, tensor_ref(src)?) };
-        pool::run(s.numel() >= GRAIN, || compact::nonzero(&o, &s))
+        compact::nonzero(&o, &s)
     })
 }
 
@@ -176,7 +174,7 @@ pub unsafe extern "C" fn foo_masked_select(
     guard(|| {
         // SAFETY: caller's contract.
         let (o, s, m) = unsafe { (tensor_mut(out)?, tensor_ref(src)?, tensor_ref(mask)?) };
-        pool::run(s.numel() >= GRAIN, || compact::masked_select(&o, &s, &m))
+        compact::masked_select(&o, &s, &m)
     })
 }
 
@@ -193,7 +191,7 @@ pub unsafe extern "C" fn foo_masked_scatter(
     guard(|| {
         // SAFETY: caller's contract.
         let (d, m, s) = unsafe { (tensor_mut(dst)?, tensor_ref(mask)?, tensor_ref(source)?) };
-        pool::run(d.numel() >= GRAIN, || compact::masked_scatter(&d, &m, &s))
+        compact::masked_scatter(&d, &m, &s)
     })
 }
 
@@ -213,7 +211,7 @@ pub unsafe extern "C" fn foo_sort(
         // SAFETY: caller's contract.
         let (v, i, s) = unsafe { (tensor_mut(values)?, tensor_mut(indices)?, tensor_ref(src)?) };
         let d = dim_arg(dim)?;
-        pool::run(s.numel() >= GRAIN, || sort::sort(&v, &i, &s, d, descending))
+        sort::sort(&v, &i, &s, d, descending)
     })
 }
 
@@ -234,7 +232,7 @@ pub unsafe extern "C" fn foo_topk(
         // SAFETY: caller's contract.
         let (v, i, s) = unsafe { (tensor_mut(values)?, tensor_mut(indices)?, tensor_ref(src)?) };
         let (d, k) = (dim_arg(dim)?, dim_arg(k)?);
-        pool::run(s.numel() >= GRAIN, || sort::topk(&v, &i, &s, k, d, largest))
+        sort::topk(&v, &i, &s, k, d, largest)
     })
 }
 
@@ -257,7 +255,7 @@ pub unsafe extern "C" fn foo_arange(
         // SAFETY: caller's contract.
         let o = unsafe { tensor_mut(out)? };
         let (a, s) = (scalar_arg(start)?, scalar_arg(step)?);
-        pool::run(o.numel() >= GRAIN, || range::arange(&o, a, s))
+        range::arange(&o, a, s)
     })
 }
 
@@ -276,7 +274,7 @@ pub unsafe extern "C" fn foo_linspace(
         // SAFETY: caller's contract.
         let o = unsafe { tensor_mut(out)? };
         let (a, b, n) = (scalar_arg(start)?, scalar_arg(end)?, dim_arg(steps)?);
-        pool::run(o.numel() >= GRAIN, || range::linspace(&o, a, b, n))
+        range::linspace(&o, a, b, n)
     })
 }
 
@@ -294,7 +292,7 @@ pub unsafe extern "C" fn foo_tril_triu(
     guard(|| {
         // SAFETY: caller's contract.
         let (o, s) = unsafe { (tensor_mut(out)?, tensor_ref(src)?) };
-        pool::run(o.numel() >= GRAIN, || range::tril_triu(&o, &s, k, upper))
+        range::tril_triu(&o, &s, k, upper)
     })
 }
 

@@ -38,7 +38,7 @@ pub unsafe extern "C" fn foo_matmul(
         let work = a
             .numel()
             .saturating_mul(b.shape.last().copied().unwrap_or(0));
-        pool::run(
+        pool::install(
             work >= GEMM_PARALLEL_FLOPS || o.numel() >= crate::kernels::layout::GRAIN,
             || matmul(&o, &a, &b, c.as_ref(), beta, alpha),
         )

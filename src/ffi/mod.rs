@@ -6,8 +6,7 @@
 
 use crate::error::{FooError, FooResult, Status};
 use crate::kernels;
-use crate::kernels::layout::GRAIN;
-use crate::runtime::{counters, device, memory, pool, rng};
+use crate::runtime::{counters, device, memory, rng};
 use crate::tensor::{FooTensor, Scalar, TensorMut, TensorRef};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -214,7 +213,7 @@ pub unsafe extern "C" fn foo_copy(dst: *const FooTensor, src: *const FooTensor) 
     guard(|| {
         // SAFETY: caller's contract.
         let (d, s) = unsafe { (tensor_mut(dst)?, tensor_ref(src)?) };
-        pool::run(d.numel() >= GRAIN, || kernels::copy::copy(&d, &s))
+        kernels::copy::copy(&d, &s)
     })
 }
 
@@ -228,7 +227,7 @@ pub unsafe extern "C" fn foo_fill(dst: *const FooTensor, value: *const Scalar) -
         // SAFETY: caller's contract; null is checked.
         let v = unsafe { value.as_ref() }
             .ok_or_else(|| FooError::InvalidArgument("null scalar".into()))?;
-        pool::run(d.numel() >= GRAIN, || kernels::fill::fill(&d, v))
+        kernels::fill::fill(&d, v)
     })
 }
 

@@ -2,9 +2,7 @@
 
 use super::{guard, tensor_mut, tensor_ref};
 use crate::error::FooResult;
-use crate::kernels::layout::GRAIN;
 use crate::kernels::nn;
-use crate::runtime::pool;
 use crate::tensor::{FooTensor, TensorMut, TensorRef};
 
 /// # Safety
@@ -41,9 +39,7 @@ pub unsafe extern "C" fn foo_softmax(
     guard(|| {
         // SAFETY: caller's contract.
         let (o, x) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
-        pool::run(o.numel() >= GRAIN, || {
-            nn::softmax(&o, &x, dim.max(0) as usize, log != 0)
-        })
+        nn::softmax(&o, &x, dim.max(0) as usize, log != 0)
     })
 }
 
@@ -66,9 +62,7 @@ pub unsafe extern "C" fn foo_softmax_backward(
                 tensor_ref(output)?,
             )
         };
-        pool::run(gi.numel() >= GRAIN, || {
-            nn::softmax_backward(&gi, &go, &y, dim.max(0) as usize, log != 0)
-        })
+        nn::softmax_backward(&gi, &go, &y, dim.max(0) as usize, log != 0)
     })
 }
 
@@ -138,7 +132,7 @@ pub unsafe extern "C" fn foo_mse_loss(
     guard(|| {
         // SAFETY: caller's contract.
         let (o, x, t) = unsafe { (tensor_mut(out)?, tensor_ref(input)?, tensor_ref(target)?) };
-        pool::run(x.numel() >= GRAIN, || nn::mse_loss(&o, &x, &t, reduction))
+        nn::mse_loss(&o, &x, &t, reduction)
     })
 }
 
@@ -162,9 +156,7 @@ pub unsafe extern "C" fn foo_mse_loss_backward(
                 tensor_ref(target)?,
             )
         };
-        pool::run(x.numel() >= GRAIN, || {
-            nn::mse_loss_backward(&gi, &g, &x, &t, reduction)
-        })
+        nn::mse_loss_backward(&gi, &g, &x, &t, reduction)
     })
 }
 
@@ -188,9 +180,7 @@ pub unsafe extern "C" fn foo_bce_loss(
                 opt_ref(weight)?,
             )
         };
-        pool::run(x.numel() >= GRAIN, || {
-            nn::bce_loss(&o, &x, &t, w.as_ref(), reduction)
-        })
+        nn::bce_loss(&o, &x, &t, w.as_ref(), reduction)
     })
 }
 
@@ -216,9 +206,7 @@ pub unsafe extern "C" fn foo_bce_loss_backward(
                 opt_ref(weight)?,
             )
         };
-        pool::run(x.numel() >= GRAIN, || {
-            nn::bce_loss_backward(&gi, &g, &x, &t, w.as_ref(), reduction)
-        })
+        nn::bce_loss_backward(&gi, &g, &x, &t, w.as_ref(), reduction)
     })
 }
 
@@ -248,9 +236,7 @@ pub unsafe extern "C" fn foo_layer_norm(
                 opt_ref(bias)?,
             )
         };
-        pool::run(x.numel() >= GRAIN, || {
-            nn::layer_norm(&o, m.as_ref(), r.as_ref(), &x, w.as_ref(), b.as_ref(), eps)
-        })
+        nn::layer_norm(&o, m.as_ref(), r.as_ref(), &x, w.as_ref(), b.as_ref(), eps)
     })
 }
 
@@ -281,7 +267,7 @@ pub unsafe extern "C" fn foo_layer_norm_backward(
                 opt_ref(weight)?,
             )
         };
-        pool::run(x.numel() >= GRAIN, || {
+        {
             nn::layer_norm_backward(
                 gi.as_ref(),
                 gw.as_ref(),
@@ -292,7 +278,7 @@ pub unsafe extern "C" fn foo_layer_norm_backward(
                 &r,
                 w.as_ref(),
             )
-        })
+        }
     })
 }
 
@@ -328,7 +314,7 @@ pub unsafe extern "C" fn foo_batch_norm(
                 opt_mut(running_var)?,
             )
         };
-        pool::run(x.numel() >= GRAIN, || {
+        {
             nn::batch_norm(
                 &o,
                 sm.as_ref(),
@@ -342,7 +328,7 @@ pub unsafe extern "C" fn foo_batch_norm(
                 momentum,
                 eps,
             )
-        })
+        }
     })
 }
 
@@ -375,7 +361,7 @@ pub unsafe extern "C" fn foo_batch_norm_backward(
                 tensor_ref(invstd_or_var)?,
             )
         };
-        pool::run(x.numel() >= GRAIN, || {
+        {
             nn::batch_norm_backward(
                 gi.as_ref(),
                 gw.as_ref(),
@@ -388,7 +374,7 @@ pub unsafe extern "C" fn foo_batch_norm_backward(
                 training != 0,
                 eps,
             )
-        })
+        }
     })
 }
 
@@ -411,8 +397,6 @@ pub unsafe extern "C" fn foo_embedding_backward(
                 tensor_ref(indices)?,
             )
         };
-        pool::run(g.numel() >= GRAIN, || {
-            nn::embedding_dense_backward(&gw, &g, &i, padding_idx, scale_grad_by_freq != 0)
-        })
+        nn::embedding_dense_backward(&gw, &g, &i, padding_idx, scale_grad_by_freq != 0)
     })
 }

@@ -2,9 +2,7 @@
 
 use super::{guard, scalars, tensor_mut, tensor_ref};
 use crate::error::FooError;
-use crate::kernels::layout::GRAIN;
 use crate::kernels::random::{bernoulli_tensor, dropout, multinomial, random, randperm, RandomOp};
-use crate::runtime::pool;
 use crate::tensor::{FooTensor, Scalar};
 
 /// Fills the dense `out` from generator `gen` with distribution `op`.
@@ -24,7 +22,7 @@ pub unsafe extern "C" fn foo_random(
             .ok_or_else(|| FooError::InvalidArgument(format!("unknown random op {op}")))?;
         // SAFETY: caller's contract.
         let (o, p) = unsafe { (tensor_mut(out)?, scalars(params, nparams)) };
-        pool::run(o.numel() >= GRAIN, || random(op, &o, gen, p))
+        random(op, &o, gen, p)
     })
 }
 
@@ -41,7 +39,7 @@ pub unsafe extern "C" fn foo_bernoulli_tensor(
     guard(|| {
         // SAFETY: caller's contract.
         let (o, p) = unsafe { (tensor_mut(out)?, tensor_ref(prob)?) };
-        pool::run(o.numel() >= GRAIN, || bernoulli_tensor(&o, &p, gen))
+        bernoulli_tensor(&o, &p, gen)
     })
 }
 
@@ -60,7 +58,7 @@ pub unsafe extern "C" fn foo_dropout(
     guard(|| {
         // SAFETY: caller's contract.
         let (o, m, x) = unsafe { (tensor_mut(out)?, tensor_mut(mask)?, tensor_ref(input)?) };
-        pool::run(o.numel() >= GRAIN, || dropout(&o, &m, &x, p, gen))
+        dropout(&o, &m, &x, p, gen)
     })
 }
 
@@ -73,7 +71,7 @@ pub unsafe extern "C" fn foo_randperm(out: *const FooTensor, gen: u64) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
         let o = unsafe { tensor_mut(out)? };
-        pool::run(o.numel() >= GRAIN, || randperm(&o, gen))
+        randperm(&o, gen)
     })
 }
 

@@ -2,9 +2,7 @@
 
 use super::{guard, scalars, tensor_mut, tensor_ref};
 use crate::error::FooError;
-use crate::kernels::reduce::engine::PAR_MIN;
 use crate::kernels::reduce::{reduce, scan, ReduceOp, ScanOp};
-use crate::runtime::pool;
 use crate::tensor::{FooTensor, Scalar};
 
 /// `out (, out2) = op(input)` over the dims where `out` has size 1 and `input` does not.
@@ -40,7 +38,7 @@ pub unsafe extern "C" fn foo_reduce(
             // SAFETY: caller's contract.
             Some(unsafe { tensor_mut(out2)? })
         };
-        pool::run(a.numel() >= PAR_MIN, || reduce(op, &o, o2.as_ref(), &a, p))
+        reduce(op, &o, o2.as_ref(), &a, p)
     })
 }
 
@@ -60,9 +58,7 @@ pub unsafe extern "C" fn foo_scan(
             .ok_or_else(|| FooError::InvalidArgument(format!("unknown scan op code {op}")))?;
         // SAFETY: caller's contract.
         let (o, a) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
-        pool::run(a.numel() >= PAR_MIN, || {
-            scan(op, &o, &a, dim.max(0) as usize)
-        })
+        scan(op, &o, &a, dim.max(0) as usize)
     })
 }
 

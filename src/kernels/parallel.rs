@@ -3,20 +3,33 @@
 //! generic over the kernel (it takes `&dyn Fn`), so rayon's machinery is compiled once, not once
 //! per op and dtype.
 
+use crate::runtime::pool;
 use rayon::prelude::*;
 
 /// Calls `f(start, end)` over disjoint ranges covering `0..n`: on the calling thread when
-/// `n < grain`, else in parallel chunks (about four per worker, for load balance).
+/// `n < grain`, else in parallel chunks (about four per thread, for load balance). From a
+/// plain thread it fans out with [`pool::fork_join`] (the caller works too); inside a pool
+/// worker (under [`pool::install`]) it uses rayon's own splitting.
 pub fn parallel_for(n: usize, grain: usize, f: &(dyn Fn(usize, usize) + Sync)) {
     if n == 0 {
         return;
     }
-    let threads = rayon::current_num_threads().max(1);
-    if n < grain.max(1) || threads == 1 {
+    let grain = grain.max(1);
+    if n < grain {
         f(0, n);
         return;
     }
-    let chunks = (n / grain.max(1)).clamp(1, threads * 4);
+    if rayon::current_thread_index().is_none() {
+        let chunks = (n / grain).clamp(1, pool::num_threads() * 4);
+        pool::fork_join(n, chunks, f);
+        return;
+    }
+    let threads = rayon::current_num_threads().max(1);
+    if threads == 1 {
+        f(0, n);
+        return;
+    }
+    let chunks = (n / grain).clamp(1, threads * 4);
     let step = n.div_ceil(chunks);
     (0..chunks).into_par_iter().for_each(|c| {
         let start = c * step;
@@ -41,5 +54,25 @@ mod tests {
             });
             assert_eq!(sum.into_inner(), (0..n).sum::<usize>());
         }
+    }
+
+    #[test]
+    fn fork_join_from_a_plain_thread_runs_every_chunk_and_propagates_panics() {
+        let n = 1_000_003;
+        let sum = AtomicUsize::new(0);
+        crate::runtime::pool::fork_join(n, 64, &|s, e| {
+            sum.fetch_add((s..e).sum::<usize>(), Ordering::Relaxed);
+        });
+        assert_eq!(sum.into_inner(), (0..n).sum::<usize>());
+        let r = std::panic::catch_unwind(|| {
+            crate::runtime::pool::fork_join(100, 10, &|s, _| assert!(s != 50, "boom"))
+        });
+        assert!(r.is_err());
+        // The pool still works after a panicking chunk.
+        let count = AtomicUsize::new(0);
+        parallel_for(1 << 20, 1 << 12, &|s, e| {
+            count.fetch_add(e - s, Ordering::Relaxed);
+        });
+        assert_eq!(count.into_inner(), 1 << 20);
     }
 }
