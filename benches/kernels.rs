@@ -1,7 +1,12 @@
 //! Kernel benchmarks without Python: `cargo bench`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use foo_rs::kernels::binary::{binary, BinaryOp};
+use foo_rs::kernels::random::{random, RandomOp};
+use foo_rs::kernels::reduce::{reduce, ReduceOp};
+use foo_rs::kernels::unary::{unary, UnaryOp};
 use foo_rs::kernels::{copy::copy, fill::fill};
+use foo_rs::runtime::rng;
 use foo_rs::tensor::{contiguous_strides, Scalar, TensorMut, TensorRef};
 use foo_rs::DType;
 use std::hint::black_box;
@@ -59,5 +64,74 @@ fn bench_fill(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_copy, bench_fill);
+fn tref(buf: &[f32], shape: &[usize]) -> TensorRef {
+    TensorRef {
+        ptr: buf.as_ptr() as *const u8,
+        shape: shape.to_vec(),
+        strides: contiguous_strides(shape),
+        dtype: DType::F32,
+    }
+}
+
+/// Element-wise math, add, sums and random fills on 1e6 f32 (the ops of issue 3/4's targets;
+/// FOO_RS_NUM_THREADS sets the thread count).
+fn bench_elementwise(c: &mut Criterion) {
+    let n = 1_000_000usize;
+    let a: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.01 - 5.0).collect();
+    let mut o = vec![0.0f32; n];
+    let mut g = c.benchmark_group("elementwise_f32_1e6");
+    g.throughput(Throughput::Elements(n as u64));
+    for (name, op) in [
+        ("exp", UnaryOp::Exp),
+        ("tanh", UnaryOp::Tanh),
+        ("sigmoid", UnaryOp::Sigmoid),
+        ("sqrt", UnaryOp::Sqrt),
+    ] {
+        g.bench_function(name, |b| {
+            let (om, ar) = (tmut(&mut o, &[n], vec![1]), tref(&a, &[n]));
+            b.iter(|| unary(op, black_box(&om), black_box(&ar), &[]).unwrap())
+        });
+    }
+    g.bench_function("add", |b| {
+        let (om, ar) = (tmut(&mut o, &[n], vec![1]), tref(&a, &[n]));
+        let alpha = [Scalar::from_f64(1.0)];
+        b.iter(|| binary(BinaryOp::Add, black_box(&om), &ar, &ar, &alpha).unwrap())
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("reduce_f32");
+    g.throughput(Throughput::Elements(n as u64));
+    let mut s = vec![0.0f32; 1000];
+    for (name, out_shape) in [
+        ("sum_all_1000x1000", [1, 1]),
+        ("sum_dim-1_1000x1000", [1000, 1]),
+        ("sum_dim0_1000x1000", [1, 1000]),
+    ] {
+        g.bench_function(name, |b| {
+            let ar = tref(&a, &[1000, 1000]);
+            // The output keeps the input's rank (size 1 along reduced dims).
+            let om = TensorMut {
+                ptr: s.as_mut_ptr() as *mut u8,
+                shape: out_shape.to_vec(),
+                strides: contiguous_strides(&out_shape),
+                dtype: DType::F32,
+            };
+            b.iter(|| reduce(ReduceOp::Sum, black_box(&om), None, &ar, &[]).unwrap())
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("random_f32_1e6");
+    g.throughput(Throughput::Elements(n as u64));
+    let gen = rng::new_generator(0).unwrap();
+    for (name, op) in [("uniform", RandomOp::Uniform), ("normal", RandomOp::Normal)] {
+        g.bench_function(name, |b| {
+            let om = tmut(&mut o, &[n], vec![1]);
+            b.iter(|| random(op, black_box(&om), gen, &[]).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_copy, bench_fill, bench_elementwise);
 criterion_main!(benches);

@@ -234,7 +234,7 @@ fn float_div_floor<M: Math>(a: M, b: M) -> M {
 
 #[inline(always)]
 fn sigmoid<M: Math>(x: M) -> M {
-    M::one() / (M::one() + (-x).exp())
+    x.vsigmoid()
 }
 
 fn float_binary<F: FloatStore>(
@@ -340,7 +340,7 @@ fn float_binary<F: FloatStore>(
             m!(|g, x| {
                 let x_sq = x * x;
                 let inner = k_beta * (x + k_kappa * x_sq * x);
-                let t = inner.tanh();
+                let t = inner.vtanh();
                 let left = half * x;
                 let right = one + t;
                 let left_d = half * right;
@@ -357,7 +357,7 @@ fn float_binary<F: FloatStore>(
             let half = c(0.5);
             m!(|g, x| {
                 let cdf = half * (one + (x * k_alpha).erf());
-                let pdf = k_beta * (-(half * x * x)).exp();
+                let pdf = k_beta * (-(half * x * x)).vexp();
                 g * (cdf + x * pdf)
             })
         }

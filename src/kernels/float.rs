@@ -13,6 +13,12 @@ pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
     fn from_f64c(v: f64) -> Self;
     fn to_f64c(self) -> f64;
     fn round_even(self) -> Self;
+    /// `exp`, `ln`, `tanh` and the logistic function in a form whose loops vectorize
+    /// (`kernels::vmath` for f32; f64 keeps libm's correctly rounded scalar versions).
+    fn vexp(self) -> Self;
+    fn vln(self) -> Self;
+    fn vtanh(self) -> Self;
+    fn vsigmoid(self) -> Self;
 }
 
 impl Math for f32 {
@@ -36,6 +42,22 @@ impl Math for f32 {
     fn round_even(self) -> f32 {
         self.round_ties_even()
     }
+    #[inline(always)]
+    fn vexp(self) -> f32 {
+        super::vmath::exp(self)
+    }
+    #[inline(always)]
+    fn vln(self) -> f32 {
+        super::vmath::ln(self)
+    }
+    #[inline(always)]
+    fn vtanh(self) -> f32 {
+        super::vmath::tanh(self)
+    }
+    #[inline(always)]
+    fn vsigmoid(self) -> f32 {
+        super::vmath::sigmoid(self)
+    }
 }
 
 impl Math for f64 {
@@ -58,6 +80,22 @@ impl Math for f64 {
     #[inline(always)]
     fn round_even(self) -> f64 {
         self.round_ties_even()
+    }
+    #[inline(always)]
+    fn vexp(self) -> f64 {
+        self.exp()
+    }
+    #[inline(always)]
+    fn vln(self) -> f64 {
+        self.ln()
+    }
+    #[inline(always)]
+    fn vtanh(self) -> f64 {
+        self.tanh()
+    }
+    #[inline(always)]
+    fn vsigmoid(self) -> f64 {
+        1.0 / (1.0 + (-self).exp())
     }
 }
 

@@ -109,6 +109,55 @@ fn inner_strides<const N: usize>(l: &Layout<N>) -> [isize; N] {
     std::array::from_fn(|k| l.strides[k].last().copied().unwrap_or(0))
 }
 
+/// The dense inner loops, compiled twice: for the baseline target and with AVX2+FMA, chosen at
+/// run time. `kernels::vmath` math is branch-free, so 8 lanes instead of 4 is close to twice as
+/// fast for exp/tanh/sigmoid-style ops; memory-bound ops are unaffected.
+#[inline(always)]
+fn dense1_body<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
+    for (o, &x) in o.iter_mut().zip(x) {
+        *o = f(x);
+    }
+}
+
+#[inline(always)]
+fn dense2_body<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) {
+    for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+        *o = f(x, y);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dense1_avx2<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
+    dense1_body(o, x, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dense2_avx2<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) {
+    dense2_body(o, x, y, f)
+}
+
+#[inline(always)]
+fn dense1<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
+    #[cfg(target_arch = "x86_64")]
+    if super::nn::simd::level() >= 2 {
+        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+        return unsafe { dense1_avx2(o, x, f) };
+    }
+    dense1_body(o, x, f)
+}
+
+#[inline(always)]
+fn dense2<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) {
+    #[cfg(target_arch = "x86_64")]
+    if super::nn::simd::level() >= 2 {
+        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+        return unsafe { dense2_avx2(o, x, y, f) };
+    }
+    dense2_body(o, x, y, f)
+}
+
 /// `out[i] = f(a[i])`.
 pub fn map1<A: Element, O: Element>(
     out: &TensorMut,
@@ -133,9 +182,7 @@ pub fn map1<A: Element, O: Element>(
                     std::slice::from_raw_parts_mut(o, len),
                     std::slice::from_raw_parts(x as *const A, len),
                 );
-                for (o, &x) in o.iter_mut().zip(x) {
-                    *o = f(x);
-                }
+                dense1(o, x, &f);
             } else {
                 for i in 0..len as isize {
                     *o.offset(i * so) = f(*x.offset(i * sa));
@@ -173,27 +220,21 @@ pub fn map2<A: Element, B: Element, O: Element>(
                     std::slice::from_raw_parts(x as *const A, len),
                     std::slice::from_raw_parts(y as *const B, len),
                 );
-                for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
-                    *o = f(x, y);
-                }
+                dense2(o, x, y, &f);
             } else if o_dense && sa == 1 && sb == 0 {
                 let (o, x, y) = (
                     std::slice::from_raw_parts_mut(o, len),
                     std::slice::from_raw_parts(x as *const A, len),
                     *y,
                 );
-                for (o, &x) in o.iter_mut().zip(x) {
-                    *o = f(x, y);
-                }
+                dense1(o, x, &|x| f(x, y));
             } else if o_dense && sa == 0 && sb == 1 {
                 let (o, x, y) = (
                     std::slice::from_raw_parts_mut(o, len),
                     *x,
                     std::slice::from_raw_parts(y as *const B, len),
                 );
-                for (o, &y) in o.iter_mut().zip(y) {
-                    *o = f(x, y);
-                }
+                dense1(o, y, &|y| f(x, y));
             } else {
                 for i in 0..len as isize {
                     *o.offset(i * so) = f(*x.offset(i * sa), *y.offset(i * sb));

@@ -19,3 +19,4 @@ pub mod random;
 pub mod reduce;
 pub mod ternary;
 pub mod unary;
+pub mod vmath;

@@ -257,11 +257,6 @@ pub fn erfinv(y: f64) -> f64 {
     x
 }
 
-#[inline(always)]
-fn sigmoid<M: Math>(x: M) -> M {
-    M::one() / (M::one() + (-x).exp())
-}
-
 fn float_unary<F: FloatStore>(
     op: UnaryOp,
     out: &TensorMut,
@@ -299,10 +294,10 @@ fn float_unary<F: FloatStore>(
         } else {
             zero
         }),
-        Exp => m!(|x| x.exp()),
+        Exp => m!(|x| x.vexp()),
         Exp2 => m!(|x| x.exp2()),
         Expm1 => m!(|x| x.exp_m1()),
-        Log => m!(|x| x.ln()),
+        Log => m!(|x| x.vln()),
         Log2 => m!(|x| x.log2()),
         Log10 => m!(|x| x.log10()),
         Log1p => m!(|x| x.ln_1p()),
@@ -312,7 +307,7 @@ fn float_unary<F: FloatStore>(
         Sin => m!(|x| x.sin()),
         Cos => m!(|x| x.cos()),
         Tan => m!(|x| x.tan()),
-        Tanh => m!(|x| x.tanh()),
+        Tanh => m!(|x| x.vtanh()),
         Asin => m!(|x| x.asin()),
         Acos => m!(|x| x.acos()),
         Atan => m!(|x| x.atan()),
@@ -321,20 +316,20 @@ fn float_unary<F: FloatStore>(
         Asinh => m!(|x| x.asinh()),
         Acosh => m!(|x| x.acosh()),
         Atanh => m!(|x| x.atanh()),
-        Sigmoid => m!(|x| sigmoid(x)),
+        Sigmoid => m!(|x| x.vsigmoid()),
         Relu => m!(|x| if x > zero || x.is_nan() { x } else { zero }),
         Gelu if pf(p, 0, 0.0) != 0.0 => {
             let k = c((2.0 / std::f64::consts::PI).sqrt());
             let k1 = c(0.044715);
             let half = c(0.5);
-            m!(|x| half * x * (one + (k * (x + k1 * x * x * x)).tanh()))
+            m!(|x| half * x * (one + (k * (x + k1 * x * x * x)).vtanh()))
         }
         Gelu => {
             let r = c(std::f64::consts::FRAC_1_SQRT_2);
             let half = c(0.5);
             m!(|x| half * x * (one + (x * r).erf()))
         }
-        Silu => m!(|x| x * sigmoid(x)),
+        Silu => m!(|x| x * x.vsigmoid()),
         Mish => m!(|x| x * x.exp().ln_1p().tanh()),
         Softplus => {
             let beta = c(pf(p, 0, 1.0));

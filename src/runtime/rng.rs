@@ -148,10 +148,10 @@ pub fn set_state_bytes(id: u64, bytes: &[u8]) -> FooResult<()> {
     Ok(())
 }
 
-const PHILOX_M0: u32 = 0xD251_1F53;
-const PHILOX_M1: u32 = 0xCD9E_8D57;
-const PHILOX_W0: u32 = 0x9E37_79B9;
-const PHILOX_W1: u32 = 0xBB67_AE85;
+pub(crate) const PHILOX_M0: u32 = 0xD251_1F53;
+pub(crate) const PHILOX_M1: u32 = 0xCD9E_8D57;
+pub(crate) const PHILOX_W0: u32 = 0x9E37_79B9;
+pub(crate) const PHILOX_W1: u32 = 0xBB67_AE85;
 
 /// Philox4x32-10 (Salmon et al., SC'11; the generator CUDA's curand uses): a bijection of the
 /// 128-bit counter under a 64-bit key.

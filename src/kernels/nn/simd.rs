@@ -77,36 +77,9 @@ pub trait FastExp: Math {
 }
 
 impl FastExp for f32 {
-    /// Cephes-style expf: range reduction by ln 2 and a degree-6 polynomial (about 1 ulp),
-    /// branch-free so that a loop over it vectorizes. NaN propagates, -inf gives 0, +inf gives inf.
     #[inline(always)]
     fn fexp(self) -> f32 {
-        const HI: f32 = 88.3;
-        const LO: f32 = -87.33;
-        let x = self;
-        let xc = x.clamp(LO, HI);
-        // Round x * log2(e) to nearest with the 1.5 * 2^23 trick (no SSE4.1 needed).
-        const MAGIC: f32 = 12_582_912.0;
-        let t = xc * std::f32::consts::LOG2_E + MAGIC;
-        let n = t - MAGIC;
-        let ni = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
-        let r = xc - n * 0.693_359_4 - n * -2.121_944_4e-4;
-        let z = r * r;
-        let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2)
-            * r
-            + 1.666_666_5e-1)
-            * r
-            + 0.5;
-        let y = p * z + r + 1.0;
-        let scale = f32::from_bits(((ni + 127) as u32) << 23);
-        let v = y * scale;
-        if x < LO {
-            0.0
-        } else if x > HI {
-            f32::INFINITY
-        } else {
-            v
-        }
+        crate::kernels::vmath::exp(self)
     }
 }
 

@@ -6,12 +6,15 @@
 //! The output must be dense (the glue stages non-contiguous outputs).
 
 use super::element::Element;
-use super::layout::GRAIN;
-use super::parallel::parallel_for;
 use crate::error::{FooError, FooResult};
-use crate::runtime::rng::{philox4x32_10, reserve};
+use crate::runtime::rng::reserve;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_all, invalid_arg, not_implemented};
+
+mod batch;
+mod stream;
+
+use batch::{generate, generate_batches, NormalBatch, UniformBatch, BATCH};
 
 /// Op codes (mirrored by `FOO_RANDOM_*` in `foo_ffi_random.h`; a test checks they agree).
 #[repr(i32)]
@@ -59,43 +62,6 @@ const TWO_PI: f64 = std::f64::consts::TAU;
 fn unit_f64(w0: u32, w1: u32) -> f64 {
     let bits = ((w0 as u64) << 21) ^ (w1 as u64 >> 11);
     (bits & ((1u64 << 53) - 1)) as f64 * (1.0 / (1u64 << 53) as f64)
-}
-
-/// A uniform float in [0, 1) from 24 random bits.
-#[inline(always)]
-fn unit_f32(w: u32) -> f32 {
-    (w >> 8) as f32 * (1.0 / (1u32 << 24) as f32)
-}
-
-/// Runs `make(words) -> T` for every element of a dense output, `W` words per element.
-fn generate<T: Element, const W: usize>(
-    out: &TensorMut,
-    seed: u64,
-    offset: u64,
-    make: impl Fn([u32; W]) -> T + Sync,
-) {
-    let n = out.numel();
-    let base = out.ptr as usize;
-    let key = [seed as u32, (seed >> 32) as u32];
-    parallel_for(n, GRAIN, &|start, end| {
-        let o = base as *mut T;
-        let mut i = start;
-        while i < end {
-            let word = offset + (i * W) as u64;
-            let block = word / 4;
-            let r = philox4x32_10([block as u32, (block >> 32) as u32, 0, 0], key);
-            // All W words of an element lie in one block (offset is a multiple of 4, W divides 4).
-            let mut lane = (word % 4) as usize;
-            while lane + W <= 4 && i < end {
-                let mut w = [0u32; W];
-                w.copy_from_slice(&r[lane..lane + W]);
-                // SAFETY: i < n and the output is dense with n elements.
-                unsafe { o.add(i).write(make(w)) };
-                lane += W;
-                i += 1;
-            }
-        }
-    });
 }
 
 fn param(p: &[Scalar], i: usize, default: f64) -> f64 {
@@ -148,11 +114,8 @@ pub fn random(op: RandomOp, out: &TensorMut, gen: u64, p: &[Scalar]) -> FooResul
             } else {
                 let (seed, offset) = reserve(gen, n as u64)?;
                 let (f, t) = (from as f32, to as f32);
-                crate::dispatch_float!(out.dtype, F => generate::<F, 1>(out, seed, offset, |w| {
-                    // Keep the result inside [from, to) after rounding to the storage type.
-                    let v = F::from_f64((f + (t - f) * unit_f32(w[0])) as f64);
-                    if v.to_f64() >= to && to > from { F::from_f64(from) } else { v }
-                }), _ => unreachable!())
+                let make = UniformBatch::new(f, t, from, to);
+                crate::dispatch_float!(out.dtype, F => generate_batches::<F, _>(out, seed, offset, 1, &make), _ => unreachable!())
             }
             Ok(())
         }
@@ -162,14 +125,29 @@ pub fn random(op: RandomOp, out: &TensorMut, gen: u64, p: &[Scalar]) -> FooResul
                 return invalid_arg!("normal expects std >= 0.0, but found std {std}");
             }
             let log = op == RandomOp::LogNormal;
-            let (seed, offset) = reserve(gen, 4 * n as u64)?;
-            // Box-Muller on two 53-bit uniforms per element.
-            crate::dispatch_float!(out.dtype, F => generate::<F, 4>(out, seed, offset, |w| {
-                let u1 = 1.0 - unit_f64(w[0], w[1]); // (0, 1]
-                let u2 = unit_f64(w[2], w[3]);
-                let z = mean + std * (-2.0 * u1.ln()).sqrt() * (TWO_PI * u2).cos();
-                F::from_f64(if log { z.exp() } else { z })
-            }), _ => unreachable!());
+            if double {
+                // Box-Muller on two 53-bit uniforms per element.
+                let (seed, offset) = reserve(gen, 4 * n as u64)?;
+                generate::<f64, 4>(out, seed, offset, |w| {
+                    let u1 = 1.0 - unit_f64(w[0], w[1]); // (0, 1]
+                    let u2 = unit_f64(w[2], w[3]);
+                    let z = mean + std * (-2.0 * u1.ln()).sqrt() * (TWO_PI * u2).cos();
+                    if log {
+                        z.exp()
+                    } else {
+                        z
+                    }
+                });
+                return Ok(());
+            }
+            // One word per element, paired within whole batches (see `normal_batch`).
+            let (seed, offset) = reserve(gen, n.div_ceil(BATCH) as u64 * BATCH as u64)?;
+            let make = NormalBatch {
+                mean: mean as f32,
+                std: std as f32,
+                log,
+            };
+            crate::dispatch_float!(out.dtype, F => generate_batches::<F, _>(out, seed, offset, 1, &make), _ => unreachable!());
             Ok(())
         }
         RandomOp::Exponential => {
@@ -405,6 +383,7 @@ pub fn multinomial(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::layout::GRAIN;
     use crate::kernels::map::testing::Owned;
     use crate::runtime::rng::{manual_seed, new_generator};
 
