@@ -2,6 +2,7 @@
 //! has a dense fast path and a strided general path ([`layout`], [`map`]), and goes parallel
 //! (rayon) only above [`layout::GRAIN`] elements.
 
+pub mod amp;
 pub mod binary;
 pub mod conv;
 pub mod copy;
