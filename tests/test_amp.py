@@ -125,7 +125,7 @@ PROMOTE: dict[str, Case] = {
     "atan2": lambda d: (torch.atan2, [_r(4, 3, dtype=d), _r(4, 3, seed=1)]),
     "dot": lambda d: (torch.dot, [_r(5, dtype=d), _r(5, seed=1)]),
     "vdot": lambda d: (torch.vdot, [_r(5, dtype=d), _r(5, seed=1)]),
-    "cross": lambda d: (lambda a, b: torch.linalg.cross(a, b), [_r(4, 3, dtype=d), _r(4, 3, seed=1)]),
+    "cross": lambda d: (lambda a, b: torch.cross(a, b, dim=1), [_r(4, 3, dtype=d), _r(4, 3, seed=1)]),
     "tensordot": lambda d: (lambda a, b: torch.tensordot(a, b, 1), [_r(4, 3, dtype=d), _r(3, 2, seed=1)]),
     "scatter_add": lambda d: (lambda s, v: s.scatter_add(0, torch.tensor([[0, 1, 0]], device=s.device), v),
                               [_r(2, 3, dtype=d), _r(1, 3, seed=1)]),
@@ -142,9 +142,22 @@ UNLISTED: dict[str, Case] = {
     "stack": lambda d: (lambda a, b: torch.stack([a, b]), [_r(4, 3, dtype=d), _r(4, 3, seed=1, dtype=d)]),
 }
 
-POLICY = ([(n, "lower_precision_fp") for n in LOWER] + [(n, "fp32") for n in FP32] +
-          [(n, "promote") for n in PROMOTE] + [(n, "unlisted") for n in UNLISTED])
+# Ops with no native foo kernel in any dtype yet (they reach the counted CPU fallback, which
+# these cases allow): the policy is still checked on them.
+NOT_NATIVE = {"prelu", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits", "cosine_similarity",
+              "cross"}
+
+POLICY = [pytest.param(n, p, id=n, marks=[pytest.mark.fallback_ok] if n in NOT_NATIVE else [])
+          for cases, p in [(LOWER, "lower_precision_fp"), (FP32, "fp32"), (PROMOTE, "promote"),
+                           (UNLISTED, "unlisted")] for n in cases]
 CASES = {**LOWER, **FP32, **PROMOTE, **UNLISTED}
+
+# cross_entropy is not in CUDA's lists: its composite calls log_softmax with an explicit dtype
+# (the input's), which fp32_set_opt_dtype leaves alone, then nll_loss (fp32). So on CUDA, and
+# here, log_softmax runs in the reduced dtype and nll_loss in float32.
+REFERENCE: dict[str, Callable[..., torch.Tensor]] = {
+    "cross_entropy": lambda x: F.nll_loss(torch.log_softmax(x, 1).float(), torch.tensor([0, 2, 1])),
+}
 
 
 def _expected_dtype(policy: str, dtype: torch.dtype, fn: Callable[..., torch.Tensor],
@@ -170,7 +183,7 @@ def _tolerance(policy: str, dtype: torch.dtype) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=str)
-@pytest.mark.parametrize("name,policy", POLICY, ids=[n for n, _ in POLICY])
+@pytest.mark.parametrize("name,policy", POLICY)
 def test_autocast_policy_dtype_and_values(name, policy, dtype):
     fn, args = CASES[name](dtype)
     want = _expected_dtype(policy, dtype, fn, args)
@@ -178,8 +191,10 @@ def test_autocast_policy_dtype_and_values(name, policy, dtype):
         got = fn(*to_foo(args))
     assert got.device.type == "foo"
     assert got.dtype == want, f"{name} ({policy}) gave {got.dtype}, CUDA's policy gives {want}"
-    ref = _reference(fn, args)
-    torch.testing.assert_close(got.cpu().float(), ref, **_tolerance(policy, dtype))
+    ref = REFERENCE[name](*args) if name in REFERENCE else _reference(fn, args)
+    # A reference that keeps a reduced-precision step may differ from it by one rounding.
+    tol = _tolerance("lower_precision_fp" if name in REFERENCE else policy, dtype)
+    torch.testing.assert_close(got.cpu().float(), ref, **tol)
 
 
 def test_autocast_off_changes_nothing():

@@ -18,5 +18,6 @@ pub mod nn;
 pub mod parallel;
 pub mod random;
 pub mod reduce;
+pub mod reduced;
 pub mod ternary;
 pub mod unary;
