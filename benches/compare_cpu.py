@@ -75,9 +75,9 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
                     "layer_norm": lambda: torch.nn.functional.layer_norm(x, (1024,), w, b)}[kind]
         return make
 
-    def mm(n: int) -> Callable[[torch.device], Callable[[], object]]:
+    def mm(n: int, dtype: torch.dtype = torch.float32) -> Callable[[torch.device], Callable[[], object]]:
         def make(dev: torch.device) -> Callable[[], object]:
-            a, b = torch.randn(n, n).to(dev), torch.randn(n, n).to(dev)
+            a, b = torch.randn(n, n).to(dev, dtype), torch.randn(n, n).to(dev, dtype)
             return lambda: a @ b
         return make
 
@@ -169,6 +169,7 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "mm 512": mm(512),
         "mm 1024": mm(1024),
         "mm 2048": mm(2048),
+        "mm 1024 bfloat16": mm(1024, torch.bfloat16),
         "bmm 32x128x128": bmm,
         "linear 256x512->512": linear,
         "conv2d fwd [32,16,32,32] 3x3": conv(False),

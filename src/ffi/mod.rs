@@ -13,6 +13,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod amp;
 mod conv;
 mod elementwise;
 mod index;

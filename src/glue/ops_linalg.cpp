@@ -306,4 +306,35 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
   return out;
 }
 
+// ---- addbmm / vdot: metadata-only rewrites onto the kernels above --------------------------------
+// addbmm = beta * self + alpha * sum_b batch1[b] @ batch2[b], one [M, B*K] x [B*K, N] product.
+namespace {
+std::pair<at::Tensor, at::Tensor> addbmm_operands(const at::Tensor& batch1, const at::Tensor& batch2) {
+  check_bmm(batch1, batch2);
+  const int64_t b = batch1.size(0), m = batch1.size(1), k = batch1.size(2), n = batch2.size(2);
+  return {batch1.permute({1, 0, 2}).reshape({m, b * k}), batch2.reshape({b * k, n})};
+}
+}  // namespace
+at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+  const auto [a, b] = addbmm_operands(batch1, batch2);
+  return ops::addmm_out(self, a, b, beta, alpha, out);
+}
+at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const c10::Scalar& beta,
+                  const c10::Scalar& alpha) {
+  const auto [a, b] = addbmm_operands(batch1, batch2);
+  return ops::addmm(self, a, b, beta, alpha);
+}
+at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const c10::Scalar& beta,
+                    const c10::Scalar& alpha) {
+  return ops::addbmm_out(self, batch1, batch2, beta, alpha, self);
+}
+// vdot conjugates its first argument (a no-op for real dtypes).
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
+  return ops::dot(self.is_complex() ? self.conj().resolve_conj() : self, other);
+}
+at::Tensor& vdot_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  return ops::dot_out(self.is_complex() ? self.conj().resolve_conj() : self, other, out);
+}
+
 }  // namespace foo::ops

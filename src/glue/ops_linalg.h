@@ -36,6 +36,14 @@ at::Tensor mv(const at::Tensor& self, const at::Tensor& vec);
 at::Tensor& mv_out(const at::Tensor& self, const at::Tensor& vec, at::Tensor& out);
 at::Tensor dot(const at::Tensor& self, const at::Tensor& other);
 at::Tensor& dot_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const c10::Scalar& beta,
+                  const c10::Scalar& alpha);
+at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const c10::Scalar& beta,
+                    const c10::Scalar& alpha);
+at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out);
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other);
+at::Tensor& vdot_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
 
 // ---- convolution (ops_conv.cpp) --------------------------------------------------------------
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,

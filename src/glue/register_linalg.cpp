@@ -24,6 +24,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "mv.out", ops::mv_out);
   FOO_IMPL(m, "dot", ops::dot);
   FOO_IMPL(m, "dot.out", ops::dot_out);
+  FOO_IMPL(m, "addbmm", ops::addbmm);
+  FOO_IMPL(m, "addbmm_", ops::addbmm_);
+  FOO_IMPL(m, "addbmm.out", ops::addbmm_out);
+  FOO_IMPL(m, "vdot", ops::vdot);
+  FOO_IMPL(m, "vdot.out", ops::vdot_out);
 }
 
 }  // namespace foo

@@ -5,10 +5,12 @@
 //! dims, any order for transposed operands: the `gemm` crate packs them, so no copies are made).
 //! The glue turns mm/mv/dot/addmv into this shape with metadata-only views. float32/float64 and
 //! complex64/complex128 run on `gemm`; integer dtypes on a simple exact kernel (wrapping
-//! arithmetic, as the CPU's integer GEMM); float16/bfloat16 are widened to float32 by the glue.
+//! arithmetic, as the CPU's integer GEMM); float16/bfloat16 are widened to float32
+//! ([`super::reduced`]), multiplied by the float32 GEMM and rounded once.
 
 use super::element::Element;
 use super::parallel::parallel_for;
+use super::reduced::{store_f32, to_f32_vec};
 use crate::dtype::{DType, Kind};
 use crate::error::FooResult;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
@@ -162,19 +164,6 @@ pub fn matmul(
     }
 }
 
-/// A contiguous float32 copy of `t` (any strides, any float dtype).
-fn widen(t: &TensorRef) -> FooResult<Vec<f32>> {
-    let mut buf = vec![0f32; t.numel()];
-    let dst = TensorMut {
-        ptr: buf.as_mut_ptr() as *mut u8,
-        shape: t.shape.clone(),
-        strides: crate::tensor::contiguous_strides(&t.shape),
-        dtype: DType::F32,
-    };
-    super::copy::copy(&dst, t)?;
-    Ok(buf)
-}
-
 /// float16/bfloat16: widen the operands to float32, multiply with float32 accumulation (and
 /// `beta * c` in float32), round once into the output.
 fn widened(
@@ -191,10 +180,10 @@ fn widened(
         strides: crate::tensor::contiguous_strides(shape),
         dtype: DType::F32,
     };
-    let (wa, wb) = (widen(a)?, widen(b)?);
+    let (wa, wb) = (to_f32_vec(a)?, to_f32_vec(b)?);
     let use_c = c.filter(|_| f32::from_scalar(beta) != 0.0);
     let mut acc = match use_c {
-        Some(c) => widen(c)?,
+        Some(c) => to_f32_vec(c)?,
         None => vec![0f32; out.numel()],
     };
     let acc_ref = view(&acc, &out.shape);
@@ -212,7 +201,7 @@ fn widened(
         beta,
         alpha,
     )?;
-    super::copy::copy(out, &acc_ref)
+    store_f32(out, &acc)
 }
 
 /// Integer address of a pointer (raw pointers are not `Sync`; the memory outlives the kernel).

@@ -2,6 +2,7 @@
 //! has a dense fast path and a strided general path ([`layout`], [`map`]), and goes parallel
 //! (rayon) only above [`layout::GRAIN`] elements.
 
+pub mod amp;
 pub mod binary;
 pub mod conv;
 pub mod copy;
@@ -17,6 +18,7 @@ pub mod nn;
 pub mod parallel;
 pub mod random;
 pub mod reduce;
+pub mod reduced;
 pub mod ternary;
 pub mod unary;
 pub mod vmath;

@@ -29,6 +29,8 @@ def get_autocast_dtype() -> torch.dtype:
 
 def set_autocast_dtype(dtype: torch.dtype) -> None:
     """Sets the autocast dtype for foo; it must be one of :func:`get_amp_supported_dtype`."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"set_autocast_dtype expects a torch.dtype, got {type(dtype).__name__}")
     supported = get_amp_supported_dtype()
     if dtype not in supported:
         raise ValueError(f"foo autocast supports {supported}, not {dtype}")

@@ -1,0 +1,120 @@
+//! float16/bfloat16 <-> float32 conversion of whole tensors, for kernels that compute reduced
+//! floats in float32 (matrix products, convolutions): a dense parallel fast path using `half`'s
+//! slice conversions (SIMD where the CPU has it), the generic strided copy otherwise.
+
+use super::layout::GRAIN;
+use super::parallel::parallel_for;
+use crate::dtype::DType;
+use crate::error::FooResult;
+use crate::tensor::{contiguous_strides, TensorMut, TensorRef};
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+
+/// An address shared by the workers (raw pointers are not `Sync`).
+#[derive(Clone, Copy)]
+struct Addr(usize);
+
+/// A contiguous float32 copy of `t` (any float dtype, any strides).
+pub fn to_f32_vec(t: &TensorRef) -> FooResult<Vec<f32>> {
+    let n = t.numel();
+    let mut buf = vec![0f32; n];
+    let (dst, src) = (Addr(buf.as_mut_ptr() as usize), Addr(t.ptr as usize));
+    match t.dtype {
+        DType::F16 | DType::BF16 if t.is_contiguous() => {
+            let bf = t.dtype == DType::BF16;
+            parallel_for(n, GRAIN, &|s, e| {
+                // SAFETY: `s..e` lies inside both the n-element buffer and the contiguous
+                // n-element source; each chunk is written by one worker.
+                let d =
+                    unsafe { std::slice::from_raw_parts_mut((dst.0 as *mut f32).add(s), e - s) };
+                // SAFETY: as above (reads of the source's elements s..e).
+                unsafe {
+                    if bf {
+                        std::slice::from_raw_parts((src.0 as *const bf16).add(s), e - s)
+                            .convert_to_f32_slice(d)
+                    } else {
+                        std::slice::from_raw_parts((src.0 as *const f16).add(s), e - s)
+                            .convert_to_f32_slice(d)
+                    }
+                }
+            });
+        }
+        _ => {
+            let view = TensorMut {
+                ptr: buf.as_mut_ptr() as *mut u8,
+                shape: t.shape.clone(),
+                strides: contiguous_strides(&t.shape),
+                dtype: DType::F32,
+            };
+            super::copy::copy(&view, t)?;
+        }
+    }
+    Ok(buf)
+}
+
+/// Writes the contiguous float32 values `src` (in `out`'s logical order) into `out`, rounding to
+/// nearest-even for float16/bfloat16.
+pub fn store_f32(out: &TensorMut, src: &[f32]) -> FooResult<()> {
+    let n = out.numel();
+    assert_eq!(src.len(), n, "store_f32: length mismatch");
+    let (dst, s) = (Addr(out.ptr as usize), Addr(src.as_ptr() as usize));
+    match out.dtype {
+        DType::F16 | DType::BF16 if out.is_contiguous() => {
+            let bf = out.dtype == DType::BF16;
+            parallel_for(n, GRAIN, &|a, b| {
+                // SAFETY: `a..b` lies inside the n-element source and the contiguous n-element
+                // output; each chunk is written by one worker.
+                let x = unsafe { std::slice::from_raw_parts((s.0 as *const f32).add(a), b - a) };
+                // SAFETY: as above.
+                unsafe {
+                    if bf {
+                        std::slice::from_raw_parts_mut((dst.0 as *mut bf16).add(a), b - a)
+                            .convert_from_f32_slice(x)
+                    } else {
+                        std::slice::from_raw_parts_mut((dst.0 as *mut f16).add(a), b - a)
+                            .convert_from_f32_slice(x)
+                    }
+                }
+            });
+            Ok(())
+        }
+        _ => {
+            let view = TensorRef {
+                ptr: src.as_ptr() as *const u8,
+                shape: out.shape.clone(),
+                strides: contiguous_strides(&out.shape),
+                dtype: DType::F32,
+            };
+            super::copy::copy(out, &view)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::map::testing::Owned;
+
+    #[test]
+    fn reduced_round_trip_dense_and_strided() {
+        let vals: Vec<f32> = (0..100_000).map(|i| (i as f32 - 5e4) * 0.37).collect();
+        let b = Owned::new(
+            vals.iter().map(|&v| bf16::from_f32(v)).collect(),
+            &[100, 1000],
+        );
+        let w = to_f32_vec(&b.r()).unwrap();
+        assert!(w.iter().zip(&b.data).all(|(&x, &y)| x == y.to_f32()));
+        let mut t = b.r();
+        t.shape = vec![1000, 100];
+        t.strides = vec![1, 1000];
+        let wt = to_f32_vec(&t).unwrap();
+        assert_eq!(wt[1], b.data[1000].to_f32());
+        let mut h = Owned::<f16>::zeros(&[100, 1000]);
+        store_f32(&h.m(), &vals).unwrap();
+        assert!(h
+            .data
+            .iter()
+            .zip(&vals)
+            .all(|(&x, &v)| x == f16::from_f32(v)));
+    }
+}
