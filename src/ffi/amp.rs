@@ -3,8 +3,6 @@
 use super::{guard, tensor_mut, tensor_ref};
 use crate::error::FooError;
 use crate::kernels::amp;
-use crate::kernels::layout::GRAIN;
-use crate::runtime::pool;
 use crate::tensor::FooTensor;
 
 /// Multiplies each of `grads[0..n]` by `inv_scale` in place and sets `found_inf` to 1.0 when
@@ -31,7 +29,7 @@ pub unsafe extern "C" fn foo_amp_unscale(
         for i in 0..n.max(0) as usize {
             // SAFETY: caller's contract: `grads` holds `n` descriptors.
             let g = unsafe { tensor_mut(grads.add(i))? };
-            any |= pool::run(g.numel() >= GRAIN, || amp::unscale(&g, inv))?;
+            any |= amp::unscale(&g, inv)?;
         }
         if any {
             amp::write_scalar_f32("found_inf", &fi, 1.0)?;
