@@ -20,8 +20,9 @@ def tol(dtype: torch.dtype) -> dict[str, float]:
     return {"atol": 1e-10, "rtol": 1e-10}
 
 
-def grads_match(fn, inputs, dtype, gy_seed=9):
+def grads_match(fn, inputs, dtype, gy_seed=9, tolerance=None):
     """Runs fn forward+backward on CPU and on foo; compares outputs and every input gradient."""
+    tolerance = tolerance or tol(dtype)
     cpu = [t.detach().clone().requires_grad_(t.is_floating_point()) if t is not None else None for t in inputs]
     out = fn(*cpu)
     gy = sample(out.shape, out.dtype, seed=gy_seed)
@@ -29,10 +30,10 @@ def grads_match(fn, inputs, dtype, gy_seed=9):
     foo = [to_foo(t).detach().requires_grad_(t.is_floating_point()) if t is not None else None for t in inputs]
     out_f = fn(*foo)
     out_f.backward(gy.to(FOO))
-    assert_same(out_f, out, **tol(dtype))
+    assert_same(out_f, out, **tolerance)
     for f, c in zip(foo, cpu):
         if c is not None:
-            assert_same(f.grad, c.grad, **tol(dtype))
+            assert_same(f.grad, c.grad, **tolerance)
 
 
 CONV2D_CASES = [
@@ -112,7 +113,10 @@ def test_conv_unbatched_and_large():
     check(lambda x, w: F.conv2d(x, w, padding=1), sample((3, 9, 9), dtype), sample((5, 3, 3, 3), dtype),
           **tol(dtype))
     x, w, b = sample((8, 16, 24, 24), dtype, seed=1), sample((32, 16, 3, 3), dtype, seed=2), sample((32,), dtype)
-    grads_match(lambda x, w, b: F.conv2d(x, w, b, padding=1), [x, w, b], dtype)
+    # The weight gradient sums 8 * 24 * 24 = 4608 products per element: CPU's own float32 result
+    # is up to 1e-3 away from the float64 one here (foo's 2.4e-4), so compare at that scale.
+    grads_match(lambda x, w, b: F.conv2d(x, w, b, padding=1), [x, w, b], dtype,
+                tolerance={"atol": 2e-3, "rtol": 1e-4})
 
 
 def test_conv_module_training_step():
