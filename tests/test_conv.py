@@ -46,6 +46,10 @@ CONV2D_CASES = [
     ((3, 5, 6, 6), (7, 5, 1, 1), {"stride": 2}),
     ((2, 2, 5, 5), (3, 2, 5, 5), {"padding": 2}),
     ((4, 3, 7, 7), (2, 3, 3, 3), {"padding": "same"}),
+    # Odd batch with groups, per-axis stride/padding/dilation (samples split across threads).
+    ((5, 6, 11, 9), (9, 2, 3, 2), {"stride": (2, 3), "padding": (2, 1), "dilation": (2, 1), "groups": 3}),
+    # One sample: the GEMMs themselves go parallel.
+    ((1, 4, 12, 13), (8, 4, 3, 3), {"stride": 2}),
 ]
 
 
@@ -171,6 +175,18 @@ def test_max_pool2d_nan_unbatched_strided_out():
         return out, idx
 
     check(out_fn, sample((1, 2, 6, 6), torch.float32))
+
+
+@pytest.mark.parametrize("k, kw", [(2, {}), (3, {"stride": 1}), ((2, 3), {"stride": (1, 2), "ceil_mode": True})])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_max_pool2d_ties_nan_inf(k, kw, dtype):
+    # Ties keep the first index, NaN wins (the last NaN of a window, as on CPU), an all -inf
+    # window keeps its start; contiguous and channels-last inputs.
+    x = torch.randint(0, 3, (2, 3, 7, 9)).to(dtype)
+    x[0, 0, 1, 1] = x[0, 0, 1, 2] = x[1, 2, 4, 4] = float("nan")
+    x[0, 1, :3, :4] = float("-inf")
+    check(lambda x: F.max_pool2d(x, k, return_indices=True, **kw), x)
+    check(lambda x: F.max_pool2d(x, k, return_indices=True, **kw), x.contiguous(memory_format=torch.channels_last))
 
 
 AVG_CASES = [
