@@ -105,10 +105,11 @@ impl Geometry {
     fn is_pointwise(&self) -> bool {
         self.ksp == [1, 1, 1] && self.stride == [1, 1, 1] && self.padding == [0, 0, 0]
     }
-    /// Whether to split samples across threads (else the GEMMs go parallel).
+    /// Whether to split samples across threads (else the GEMMs go parallel). Only on a pool
+    /// worker (under `runtime::pool`): elsewhere rayon would count its global pool's threads.
     fn split_samples(&self) -> bool {
         let threads = rayon::current_num_threads();
-        threads > 1 && self.n >= threads
+        rayon::current_thread_index().is_some() && threads > 1 && self.n >= threads
     }
 }
 
@@ -715,14 +716,19 @@ mod tests {
 
     #[test]
     fn conv_forward_and_grads_match_naive() {
-        // (n, c, h, w, o, k, stride, pad, dilation, groups): samples split across threads, one
-        // sample (parallel GEMMs), an odd batch with three groups.
+        // (n, c, h, w, o, k, stride, pad, dilation, groups), each on the calling thread and on
+        // a 2-thread pool (samples split across threads; one sample: parallel GEMMs).
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
         for case in [
             (2, 4, 7, 6, 6, 3, 2, 1, 2, 2),
             (1, 4, 9, 8, 4, 3, 1, 1, 1, 1),
             (5, 6, 8, 7, 9, 2, 1, 0, 1, 3),
         ] {
             forward_and_grads_case(case);
+            pool.install(|| forward_and_grads_case(case));
         }
     }
 
