@@ -39,7 +39,8 @@ pub unsafe extern "C" fn foo_matmul(
             .numel()
             .saturating_mul(b.shape.last().copied().unwrap_or(0));
         pool::install(
-            work >= GEMM_PARALLEL_FLOPS || o.numel() >= crate::kernels::layout::GRAIN,
+            // Large outputs of small products: the `beta * c` pass still goes parallel.
+            work >= GEMM_PARALLEL_FLOPS || o.numel() >= 8 * crate::kernels::layout::GRAIN,
             || matmul(&o, &a, &b, c.as_ref(), beta, alpha),
         )
     })

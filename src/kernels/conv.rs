@@ -12,6 +12,7 @@
 //! weight gradient [`conv_backward_weight`] with input and output gradient exchanged.
 
 pub mod pool;
+mod transpose;
 
 use super::linalg::{gemm_raw, GemmElem, Mat};
 use super::parallel::parallel_for;
@@ -104,10 +105,11 @@ impl Geometry {
     fn is_pointwise(&self) -> bool {
         self.ksp == [1, 1, 1] && self.stride == [1, 1, 1] && self.padding == [0, 0, 0]
     }
-    /// Whether to split samples across threads (else the GEMMs go parallel).
+    /// Whether to split samples across threads (else the GEMMs go parallel). Only on a pool
+    /// worker (under `runtime::pool`): elsewhere rayon would count its global pool's threads.
     fn split_samples(&self) -> bool {
         let threads = rayon::current_num_threads();
-        threads > 1 && self.n >= threads
+        rayon::current_thread_index().is_some() && threads > 1 && self.n >= threads
     }
 }
 
@@ -538,17 +540,31 @@ fn backward_weight_impl<T: GemmElem>(
     let (xo, goo) = (Addr::of(input.ptr), Addr::of(go_t.ptr));
     let xs = &input.strides;
     let split = g.split_samples();
-    // Accumulates the samples `s..e` into `acc` ([O, ck], contiguous).
+    // Accumulates the samples `s..e` into `acc`: per group an [og, ck] block stored column-major
+    // (element (o, r) at `r * og + o`). Both GEMM operands arrive with the reduction dim
+    // (positions) contiguous, which `gemm` packs by gathering at a page-sized stride (8x slower
+    // for the column matrix with a row-major destination, 1.5x for grad_output with a
+    // column-major one; measured). So the destination is column-major and grad_output is
+    // transposed first (og x p, the smaller operand): both are then read contiguously.
     let accumulate = |s: usize, e: usize, acc: &mut [T], parallel: bool| {
         let mut col = vec![T::ZERO; ck * p];
+        let mut got = vec![T::ZERO; og * p];
         for ni in s..e {
             let xn = Addr(xo.at::<T>(ni as isize * xs[0]) as usize);
             for gi in 0..g.groups {
                 im2col(g, xn, &xs[1..], gi * g.cg(), &mut col);
+                // SAFETY: group gi's [og, p] block of sample ni of the contiguous grad_output.
+                let go = unsafe {
+                    std::slice::from_raw_parts(
+                        goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as *const T,
+                        og * p,
+                    )
+                };
+                transpose::transpose_into(go, og, p, &mut got);
                 let lhs = Mat {
-                    ptr: goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as *const T,
-                    rs: p as isize,
-                    cs: 1,
+                    ptr: got.as_ptr(),
+                    rs: 1,
+                    cs: og as isize,
                 };
                 let rhs = Mat {
                     ptr: col.as_ptr(),
@@ -556,16 +572,17 @@ fn backward_weight_impl<T: GemmElem>(
                     cs: p as isize,
                 };
                 let dst = acc[gi * og * ck..].as_mut_ptr();
-                // SAFETY: dst is group gi's [og, ck] block of the accumulator.
+                // SAFETY: dst is group gi's column-major [og, ck] block of the accumulator;
+                // the first sample overwrites it (no zero-fill needed).
                 unsafe {
                     gemm_raw(
                         og,
                         ck,
                         p,
                         dst,
-                        ck as isize,
                         1,
-                        true,
+                        og as isize,
+                        ni > s,
                         lhs,
                         rhs,
                         T::ONE,
@@ -575,16 +592,28 @@ fn backward_weight_impl<T: GemmElem>(
             }
         }
     };
+    // Adds the column-major blocks of `acc` into the row-major grad_weight.
+    let add_transposed = |gw: &mut [T], acc: &[T]| {
+        for (gwb, accb) in gw.chunks_mut(og * ck).zip(acc.chunks(og * ck)) {
+            for (o, row) in gwb.chunks_mut(ck).enumerate() {
+                row.iter_mut()
+                    .enumerate()
+                    .for_each(|(r, v)| *v = *v + accb[r * og + o]);
+            }
+        }
+    };
     if split {
         let shared = Mutex::new(gw);
         parallel_for(g.n, 1, &|s, e| {
             let mut acc = vec![T::ZERO; total];
             accumulate(s, e, &mut acc, false);
             let mut gw = shared.lock().unwrap_or_else(|e| e.into_inner());
-            gw.iter_mut().zip(&acc).for_each(|(a, &b)| *a = *a + b);
+            add_transposed(&mut gw, &acc);
         });
     } else {
-        accumulate(0, g.n, gw, true);
+        let mut acc = vec![T::ZERO; total];
+        accumulate(0, g.n, &mut acc, true);
+        add_transposed(gw, &acc);
     }
     Ok(())
 }
@@ -687,7 +716,37 @@ mod tests {
 
     #[test]
     fn conv_forward_and_grads_match_naive() {
-        let (n, c, h, w, o, k, s, pad, dil, groups) = (2, 4, 7, 6, 6, 3, 2, 1, 2, 2);
+        // (n, c, h, w, o, k, stride, pad, dilation, groups), each on the calling thread and on
+        // a 2-thread pool (samples split across threads; one sample: parallel GEMMs).
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for case in [
+            (2, 4, 7, 6, 6, 3, 2, 1, 2, 2),
+            (1, 4, 9, 8, 4, 3, 1, 1, 1, 1),
+            (5, 6, 8, 7, 9, 2, 1, 0, 1, 3),
+        ] {
+            forward_and_grads_case(case);
+            pool.install(|| forward_and_grads_case(case));
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn forward_and_grads_case(
+        (n, c, h, w, o, k, s, pad, dil, groups): (
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+        ),
+    ) {
         let x = Owned::new(data(n * c * h * w, 1), &[n, c, 1, h, w]);
         let wt = Owned::new(data(o * (c / groups) * k * k, 2), &[o, c / groups, 1, k, k]);
         let (want, [oh, ow]) = naive(
@@ -720,10 +779,32 @@ mod tests {
         let mut gw = Owned::<f64>::zeros(&wt.shape);
         conv_backward_weight(&gw.m(), &x.r(), &gy.r(), &p).unwrap();
         assert_eq!(dot(&gw.data, &wt.data), lhs);
+        // Element by element: gw[oc, ci, a, b] = sum over n, y, x of gy * the input it touched.
+        let cg = c / groups;
+        for (i, &got) in gw.data.iter().enumerate() {
+            let (oc, ci, a, b) = (i / (cg * k * k), i / (k * k) % cg, i / k % k, i % k);
+            let cin = oc / (o / groups) * cg + ci;
+            let mut want = 0.0;
+            for ni in 0..n {
+                for y in 0..oh {
+                    for xw in 0..ow {
+                        let iy = (y * s + a * dil) as isize - pad as isize;
+                        let ix = (xw * s + b * dil) as isize - pad as isize;
+                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                            continue;
+                        }
+                        want += gy.data[((ni * o + oc) * oh + y) * ow + xw]
+                            * x.data[((ni * c + cin) * h + iy as usize) * w + ix as usize];
+                    }
+                }
+            }
+            assert_eq!(got, want, "grad_weight element {i}");
+        }
         let mut gb = Owned::<f64>::zeros(&[o]);
         conv_backward_bias(&gb.m(), &gy.r()).unwrap();
-        let per: f64 = gy.data[..oh * ow].iter().sum::<f64>()
-            + gy.data[o * oh * ow..(o + 1) * oh * ow].iter().sum::<f64>();
+        let per: f64 = (0..n)
+            .map(|ni| gy.data[ni * o * oh * ow..][..oh * ow].iter().sum::<f64>())
+            .sum();
         assert_eq!(gb.data[0], per);
     }
 
