@@ -160,7 +160,7 @@ pub fn binary(
     if op == BinaryOp::MaskedFill {
         return crate::dispatch_all!(a.dtype, T => {
             let v = p.first().map(T::from_scalar).unwrap_or_default();
-            map2(out, a, b, |x: T, m: bool| if m { v } else { x })
+            map2(out, a, b, move |x: T, m: bool| if m { v } else { x })
         });
     }
     if op.is_predicate() {
@@ -183,18 +183,18 @@ fn predicate<T: Element>(
     use BinaryOp::*;
     let ordered = !matches!(T::KIND, crate::dtype::Kind::Complex);
     match op {
-        Eq => map2(out, a, b, |x: T, y: T| x == y),
-        Ne => map2(out, a, b, |x: T, y: T| x != y),
+        Eq => map2(out, a, b, move |x: T, y: T| x == y),
+        Ne => map2(out, a, b, move |x: T, y: T| x != y),
         Lt | Le | Gt | Ge if !ordered => {
             not_implemented!("{op:?} is not supported for complex tensors")
         }
-        Lt => map2(out, a, b, |x: T, y: T| lt_exact(x, y)),
-        Le => map2(out, a, b, |x: T, y: T| x == y || lt_exact(x, y)),
-        Gt => map2(out, a, b, |x: T, y: T| lt_exact(y, x)),
-        Ge => map2(out, a, b, |x: T, y: T| x == y || lt_exact(y, x)),
-        LogicalAnd => map2(out, a, b, |x: T, y: T| x.to_bool() && y.to_bool()),
-        LogicalOr => map2(out, a, b, |x: T, y: T| x.to_bool() || y.to_bool()),
-        LogicalXor => map2(out, a, b, |x: T, y: T| x.to_bool() != y.to_bool()),
+        Lt => map2(out, a, b, move |x: T, y: T| lt_exact(x, y)),
+        Le => map2(out, a, b, move |x: T, y: T| x == y || lt_exact(x, y)),
+        Gt => map2(out, a, b, move |x: T, y: T| lt_exact(y, x)),
+        Ge => map2(out, a, b, move |x: T, y: T| x == y || lt_exact(y, x)),
+        LogicalAnd => map2(out, a, b, move |x: T, y: T| x.to_bool() && y.to_bool()),
+        LogicalOr => map2(out, a, b, move |x: T, y: T| x.to_bool() || y.to_bool()),
+        LogicalXor => map2(out, a, b, move |x: T, y: T| x.to_bool() != y.to_bool()),
         _ => unreachable!("not a predicate"),
     }
 }
@@ -249,7 +249,7 @@ fn float_binary<F: FloatStore>(
     let c = |v: f64| Mf::<F>::from_f64c(v);
     macro_rules! m {
         (|$x:ident, $y:ident| $e:expr) => {
-            map2(out, a, b, |u: F, v: F| {
+            map2(out, a, b, move |u: F, v: F| {
                 let $x: Mf<F> = u.load();
                 let $y: Mf<F> = v.load();
                 F::store($e)
@@ -439,32 +439,37 @@ fn int_binary<I: IntElem>(
                 .map(I::from_scalar)
                 .unwrap_or(I::one());
             match (op, alpha == I::one()) {
-                (Add, true) => map2(out, a, b, |x: I, y: I| x.wrapping_add(&y)),
-                (Add, false) => map2(out, a, b, |x: I, y: I| {
+                (Add, true) => map2(out, a, b, move |x: I, y: I| x.wrapping_add(&y)),
+                (Add, false) => map2(out, a, b, move |x: I, y: I| {
                     x.wrapping_add(&alpha.wrapping_mul(&y))
                 }),
-                (_, true) => map2(out, a, b, |x: I, y: I| x.wrapping_sub(&y)),
-                (_, false) => map2(out, a, b, |x: I, y: I| {
+                (_, true) => map2(out, a, b, move |x: I, y: I| x.wrapping_sub(&y)),
+                (_, false) => map2(out, a, b, move |x: I, y: I| {
                     x.wrapping_sub(&alpha.wrapping_mul(&y))
                 }),
             }
         }
-        Mul => map2(out, a, b, |x: I, y: I| x.wrapping_mul(&y)),
-        DivTrunc => map2(out, a, b, |x: I, y: I| flag(x.div_trunc_torch(y))),
-        DivFloor => map2(out, a, b, |x: I, y: I| flag(x.div_floor_torch(y))),
-        Remainder => map2(out, a, b, |x: I, y: I| flag(x.remainder(y))),
-        Fmod => map2(out, a, b, |x: I, y: I| flag(x.fmod(y))),
-        Pow => map2(out, a, b, |x: I, y: I| x.ipow(y)),
-        Maximum | Fmax => map2(out, a, b, |x: I, y: I| x.max(y)),
-        Minimum | Fmin => map2(out, a, b, |x: I, y: I| x.min(y)),
-        BitAnd => map2(out, a, b, |x: I, y: I| x & y),
-        BitOr => map2(out, a, b, |x: I, y: I| x | y),
-        BitXor => map2(out, a, b, |x: I, y: I| x ^ y),
-        Shl => map2(out, a, b, |x: I, y: I| x.shl_torch(y)),
-        Shr => map2(out, a, b, |x: I, y: I| x.shr_torch(y)),
+        Mul => map2(out, a, b, move |x: I, y: I| x.wrapping_mul(&y)),
+        DivTrunc => map2(out, a, b, move |x: I, y: I| flag(x.div_trunc_torch(y))),
+        DivFloor => map2(out, a, b, move |x: I, y: I| flag(x.div_floor_torch(y))),
+        Remainder => map2(out, a, b, move |x: I, y: I| flag(x.remainder(y))),
+        Fmod => map2(out, a, b, move |x: I, y: I| flag(x.fmod(y))),
+        Pow => map2(out, a, b, move |x: I, y: I| x.ipow(y)),
+        Maximum | Fmax => map2(out, a, b, move |x: I, y: I| x.max(y)),
+        Minimum | Fmin => map2(out, a, b, move |x: I, y: I| x.min(y)),
+        BitAnd => map2(out, a, b, move |x: I, y: I| x & y),
+        BitOr => map2(out, a, b, move |x: I, y: I| x | y),
+        BitXor => map2(out, a, b, move |x: I, y: I| x ^ y),
+        Shl => map2(out, a, b, move |x: I, y: I| x.shl_torch(y)),
+        Shr => map2(out, a, b, move |x: I, y: I| x.shr_torch(y)),
         ThresholdBackward => {
             let t = p.first().map(I::from_scalar).unwrap_or(I::zero());
-            map2(out, a, b, |g: I, s: I| if s <= t { I::zero() } else { g })
+            map2(
+                out,
+                a,
+                b,
+                move |g: I, s: I| if s <= t { I::zero() } else { g },
+            )
         }
         _ => not_implemented!(
             "foo {op:?} is not defined for integer dtype {} (the glue promotes to float)",
@@ -481,9 +486,9 @@ fn int_binary<I: IntElem>(
 fn bool_binary(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef) -> FooResult<()> {
     use BinaryOp::*;
     match op {
-        Add | BitOr | Maximum | Fmax => map2(out, a, b, |x: bool, y: bool| x | y),
-        Mul | BitAnd | Minimum | Fmin => map2(out, a, b, |x: bool, y: bool| x & y),
-        BitXor => map2(out, a, b, |x: bool, y: bool| x ^ y),
+        Add | BitOr | Maximum | Fmax => map2(out, a, b, move |x: bool, y: bool| x | y),
+        Mul | BitAnd | Minimum | Fmin => map2(out, a, b, move |x: bool, y: bool| x & y),
+        BitXor => map2(out, a, b, move |x: bool, y: bool| x ^ y),
         _ => not_implemented!("foo {op:?} is not defined for bool tensors"),
     }
 }

@@ -39,9 +39,9 @@ pub fn copy(dst: &TensorMut, src: &TensorRef) -> FooResult<()> {
         };
         d.dtype = dt;
         s.dtype = st;
-        return crate::dispatch_all!(dt, T => map1(&d, &s, |x: T| x));
+        return crate::dispatch_all!(dt, T => map1(&d, &s, move |x: T| x));
     }
-    crate::dispatch_all!(dst.dtype, D => crate::dispatch_all!(src.dtype, S => map1(dst, src, |x: S| x.cast::<D>())))
+    crate::dispatch_all!(dst.dtype, D => crate::dispatch_all!(src.dtype, S => map1(dst, src, move |x: S| x.cast::<D>())))
 }
 
 /// Parallel memcpy of `n` bytes.

@@ -47,7 +47,7 @@ pub fn ternary(
     p: &[Scalar],
 ) -> FooResult<()> {
     if op == TernaryOp::Where {
-        return crate::dispatch_all!(b.dtype, T => map3(out, a, b, c, |m: bool, x: T, y: T| if m { x } else { y }));
+        return crate::dispatch_all!(b.dtype, T => map3(out, a, b, c, move |m: bool, x: T, y: T| if m { x } else { y }));
     }
     dispatch_float!(a.dtype, F => float_ternary::<F>(op, out, a, b, c, p),
         _ => dispatch_int!(a.dtype, I => int_ternary::<I>(op, out, a, b, c, p),
@@ -68,7 +68,7 @@ fn float_ternary<F: FloatStore>(
     let one = Mf::<F>::one();
     match op {
         // PyTorch's lerp: start + w * (end - start) for |w| < 0.5, else end - (end - start) * (1 - w).
-        TernaryOp::Lerp => map3(out, a, b, c, |s: F, e: F, w: F| {
+        TernaryOp::Lerp => map3(out, a, b, c, move |s: F, e: F, w: F| {
             let (s, e, w) = (s.load(), e.load(), w.load());
             let d = e - s;
             F::store(if w.abs() < half {
@@ -77,10 +77,10 @@ fn float_ternary<F: FloatStore>(
                 e - d * (one - w)
             })
         }),
-        TernaryOp::Addcmul => map3(out, a, b, c, |x: F, y: F, z: F| {
+        TernaryOp::Addcmul => map3(out, a, b, c, move |x: F, y: F, z: F| {
             F::store(x.load() + value * y.load() * z.load())
         }),
-        TernaryOp::Addcdiv => map3(out, a, b, c, |x: F, y: F, z: F| {
+        TernaryOp::Addcdiv => map3(out, a, b, c, move |x: F, y: F, z: F| {
             F::store(x.load() + value * (y.load() / z.load()))
         }),
         TernaryOp::Where => unreachable!(),
@@ -97,7 +97,7 @@ fn int_ternary<I: IntElem>(
 ) -> FooResult<()> {
     let value = p.first().map(I::from_scalar).unwrap_or(I::one());
     match op {
-        TernaryOp::Addcmul => map3(out, a, b, c, |x: I, y: I, z: I| {
+        TernaryOp::Addcmul => map3(out, a, b, c, move |x: I, y: I, z: I| {
             x.wrapping_add(&value.wrapping_mul(&y).wrapping_mul(&z))
         }),
         _ => not_implemented!(

@@ -182,23 +182,25 @@ fn predicate<T: Element>(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResu
     let is_float = matches!(T::KIND, crate::dtype::Kind::Float);
     let is_complex = matches!(T::KIND, crate::dtype::Kind::Complex);
     match op {
-        LogicalNot => map1(out, a, |x: T| !x.to_bool()),
-        IsNan if is_complex => map1(out, a, |x: T| {
+        LogicalNot => map1(out, a, move |x: T| !x.to_bool()),
+        IsNan if is_complex => map1(out, a, move |x: T| {
             x.to_c64().re.is_nan() || x.to_c64().im.is_nan()
         }),
-        IsNan => map1(out, a, |x: T| is_float && x.to_f64().is_nan()),
-        IsInf if is_complex => map1(out, a, |x: T| {
+        IsNan => map1(out, a, move |x: T| is_float && x.to_f64().is_nan()),
+        IsInf if is_complex => map1(out, a, move |x: T| {
             x.to_c64().re.is_infinite() || x.to_c64().im.is_infinite()
         }),
-        IsInf => map1(out, a, |x: T| is_float && x.to_f64().is_infinite()),
-        IsFinite if is_complex => map1(out, a, |x: T| {
+        IsInf => map1(out, a, move |x: T| is_float && x.to_f64().is_infinite()),
+        IsFinite if is_complex => map1(out, a, move |x: T| {
             x.to_c64().re.is_finite() && x.to_c64().im.is_finite()
         }),
-        IsFinite => map1(out, a, |x: T| !is_float || x.to_f64().is_finite()),
-        IsPosInf => map1(out, a, |x: T| is_float && x.to_f64() == f64::INFINITY),
-        IsNegInf => map1(out, a, |x: T| is_float && x.to_f64() == f64::NEG_INFINITY),
-        Signbit if is_float => map1(out, a, |x: T| x.to_f64().is_sign_negative()),
-        Signbit => map1(out, a, |x: T| x.to_i64() < 0),
+        IsFinite => map1(out, a, move |x: T| !is_float || x.to_f64().is_finite()),
+        IsPosInf => map1(out, a, move |x: T| is_float && x.to_f64() == f64::INFINITY),
+        IsNegInf => map1(out, a, move |x: T| {
+            is_float && x.to_f64() == f64::NEG_INFINITY
+        }),
+        Signbit if is_float => map1(out, a, move |x: T| x.to_f64().is_sign_negative()),
+        Signbit => map1(out, a, move |x: T| x.to_i64() < 0),
         _ => unreachable!("not a predicate"),
     }
 }
@@ -268,7 +270,7 @@ fn float_unary<F: FloatStore>(
     let c = |v: f64| Mf::<F>::from_f64c(v);
     macro_rules! m {
         (|$x:ident| $e:expr) => {
-            map1(out, a, |v: F| {
+            map1(out, a, move |v: F| {
                 let $x: Mf<F> = v.load();
                 F::store($e)
             })
@@ -443,13 +445,17 @@ fn int_unary<I: IntElem>(
 ) -> FooResult<()> {
     use UnaryOp::*;
     match op {
-        Neg => map1(out, a, |x: I| x.wrapping_neg()),
-        Abs => map1(out, a, |x: I| x.wabs()),
-        Sign | Sgn => map1(out, a, |x: I| x.sign()),
-        Relu => map1(out, a, |x: I| if x > I::zero() { x } else { I::zero() }),
-        Floor | Ceil | Round | Trunc => map1(out, a, |x: I| x),
-        Square => map1(out, a, |x: I| x.wrapping_mul(&x)),
-        BitwiseNot => map1(out, a, |x: I| !x),
+        Neg => map1(out, a, move |x: I| x.wrapping_neg()),
+        Abs => map1(out, a, move |x: I| x.wabs()),
+        Sign | Sgn => map1(out, a, move |x: I| x.sign()),
+        Relu => map1(
+            out,
+            a,
+            move |x: I| if x > I::zero() { x } else { I::zero() },
+        ),
+        Floor | Ceil | Round | Trunc => map1(out, a, move |x: I| x),
+        Square => map1(out, a, move |x: I| x.wrapping_mul(&x)),
+        BitwiseNot => map1(out, a, move |x: I| !x),
         Clamp => {
             // Compare in i128 so that a bound outside the dtype's range (clamp(uint8, -3, 7)) acts
             // as on CPU instead of wrapping around.
@@ -484,7 +490,7 @@ fn int_unary<I: IntElem>(
                 }
             })
         }
-        NanToNum => map1(out, a, |x: I| x),
+        NanToNum => map1(out, a, move |x: I| x),
         _ => not_implemented!(
             "foo {op:?} is not defined for integer dtype {} (the glue promotes to float)",
             a.dtype.name()
@@ -495,9 +501,9 @@ fn int_unary<I: IntElem>(
 fn bool_unary(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResult<()> {
     use UnaryOp::*;
     match op {
-        BitwiseNot => map1(out, a, |x: bool| !x),
+        BitwiseNot => map1(out, a, move |x: bool| !x),
         Abs | Relu | Floor | Ceil | Trunc | Round | Sign | Sgn | NanToNum => {
-            map1(out, a, |x: bool| x)
+            map1(out, a, move |x: bool| x)
         }
         _ => not_implemented!("foo {op:?} is not defined for bool tensors"),
     }

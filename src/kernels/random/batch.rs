@@ -1,7 +1,7 @@
 //! The batch driver of the random kernels: a dense output is filled in batches of [`BATCH`]
 //! elements; each batch gets its stream words from one vectorized Philox call
 //! ([`stream::fill_blocks`]) and turns them into values with a [`Batch`] transform, compiled
-//! for the baseline target and with AVX2+FMA (picked at run time).
+//! for the baseline target, with AVX2+FMA and with AVX-512F (picked at run time).
 //!
 //! Element `i` reads words `offset + i*w ..` of the stream for a `w`-word-per-element
 //! transform, so values depend only on (seed, offset, i), never on the thread count.
@@ -41,12 +41,21 @@ unsafe fn fill_avx2<T, B: Batch<T>>(b: &B, words: &[u32], out: &mut [T]) {
     b.fill(words, out)
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn fill_avx512<T, B: Batch<T>>(b: &B, words: &[u32], out: &mut [T]) {
+    b.fill(words, out)
+}
+
 #[inline(always)]
 fn fill<T, B: Batch<T>>(b: &B, words: &[u32], out: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
-    if crate::kernels::nn::simd::level() >= 2 {
+    match crate::kernels::nn::simd::level() {
+        // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at run time).
+        3 => return unsafe { fill_avx512(b, words, out) },
         // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
-        return unsafe { fill_avx2(b, words, out) };
+        2 => return unsafe { fill_avx2(b, words, out) },
+        _ => {}
     }
     fill_body(b, words, out)
 }

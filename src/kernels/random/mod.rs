@@ -215,7 +215,7 @@ pub fn bernoulli_tensor(out: &TensorMut, prob: &TensorRef, gen: u64) -> FooResul
         strides: crate::tensor::contiguous_strides(&out.shape),
         dtype: crate::DType::F64,
     };
-    dispatch_all!(prob.dtype, P => dispatch_all!(out.dtype, T => super::map::map2(out, &uniform, prob, |u: f64, p: P| {
+    dispatch_all!(prob.dtype, P => dispatch_all!(out.dtype, T => super::map::map2(out, &uniform, prob, move |u: f64, p: P| {
         T::from_bool(u < p.to_f64())
     })))
 }
