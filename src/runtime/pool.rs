@@ -8,12 +8,13 @@
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 struct Owned {
     pid: u32,
     pool: Arc<ThreadPool>,
+    hot: Arc<Hot>,
 }
 
 static POOL: Mutex<Option<Owned>> = Mutex::new(None);
@@ -36,10 +37,14 @@ pub fn configured_threads() -> usize {
 }
 
 fn pool() -> Arc<ThreadPool> {
+    pool_and_hot().0
+}
+
+fn pool_and_hot() -> (Arc<ThreadPool>, Arc<Hot>) {
     let pid = std::process::id();
     let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
     match guard.as_ref() {
-        Some(o) if o.pid == pid => o.pool.clone(),
+        Some(o) if o.pid == pid => (o.pool.clone(), o.hot.clone()),
         stale => {
             if let Some(old) = stale {
                 // Inherited across fork(): its threads are gone, so dropping it could block on
@@ -56,11 +61,13 @@ fn pool() -> Arc<ThreadPool> {
             if let Some(old) = guard.take() {
                 std::mem::forget(old);
             }
+            let hot = Arc::new(Hot::default());
             *guard = Some(Owned {
                 pid,
                 pool: pool.clone(),
+                hot: hot.clone(),
             });
-            pool
+            (pool, hot)
         }
     }
 }
@@ -129,7 +136,7 @@ impl Chunks {
 /// ops. Here the caller starts at once and a late worker finds nothing left to do; the caller
 /// waits only for chunks that were actually claimed.
 pub fn fork_join(n: usize, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
-    let pool = pool();
+    let (pool, hot) = pool_and_hot();
     let threads = pool.current_num_threads();
     if threads <= 1 || chunks <= 1 {
         f(0, n);
@@ -152,9 +159,13 @@ pub fn fork_join(n: usize, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
         done: AtomicUsize::new(0),
         panicked: AtomicBool::new(false),
     });
-    for _ in 0..(threads - 1).min(chunks - 1) {
-        let job = job.clone();
-        pool.spawn(move || job.work());
+    let generation = hot.publish(job.clone());
+    let wanted = (threads - 1).min(chunks - 1);
+    // Helpers still spinning from a recent op pick the job up at once; start the missing ones.
+    while hot.spinning.load(Ordering::Acquire) < wanted {
+        hot.spinning.fetch_add(1, Ordering::AcqRel);
+        let (hot, job) = (hot.clone(), job.clone());
+        pool.spawn(move || hot.help(job, generation));
     }
     job.work();
     let mut spins = 0u32;
@@ -168,5 +179,87 @@ pub fn fork_join(n: usize, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
     }
     if job.panicked.load(Ordering::Relaxed) {
         panic!("a parallel kernel chunk panicked");
+    }
+}
+
+/// Helpers that stay awake for a short while after an op, like OpenMP's spin-wait policy: a
+/// rayon worker that has to be woken from sleep takes 10+ µs to start, longer than a whole
+/// 1e5-element op, so back-to-back ops (a training step) would run on the calling thread only.
+/// A helper is a pool job that works on the latest published fork-join job and then polls for
+/// the next one for up to [`SPIN`] before it returns its worker to rayon.
+#[derive(Default)]
+struct Hot {
+    generation: AtomicU64,
+    job: Mutex<Option<Arc<Chunks>>>,
+    spinning: AtomicUsize,
+}
+
+/// How long a helper polls for the next op (the Python overhead between two ops is a few µs).
+const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+impl Hot {
+    fn publish(&self, job: Arc<Chunks>) -> u64 {
+        let mut slot = self.job.lock().unwrap_or_else(|e| e.into_inner());
+        *slot = Some(job);
+        self.generation.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    fn help(&self, first: Arc<Chunks>, generation: u64) {
+        first.work();
+        drop(first);
+        let mut seen = generation;
+        let mut idle_since = std::time::Instant::now();
+        loop {
+            let g = self.generation.load(Ordering::Acquire);
+            if g != seen {
+                seen = g;
+                let job = self.job.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if let Some(job) = job {
+                    job.work();
+                }
+                idle_since = std::time::Instant::now();
+                continue;
+            }
+            if idle_since.elapsed() > SPIN {
+                break;
+            }
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+        }
+        self.spinning.fetch_sub(1, Ordering::AcqRel);
+        // A job published between the last poll and the decrement may have counted on this
+        // helper; its caller still finishes every chunk itself, so nothing is lost.
+        let _ = self
+            .job
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_if(|j| j.next.load(Ordering::Relaxed) >= j.chunks);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers_cover_every_chunk_once_and_retire() {
+        for round in 0..300 {
+            let n = 1 << 16;
+            let covered = AtomicUsize::new(0);
+            fork_join(n, 1 + round % 9, &|s, e| {
+                covered.fetch_add((s..e).map(|i| i % 7).sum::<usize>(), Ordering::Relaxed);
+            });
+            assert_eq!(covered.into_inner(), (0..n).map(|i| i % 7).sum::<usize>());
+        }
+        // Once ops stop, every helper returns its worker to rayon.
+        let t = std::time::Instant::now();
+        while pool_and_hot().1.spinning.load(Ordering::Acquire) != 0 {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(5),
+                "helpers keep spinning"
+            );
+            std::thread::sleep(SPIN);
+        }
     }
 }
