@@ -150,7 +150,8 @@ mod imp {
         // A's lines are its rows; B's lines are its columns (so its k stride is the row stride).
         let pa = pack_all::<MR>(a.ptr as _, sa[0], sa[1], sa[2], batches, m, k, parallel);
         let pb = pack_all::<NR>(b.ptr as _, sb[0], sb[2], sb[1], batches, n, k, parallel);
-        let (mb, nb) = (m.div_ceil(MC), n.div_ceil(NC));
+        let (mc, nc) = block_shape(batches, m, n, parallel);
+        let (mb, nb) = (m.div_ceil(mc), n.div_ceil(nc));
         let tasks = batches * mb * nb;
         let o = Addr(out.ptr as usize);
         let cp = Addr(c.map_or(0, |c| c.ptr as usize));
@@ -158,8 +159,8 @@ mod imp {
         parallel_for(tasks, if parallel { 1 } else { tasks }, &|s, e| {
             let mut acc = vec![0f32; MC * NC];
             for t in s..e {
-                let (q, i0, j0) = (t / (mb * nb), (t / nb) % mb * MC, t % nb * NC);
-                let (rows, cols) = ((m - i0).min(MC), (n - j0).min(NC));
+                let (q, i0, j0) = (t / (mb * nb), (t / nb) % mb * mc, t % nb * nc);
+                let (rows, cols) = ((m - i0).min(mc), (n - j0).min(nc));
                 block(&pa, &pb, q, i0, j0, rows, cols, &mut acc);
                 for i in 0..rows {
                     let (qi, ii) = (q as isize, (i0 + i) as isize);
@@ -177,6 +178,25 @@ mod imp {
                 }
             }
         });
+    }
+
+    /// Rows and columns of a task's block: `MC x NC`, made smaller (down to two register
+    /// tiles by one) while a parallel product has fewer than four tasks per thread, so that
+    /// mid-sized products (a 256 x 256 mm is one column of three blocks) keep every thread busy.
+    fn block_shape(batches: usize, m: usize, n: usize, parallel: bool) -> (usize, usize) {
+        let (mut mc, mut nc) = (MC, NC);
+        let want = 4 * crate::runtime::pool::num_threads();
+        let tasks = |mc: usize, nc: usize| batches * m.div_ceil(mc) * n.div_ceil(nc);
+        while parallel && tasks(mc, nc) < want {
+            if mc > 2 * MR && (mc >= nc / 2 || nc == NR) {
+                mc = (mc / 2).div_ceil(MR) * MR;
+            } else if nc > NR {
+                nc /= 2;
+            } else {
+                break;
+            }
+        }
+        (mc, nc)
     }
 
     /// The float32 product of the block at rows `i0..`, columns `j0..` of batch `q` into `acc`
