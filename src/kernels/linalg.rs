@@ -159,6 +159,10 @@ pub fn matmul(
             DType::F64 => gemm_batched::<f64>(out, a, b, c, beta, alpha),
             DType::C64 => gemm_batched::<Complex32>(out, a, b, c, beta, alpha),
             DType::C128 => gemm_batched::<Complex64>(out, a, b, c, beta, alpha),
+            // AVX512-BF16 CPUs multiply bfloat16 natively (see gemm_bf16); others widen.
+            DType::BF16 if super::gemm_bf16::available() => {
+                super::gemm_bf16::matmul(out, a, b, c, beta, alpha)
+            }
             DType::F16 | DType::BF16 => widened(out, a, b, c, beta, alpha),
             _ => not_implemented!("matmul: dtype {} is not supported", dtype.name()),
         },

@@ -9,6 +9,7 @@ pub mod copy;
 pub mod element;
 pub mod fill;
 pub mod float;
+pub mod gemm_bf16;
 pub mod index;
 pub mod int;
 pub mod layout;

@@ -1,0 +1,236 @@
+//! Native bfloat16 matrix product for CPUs with AVX512-BF16 (`vdpbf16ps`): bfloat16 operands,
+//! float32 accumulation, one rounding into the bfloat16 output, as the CPU backend's oneDNN
+//! kernel does. Elsewhere [`available`] is false and `linalg` keeps widening to float32.
+//!
+//! BLIS-style: both operands are packed once into the microkernel's `k`-pair layout
+//! ([`pack`]); the output is cut into `MC x NC` blocks, one task each, run in parallel; a task
+//! walks `k` in `KC` steps, keeping one `KC x NR` slice of B in L1 while it sweeps the block's
+//! rows, and accumulates in a float32 block that [`store`] scales, adds `beta * c` to and
+//! rounds. Operands may have any strides (transposed, broadcast batch), like the `gemm` crate.
+
+#[cfg(target_arch = "x86_64")]
+mod microkernel;
+#[cfg(target_arch = "x86_64")]
+mod pack;
+#[cfg(target_arch = "x86_64")]
+mod store;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests;
+
+use crate::error::FooResult;
+use crate::tensor::{Scalar, TensorMut, TensorRef};
+
+/// Whether this CPU runs the native kernel (checked once; the answer is cached by std).
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512bf16")
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `out = beta * c + alpha * (a @ b)` over bfloat16 3-D operands `[B, M, K] x [B, K, N]`,
+/// already checked by `linalg::matmul` (shapes, dtypes, non-empty output). `c` is ignored when
+/// `beta == 0`. Call only when [`available`].
+pub fn matmul(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> FooResult<()> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        assert!(available(), "gemm_bf16::matmul without AVX512-BF16");
+        imp::matmul(out, a, b, c, beta, alpha);
+        Ok(())
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (out, a, b, c, beta, alpha);
+        crate::not_implemented!("native bfloat16 matmul needs x86-64 AVX512-BF16")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use super::microkernel::{self, MR, NR};
+    use super::{pack, store};
+    use crate::kernels::element::Element;
+    use crate::kernels::linalg::GEMM_PARALLEL_FLOPS;
+    use crate::kernels::parallel::parallel_for;
+    use crate::tensor::{Scalar, TensorMut, TensorRef};
+
+    /// `k`-pairs per cache block: a `KC x NR` slice of packed B is 32 KiB (L1).
+    const KCP: usize = 128;
+    /// Output rows per task (an `MC x KC` block of packed A is 48 KiB, L2).
+    const MC: usize = MR * 16;
+    /// Output columns per task.
+    const NC: usize = NR * 4;
+
+    /// Integer address of a pointer (raw pointers are not `Sync`; the memory outlives the call).
+    #[derive(Clone, Copy)]
+    struct Addr(usize);
+
+    /// One operand packed whole: `batches x panels` panels of `pairs x L` u32.
+    struct Packed {
+        data: Vec<u32>,
+        panels: usize,
+        pairs: usize,
+    }
+
+    impl Packed {
+        /// Panel `p` of batch `q`, starting at `k`-pair `p0`.
+        fn at<const L: usize>(&self, q: usize, panel: usize, p0: usize) -> *const u32 {
+            let i = ((q * self.panels + panel) * self.pairs + p0) * L;
+            self.data[i..].as_ptr()
+        }
+    }
+
+    /// Packs `batches` matrices of `lines x k` (line stride `ls`, `k` stride `ks`, batch stride
+    /// `bs`) into panels of `L` lines, in parallel over panels.
+    #[allow(clippy::too_many_arguments)]
+    fn pack_all<const L: usize>(
+        ptr: *const u16,
+        bs: isize,
+        ls: isize,
+        ks: isize,
+        batches: usize,
+        lines: usize,
+        k: usize,
+        parallel: bool,
+    ) -> Packed {
+        let (panels, pairs) = (lines.div_ceil(L), k.div_ceil(2));
+        let len = pairs * L;
+        let mut data = vec![0u32; batches * panels * len];
+        let (src, dst) = (Addr(ptr as usize), Addr(data.as_mut_ptr() as usize));
+        let total = batches * panels;
+        parallel_for(total, if parallel { 1 } else { total }, &|s, e| {
+            for t in s..e {
+                let (q, panel) = (t / panels, t % panels);
+                let first = panel * L;
+                let base =
+                    (src.0 as *const u16).wrapping_offset(q as isize * bs + first as isize * ls);
+                // SAFETY: panel t owns `len` u32 of `data`; no other chunk touches them.
+                let out = unsafe {
+                    std::slice::from_raw_parts_mut((dst.0 as *mut u32).add(t * len), len)
+                };
+                // SAFETY: lines first..first + n of batch q, elements 0..k: inside the operand
+                // (shape checked by the caller); `available()` was checked.
+                unsafe { pack::panel::<L>(base, ls, ks, (lines - first).min(L), k, out) };
+            }
+        });
+        Packed {
+            data,
+            panels,
+            pairs,
+        }
+    }
+
+    pub fn matmul(
+        out: &TensorMut,
+        a: &TensorRef,
+        b: &TensorRef,
+        c: Option<&TensorRef>,
+        beta: &Scalar,
+        alpha: &Scalar,
+    ) {
+        let (batches, m, k, n) = (a.shape[0], a.shape[1], a.shape[2], b.shape[2]);
+        let (alpha, beta) = (f32::from_scalar(alpha), f32::from_scalar(beta));
+        let c = c.filter(|_| beta != 0.0);
+        let parallel = batches * m * n * k.max(1) >= GEMM_PARALLEL_FLOPS;
+        let (sa, sb) = (&a.strides, &b.strides);
+        // A's lines are its rows; B's lines are its columns (so its k stride is the row stride).
+        let pa = pack_all::<MR>(a.ptr as _, sa[0], sa[1], sa[2], batches, m, k, parallel);
+        let pb = pack_all::<NR>(b.ptr as _, sb[0], sb[2], sb[1], batches, n, k, parallel);
+        let (mc, nc) = block_shape(batches, m, n, parallel);
+        let (mb, nb) = (m.div_ceil(mc), n.div_ceil(nc));
+        let tasks = batches * mb * nb;
+        let o = Addr(out.ptr as usize);
+        let cp = Addr(c.map_or(0, |c| c.ptr as usize));
+        let (os, cs) = (&out.strides, c.map(|c| &c.strides));
+        parallel_for(tasks, if parallel { 1 } else { tasks }, &|s, e| {
+            let mut acc = vec![0f32; MC * NC];
+            for t in s..e {
+                let (q, i0, j0) = (t / (mb * nb), (t / nb) % mb * mc, t % nb * nc);
+                let (rows, cols) = ((m - i0).min(mc), (n - j0).min(nc));
+                block(&pa, &pb, q, i0, j0, rows, cols, &mut acc);
+                for i in 0..rows {
+                    let (qi, ii) = (q as isize, (i0 + i) as isize);
+                    let dst = (o.0 as *mut u16)
+                        .wrapping_offset(qi * os[0] + ii * os[1] + j0 as isize * os[2]);
+                    let src = cs.map(|cs| {
+                        let p = (cp.0 as *const u16)
+                            .wrapping_offset(qi * cs[0] + ii * cs[1] + j0 as isize * cs[2]);
+                        (p, cs[2])
+                    });
+                    let row = &acc[i * NC..i * NC + cols];
+                    // SAFETY: row i0 + i, columns j0..j0 + cols of batch q lie in the output
+                    // (and in `c`); this task is the only writer of its block.
+                    unsafe { store::row(row, dst, os[2], src, alpha, beta) };
+                }
+            }
+        });
+    }
+
+    /// Rows and columns of a task's block: `MC x NC`, made smaller (down to two register
+    /// tiles by one) while a parallel product has fewer than four tasks per thread, so that
+    /// mid-sized products (a 256 x 256 mm is one column of three blocks) keep every thread busy.
+    fn block_shape(batches: usize, m: usize, n: usize, parallel: bool) -> (usize, usize) {
+        let (mut mc, mut nc) = (MC, NC);
+        let want = 4 * crate::runtime::pool::num_threads();
+        let tasks = |mc: usize, nc: usize| batches * m.div_ceil(mc) * n.div_ceil(nc);
+        while parallel && tasks(mc, nc) < want {
+            if mc > 2 * MR && (mc >= nc / 2 || nc == NR) {
+                mc = (mc / 2).div_ceil(MR) * MR;
+            } else if nc > NR {
+                nc /= 2;
+            } else {
+                break;
+            }
+        }
+        (mc, nc)
+    }
+
+    /// The float32 product of the block at rows `i0..`, columns `j0..` of batch `q` into `acc`
+    /// (row stride `NC`), over all of `k`.
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        pa: &Packed,
+        pb: &Packed,
+        q: usize,
+        i0: usize,
+        j0: usize,
+        rows: usize,
+        cols: usize,
+        acc: &mut [f32],
+    ) {
+        let pairs = pa.pairs;
+        if pairs == 0 {
+            acc.fill(0.0);
+            return;
+        }
+        let (ips, jps) = (rows.div_ceil(MR), cols.div_ceil(NR));
+        for p0 in (0..pairs).step_by(KCP) {
+            let kc = (pairs - p0).min(KCP);
+            for jp in 0..jps {
+                let bp = pb.at::<NR>(q, j0 / NR + jp, p0);
+                for ip in 0..ips {
+                    let ap = pa.at::<MR>(q, i0 / MR + ip, p0);
+                    let tile = acc[ip * MR * NC + jp * NR..].as_mut_ptr();
+                    // SAFETY: the panels hold `kc` pairs from `p0` (they hold `pairs`); the
+                    // tile's MR rows of NR floats at stride NC lie in `acc` (MC x NC);
+                    // `available()` was checked.
+                    unsafe { microkernel::tile(kc, ap, bp, tile, NC, p0 == 0) };
+                }
+            }
+        }
+    }
+}
