@@ -7,6 +7,10 @@
 //! walks `k` in `KC` steps, keeping one `KC x NR` slice of B in L1 while it sweeps the block's
 //! rows, and accumulates in a float32 block that [`store`] scales, adds `beta * c` to and
 //! rounds. Operands may have any strides (transposed, broadcast batch), like the `gemm` crate.
+//!
+//! `vdpbf16ps` treats subnormal bfloat16 inputs as zero and flushes subnormal float32 partial
+//! results (whatever MXCSR says), as the CPU backend's oneDNN kernel on this hardware does; the
+//! widening path keeps them. Normal-range results are unaffected.
 
 #[cfg(target_arch = "x86_64")]
 mod microkernel;

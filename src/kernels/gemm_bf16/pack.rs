@@ -27,11 +27,11 @@ pub unsafe fn panel<const L: usize>(
         dst[..pairs * L].fill(0);
     }
     if ks == 1 {
-        for l in 0..lines {
-            let line = at(l, 0);
-            for p in 0..full {
+        // Pair p of every line per step: `lines` sequential streams, contiguous stores.
+        for (p, out) in dst.chunks_exact_mut(L).take(full).enumerate() {
+            for (l, d) in out[..lines].iter_mut().enumerate() {
                 // SAFETY: elements 2p and 2p + 1 of line l are readable and adjacent (ks == 1).
-                dst[p * L + l] = unsafe { (line.add(2 * p) as *const u32).read_unaligned() };
+                *d = unsafe { (at(l, 2 * p) as *const u32).read_unaligned() };
             }
         }
     } else if ls == 1 {
