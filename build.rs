@@ -78,7 +78,13 @@ fn main() {
     println!("cargo:rerun-if-changed=src/glue");
 
     let py = python();
-    let probe = Command::new(&py).args(["-c", PROBE]).output().unwrap_or_else(|e| {
+    // Autoload off: the venv may hold an editable foo_rs whose extension is not built yet (this
+    // very build), and torch would fail to import while loading it.
+    let probe = Command::new(&py)
+        .args(["-c", PROBE])
+        .env("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+        .output()
+        .unwrap_or_else(|e| {
         panic!("foo_rs: cannot run {py} to locate torch: {e}. Set FOO_RS_PYTHON to a Python with torch installed.")
     });
     if !probe.status.success() {
