@@ -15,17 +15,29 @@ import foo_rs
 import torch
 
 
-def _sync(x: object) -> None:
-    if isinstance(x, torch.Tensor) and x.device.type == "foo":
-        torch.foo.synchronize()
+def _no_sync() -> None:
+    pass
 
 
-def timeit(fn: Callable[[], object], repeat: int) -> float:
+def timeit(fn: Callable[[], object], repeat: int, sync: Callable[[], None] = _no_sync) -> float:
+    """Median time of one call: at least `repeat` calls and at least 50 ms of them (so that
+    microsecond-scale cases get hundreds of samples on a noisy machine)."""
+    # The other backend's worker threads keep spinning for a while after its last op (libgomp's
+    # spin-wait lasts milliseconds; foo's helpers 50 us); on 2 cores a spinning thread would take
+    # a core from this block. Let them go idle first, then warm this backend's threads up.
+    time.sleep(0.05)
+    warm_until = time.perf_counter() + 0.005
     fn()
-    times = []
-    for _ in range(repeat):
+    sync()
+    while time.perf_counter() < warm_until:
+        fn()
+        sync()
+    times: list[float] = []
+    stop = time.perf_counter() + 0.05
+    while len(times) < repeat or (time.perf_counter() < stop and len(times) < 5000):
         t0 = time.perf_counter()
-        _sync(fn())
+        fn()
+        sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -193,7 +205,8 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, foo_rs {foo_rs.__version__}; CPU threads {torch.get_num_threads()}, "
-          f"foo threads {foo_rs._C.num_threads()} (set FOO_RS_NUM_THREADS to match); median of {args.repeat}")
+          f"foo threads {foo_rs._C.num_threads()} (set FOO_RS_NUM_THREADS to match)")
+    print(f"median of >= {args.repeat} calls and >= 50 ms per round, median of 3 interleaved rounds")
     print(f"{'case':34s} {'cpu ms':>10s} {'foo ms':>10s} {'foo/cpu':>8s}")
     for name, make in cases().items():
         if args.filter and args.filter not in name:
@@ -202,7 +215,7 @@ def main() -> None:
         cpu_t, foo_t = [], []
         for _ in range(3):  # interleave to share the machine's noise
             cpu_t.append(timeit(cpu_fn, args.repeat))
-            foo_t.append(timeit(foo_fn, args.repeat))
+            foo_t.append(timeit(foo_fn, args.repeat, torch.foo.synchronize))
         c, f = statistics.median(cpu_t), statistics.median(foo_t)
         print(f"{name:34s} {c * 1e3:10.3f} {f * 1e3:10.3f} {f / c:8.2f}")
 
