@@ -189,6 +189,16 @@ def test_max_pool2d_ties_nan_inf(k, kw, dtype):
     check(lambda x: F.max_pool2d(x, k, return_indices=True, **kw), x.contiguous(memory_format=torch.channels_last))
 
 
+@pytest.mark.parametrize("k, kw", [(2, {}), (3, {"stride": 1, "padding": 1}), (3, {"stride": 2, "dilation": 2}),
+                                   (2, {"stride": 3})])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_max_pool2d_wide_rows_and_expanded_input(k, kw, dtype):
+    # Rows wide enough for the vectorized tap loops and their tails (stride 1, 2 and 3 on
+    # contiguous rows), and a zero column stride (an expanded view), which takes the scalar loop.
+    check(lambda x: F.max_pool2d(x, k, return_indices=True, **kw), sample((2, 3, 11, 133), dtype, seed=3))
+    check(lambda x: F.max_pool2d(x, k, return_indices=True, **kw), sample((2, 3, 11, 1), dtype).expand(2, 3, 11, 40))
+
+
 AVG_CASES = [
     (2, {}),
     (3, {"stride": 2, "padding": 1}),

@@ -19,6 +19,10 @@ pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
     fn vln(self) -> Self;
     fn vtanh(self) -> Self;
     fn vsigmoid(self) -> Self;
+    /// `if take { a } else { b }` through bit masks: LLVM turns a float `select` into a branch
+    /// (even under `select_unpredictable`), which mispredicts half the time on data-dependent
+    /// choices such as a running max.
+    fn pick(take: bool, a: Self, b: Self) -> Self;
 }
 
 impl Math for f32 {
@@ -58,6 +62,11 @@ impl Math for f32 {
     fn vsigmoid(self) -> f32 {
         super::vmath::sigmoid(self)
     }
+    #[inline(always)]
+    fn pick(take: bool, a: f32, b: f32) -> f32 {
+        let m = 0u32.wrapping_sub(take as u32);
+        f32::from_bits((a.to_bits() & m) | (b.to_bits() & !m))
+    }
 }
 
 impl Math for f64 {
@@ -96,6 +105,11 @@ impl Math for f64 {
     #[inline(always)]
     fn vsigmoid(self) -> f64 {
         1.0 / (1.0 + (-self).exp())
+    }
+    #[inline(always)]
+    fn pick(take: bool, a: f64, b: f64) -> f64 {
+        let m = 0u64.wrapping_sub(take as u64);
+        f64::from_bits((a.to_bits() & m) | (b.to_bits() & !m))
     }
 }
 

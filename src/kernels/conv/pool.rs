@@ -129,53 +129,156 @@ fn max_fwd<T: FloatStore>(
     let [sh, sw] = p.stride;
     let [ph, pw] = p.padding;
     let [dh, dw] = p.dilation;
-    let (ih, iw) = (g.ih as i64, g.iw as i64);
+    let (ih, iw, ow) = (g.ih as i64, g.iw as i64, g.ow as i64);
     let per = g.oh * g.ow;
+    // The first in-bounds tap of a window starting at `start` (windows are never empty: the glue
+    // checks padding <= kernel / 2).
+    let first = move |mut start: i64, d: i64| {
+        while start < 0 {
+            start += d;
+        }
+        start
+    };
+    // Window tap j of output column xw is column xw * sw - pw + j * dw: the columns xw whose tap
+    // j is inside the plane form one range, so each tap is one branch-free pass over a row.
+    let cols = move |j: i64| {
+        let off = j * dw - pw;
+        let lo = if off < 0 { (-off + sw - 1) / sw } else { 0 };
+        let hi = if iw - off <= 0 {
+            0
+        } else {
+            ((iw - off + sw - 1) / sw).min(ow)
+        };
+        (lo.min(ow) as usize, hi.max(lo.min(ow)) as usize, off)
+    };
     parallel_for(g.n * g.c, grain(per * (kh * kw) as usize), &|s, e| {
+        let mut best = vec![T::M::neg_infinity(); g.ow];
+        let mut arg = vec![0i64; g.ow];
         for b in s..e {
             let x = plane_offset(b, g.c, xs);
             for y in 0..g.oh {
-                let mut h0 = y as i64 * sh - ph;
-                let h1 = (h0 + (kh - 1) * dh + 1).min(ih);
-                while h0 < 0 {
-                    h0 += dh;
+                let h0 = y as i64 * sh - ph;
+                let first_h = first(h0, dh);
+                for (xw, (bv, av)) in best.iter_mut().zip(arg.iter_mut()).enumerate() {
+                    *bv = T::M::neg_infinity();
+                    *av = first_h * iw + first(xw as i64 * sw - pw, dw);
                 }
-                for xw in 0..g.ow {
-                    let mut w0 = xw as i64 * sw - pw;
-                    let w1 = (w0 + (kw - 1) * dw + 1).min(iw);
-                    while w0 < 0 {
-                        w0 += dw;
+                // Taps in the CPU backend's order (row-major in the window), so ties and NaNs pick
+                // the same index: a later tap wins only if strictly greater or NaN.
+                for i in 0..kh {
+                    let h = h0 + i * dh;
+                    if h < 0 || h >= ih {
+                        continue;
                     }
-                    let mut best = T::M::neg_infinity();
-                    let mut arg = h0 * iw + w0;
-                    let mut hh = h0;
-                    while hh < h1 {
-                        let mut ww = w0;
-                        while ww < w1 {
-                            // SAFETY: (hh, ww) is inside the plane.
-                            let v = unsafe {
-                                *xo.at::<T>(x + hh as isize * xs[2] + ww as isize * xs[3])
-                            }
-                            .load();
-                            if v > best || v.is_nan() {
-                                best = v;
-                                arg = hh * iw + ww;
-                            }
-                            ww += dw;
+                    let row = x + h as isize * xs[2];
+                    for j in 0..kw {
+                        let (lo, hi, off) = cols(j);
+                        let at = row + (lo as i64 * sw + off) as isize * xs[3];
+                        let (step, n) = (sw as isize * xs[3], hi - lo);
+                        let (flat, best, arg) = (
+                            h * iw + lo as i64 * sw + off,
+                            &mut best[lo..hi],
+                            &mut arg[lo..hi],
+                        );
+                        if step > 0 && n > 0 {
+                            // SAFETY: element k * step of this slice is column (lo + k) * sw + off
+                            // of row h, inside the plane for k < n (see `cols`).
+                            let x = unsafe {
+                                std::slice::from_raw_parts(
+                                    xo.at::<T>(at) as *const T,
+                                    (n - 1) * step as usize + 1,
+                                )
+                            };
+                            max_taps::<T>(x, step as usize, best, arg, flat, sw);
+                        } else {
+                            // SAFETY: as above, for a non-positive stride (a flipped view).
+                            unsafe {
+                                max_taps_raw::<T, 0>(xo.at::<T>(at), step, best, arg, flat, sw)
+                            };
                         }
-                        hh += dh;
                     }
-                    let o = (b * per + y * g.ow + xw) as isize;
-                    // SAFETY: element o of the contiguous outputs, written by this chunk only.
-                    unsafe {
-                        *oo.at::<T>(o) = T::store(best);
-                        *io.at::<i64>(o) = arg;
-                    }
+                }
+                let o = (b * per + y * g.ow) as isize;
+                // SAFETY: row y of plane b of the contiguous outputs (ow elements), written by
+                // this chunk only.
+                let (orow, irow) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(oo.at::<T>(o), g.ow),
+                        std::slice::from_raw_parts_mut(io.at::<i64>(o), g.ow),
+                    )
+                };
+                for ((dst, di), (&bv, &av)) in orow.iter_mut().zip(irow).zip(best.iter().zip(&arg))
+                {
+                    *dst = T::store(bv);
+                    *di = av;
                 }
             }
         }
     });
     Ok(())
+}
+
+crate::nn_multiversion!(fn max_taps<T: FloatStore>(
+    x: &[T],
+    step: usize,
+    best: &mut [T::M],
+    arg: &mut [i64],
+    flat: i64,
+    flat_step: i64,
+) => max_taps_body);
+
+/// One window tap for a row of outputs: output k compares `x[k * step]` (flat index
+/// `flat + k * flat_step`) with its running max. Unit and 2-element steps (stride 1 and 2 on
+/// contiguous rows) get their own loops, which vectorize into loads and shuffles; other steps
+/// gather.
+#[inline(always)]
+fn max_taps_body<T: FloatStore>(
+    x: &[T],
+    step: usize,
+    best: &mut [T::M],
+    arg: &mut [i64],
+    flat: i64,
+    flat_step: i64,
+) {
+    let n = best.len().min(arg.len());
+    assert!(
+        n == 0 || (n - 1) * step < x.len(),
+        "max_pool2d: tap row out of bounds"
+    );
+    // SAFETY: x[k * step] is in bounds for k < n (asserted above).
+    unsafe {
+        match step {
+            1 => max_taps_raw::<T, 1>(x.as_ptr(), 1, best, arg, flat, flat_step),
+            2 => max_taps_raw::<T, 2>(x.as_ptr(), 2, best, arg, flat, flat_step),
+            _ => max_taps_raw::<T, 0>(x.as_ptr(), step as isize, best, arg, flat, flat_step),
+        }
+    }
+}
+
+/// The loop of [`max_taps_body`] with the step a constant (`S > 0`) or `step` (`S == 0`).
+///
+/// # Safety
+/// `x + k * step` must be readable for every `k < min(best.len(), arg.len())`.
+#[inline(always)]
+unsafe fn max_taps_raw<T: FloatStore, const S: isize>(
+    x: *const T,
+    step: isize,
+    best: &mut [T::M],
+    arg: &mut [i64],
+    flat: i64,
+    flat_step: i64,
+) {
+    let step = if S > 0 { S } else { step };
+    for (k, (bv, av)) in best.iter_mut().zip(arg.iter_mut()).enumerate() {
+        // SAFETY: the caller guarantees `x + k * step` is readable.
+        let v = unsafe { *x.offset(k as isize * step) }.load();
+        // A later tap wins only if strictly greater or NaN (the CPU backend's rule). Random data
+        // makes this a coin flip: masks, not a branch.
+        let take = (v > *bv) | v.is_nan();
+        let keep = take as i64 - 1;
+        *av = (*av & keep) | ((flat + k as i64 * flat_step) & !keep);
+        *bv = T::M::pick(take, v, *bv);
+    }
 }
 
 /// `grad_input[plane][indices] += grad_output` (grad_input overwritten; grad_output and
