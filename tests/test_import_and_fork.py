@@ -33,6 +33,22 @@ def test_autoload_opt_out():
     assert out.returncode != 0 and "foo" in out.stderr
 
 
+def test_exit_right_after_backward_does_not_abort():
+    # PyTorch's autograd device thread can release a finished GraphTask (holding a Python
+    # object) after the interpreter started finalizing: std::terminate, exit status 134, about
+    # every other run of this script without foo_rs's exit hook (foo_rs/_exit.py).
+    code = (
+        "import torch, foo_rs\n"
+        "x = torch.randn(32, 16, 32, 32, device='foo', requires_grad=True)\n"
+        "w = torch.randn(32, 16, 3, 3, device='foo', requires_grad=True)\n"
+        "for _ in range(20):\n"
+        "    torch.nn.functional.conv2d(x, w, padding=1).sum().backward()\n"
+    )
+    for _ in range(4):
+        out = _py(code)
+        assert out.returncode == 0, (out.returncode, out.stderr[-500:])
+
+
 def _child(q):
     x = torch.full((2_000_000,), 3.0, device="foo")  # large: runs on the (rebuilt) thread pool
     q.put(((x * 2).cpu()[0].item(), torch.foo._is_in_bad_fork()))

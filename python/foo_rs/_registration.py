@@ -47,6 +47,9 @@ def register() -> None:
         from . import device_module
 
         torch._register_device_module(BACKEND_NAME, device_module)
+    from . import _exit
+
+    _exit.install()
     if not hasattr(torch.Tensor, BACKEND_NAME):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True,

@@ -4,8 +4,6 @@ use super::{guard, tensor_mut, tensor_ref};
 use crate::error::{FooError, FooResult};
 use crate::kernels::conv::pool::{self, Pool2dParams};
 use crate::kernels::conv::{self, ConvParams};
-use crate::kernels::layout::GRAIN;
-use crate::runtime::pool as threads;
 use crate::tensor::{FooTensor, TensorRef};
 
 fn params<'a, T>(p: *const T) -> FooResult<&'a T> {
@@ -22,11 +20,6 @@ unsafe fn optional(t: *const FooTensor) -> FooResult<Option<TensorRef>> {
         // SAFETY: caller's contract.
         Ok(Some(unsafe { tensor_ref(t)? }))
     }
-}
-
-/// Convolutions are always worth the pool (even small ones do a few GEMMs).
-fn big(numel: usize) -> bool {
-    numel >= GRAIN / 8
 }
 
 /// `out = conv(input, weight) + bias` (5-D descriptors; `bias` may be null).
@@ -52,9 +45,7 @@ pub unsafe extern "C" fn foo_conv_forward(
             )
         };
         let p = params(p)?;
-        threads::install(big(o.numel() + x.numel()), || {
-            conv::conv_forward(&o, &x, &w, b.as_ref(), p)
-        })
+        conv::conv_forward(&o, &x, &w, b.as_ref(), p)
     })
 }
 
@@ -81,9 +72,7 @@ pub unsafe extern "C" fn foo_conv_backward_input(
             )
         };
         let p = params(p)?;
-        threads::install(big(gi.numel() + go.numel()), || {
-            conv::conv_backward_input(&gi, &go, &w, b.as_ref(), p)
-        })
+        conv::conv_backward_input(&gi, &go, &w, b.as_ref(), p)
     })
 }
 
@@ -108,9 +97,7 @@ pub unsafe extern "C" fn foo_conv_backward_weight(
             )
         };
         let p = params(p)?;
-        threads::install(big(x.numel() + go.numel()), || {
-            conv::conv_backward_weight(&gw, &x, &go, p)
-        })
+        conv::conv_backward_weight(&gw, &x, &go, p)
     })
 }
 

@@ -2,7 +2,7 @@
 
 use super::{guard, tensor_mut, tensor_ref};
 use crate::error::FooError;
-use crate::kernels::linalg::{matmul, GEMM_PARALLEL_FLOPS};
+use crate::kernels::linalg::{matmul, GEMM_RAYON_FLOPS};
 use crate::runtime::pool;
 use crate::tensor::{FooTensor, Scalar};
 
@@ -38,10 +38,10 @@ pub unsafe extern "C" fn foo_matmul(
         let work = a
             .numel()
             .saturating_mul(b.shape.last().copied().unwrap_or(0));
-        pool::install(
-            // Large outputs of small products: the `beta * c` pass still goes parallel.
-            work >= GEMM_PARALLEL_FLOPS || o.numel() >= 8 * crate::kernels::layout::GRAIN,
-            || matmul(&o, &a, &b, c.as_ref(), beta, alpha),
-        )
+        // Large products run on a pool worker so that `gemm` splits them itself; the rest
+        // split from this thread (see `kernels::linalg::gemm_raw`).
+        pool::install(work >= GEMM_RAYON_FLOPS, || {
+            matmul(&o, &a, &b, c.as_ref(), beta, alpha)
+        })
     })
 }

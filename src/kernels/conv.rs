@@ -14,10 +14,11 @@
 pub mod pool;
 mod transpose;
 
-use super::linalg::{gemm_raw, GemmElem, Mat};
+use super::linalg::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
 use super::parallel::parallel_for;
 use crate::dtype::DType;
 use crate::error::FooResult;
+use crate::runtime::pool::install;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use std::sync::Mutex;
@@ -105,11 +106,16 @@ impl Geometry {
     fn is_pointwise(&self) -> bool {
         self.ksp == [1, 1, 1] && self.stride == [1, 1, 1] && self.padding == [0, 0, 0]
     }
-    /// Whether to split samples across threads (else the GEMMs go parallel). Only on a pool
-    /// worker (under `runtime::pool`): elsewhere rayon would count its global pool's threads.
+    /// Whether to split samples across threads (else each GEMM goes parallel).
     fn split_samples(&self) -> bool {
-        let threads = rayon::current_num_threads();
-        rayon::current_thread_index().is_some() && threads > 1 && self.n >= threads
+        let threads = crate::runtime::pool::num_threads();
+        threads > 1 && self.n >= threads
+    }
+    /// Per-sample GEMMs this large (unsplit samples) run on a pool worker, so that `gemm`
+    /// splits them with rayon (see `linalg::GEMM_RAYON_FLOPS`); smaller ones split from the
+    /// calling thread.
+    fn rayon_gemms(&self, split: bool) -> bool {
+        !split && self.og() * self.ck() * self.op() >= GEMM_RAYON_FLOPS
     }
 }
 
@@ -380,8 +386,10 @@ fn forward_impl<T: GemmElem>(
             (s..e).for_each(|ni| sample(ni, &mut col));
         });
     } else {
-        let mut col = Vec::new();
-        (0..g.n).for_each(|ni| sample(ni, &mut col));
+        install(g.rayon_gemms(split), || {
+            let mut col = Vec::new();
+            (0..g.n).for_each(|ni| sample(ni, &mut col));
+        });
     }
     Ok(())
 }
@@ -494,8 +502,10 @@ fn backward_input_impl<T: GemmElem>(
             (s..e).for_each(|ni| sample(ni, &mut col));
         });
     } else {
-        let mut col = Vec::new();
-        (0..g.n).for_each(|ni| sample(ni, &mut col));
+        install(g.rayon_gemms(split), || {
+            let mut col = Vec::new();
+            (0..g.n).for_each(|ni| sample(ni, &mut col));
+        });
     }
     Ok(())
 }
@@ -612,7 +622,7 @@ fn backward_weight_impl<T: GemmElem>(
         });
     } else {
         let mut acc = vec![T::ZERO; total];
-        accumulate(0, g.n, &mut acc, true);
+        install(g.rayon_gemms(split), || accumulate(0, g.n, &mut acc, true));
         add_transposed(gw, &acc);
     }
     Ok(())

@@ -51,6 +51,17 @@ gemm_elem!(
 /// parallel (`gemm` itself does not split below 48 * 48 * 256 per block either).
 pub const GEMM_PARALLEL_FLOPS: usize = 1 << 22;
 
+/// Multiply-adds from which a product called from a plain thread is split into one
+/// single-threaded `gemm` call per thread over column (or row) blocks of the output, with
+/// `pool::fork_join`: the caller starts at once and a helper joins within a microsecond when
+/// one is polling, so this pays off from a few microseconds of work.
+pub const GEMM_SPLIT_FLOPS: usize = 1 << 18;
+
+/// Multiply-adds from which the FFI runs a product on a pool worker, so that `gemm` splits it
+/// with rayon itself (its blocking shares packed panels between threads, which matters only
+/// for large products).
+pub const GEMM_RAYON_FLOPS: usize = 1 << 27;
+
 /// A strided matrix: element `(i, j)` is at `ptr + i * rs + j * cs` (elements of `T`).
 #[derive(Clone, Copy, Debug)]
 pub struct Mat<T> {
@@ -84,6 +95,16 @@ pub unsafe fn gemm_raw<T: GemmElem>(
         return;
     }
     let in_pool = rayon::current_thread_index().is_some();
+    let threads = crate::runtime::pool::num_threads();
+    if parallel && !in_pool && threads > 1 && m * n * k >= GEMM_SPLIT_FLOPS {
+        // SAFETY: forwarded; the blocks partition dst.
+        unsafe {
+            gemm_split(
+                m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, threads,
+            )
+        };
+        return;
+    }
     let par = if parallel && in_pool && m * n * k >= GEMM_PARALLEL_FLOPS {
         gemm::Parallelism::Rayon(0)
     } else {
@@ -114,6 +135,83 @@ pub unsafe fn gemm_raw<T: GemmElem>(
             par,
         )
     }
+}
+
+/// [`gemm_raw`] as `parts` single-threaded products over blocks of the output's longer side,
+/// run with [`parallel_for`] from the calling thread.
+///
+/// # Safety
+/// As [`gemm_raw`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_split<T: GemmElem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    read_dst: bool,
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+    alpha: T,
+    parts: usize,
+) {
+    let by_cols = n >= m;
+    let len = if by_cols { n } else { m };
+    // Blocks in multiples of 16 rows/columns (whole microkernel tiles), at most `parts`.
+    let step = len.div_ceil(parts).next_multiple_of(16);
+    let blocks = len.div_ceil(step);
+    let (d, a, b) = (
+        Addr(dst as usize),
+        Addr(lhs.ptr as usize),
+        Addr(rhs.ptr as usize),
+    );
+    parallel_for(blocks, 1, &|s, e| {
+        for blk in s..e {
+            let (start, end) = (blk * step, ((blk + 1) * step).min(len));
+            let off = start as isize;
+            let (dst, lhs, rhs, mm, nn) = if by_cols {
+                let dst = (d.0 as *mut T).wrapping_offset(off * dst_cs);
+                let rhs = Mat {
+                    ptr: (b.0 as *const T).wrapping_offset(off * rhs.cs),
+                    ..rhs
+                };
+                (
+                    dst,
+                    Mat {
+                        ptr: a.0 as *const T,
+                        ..lhs
+                    },
+                    rhs,
+                    m,
+                    end - start,
+                )
+            } else {
+                let dst = (d.0 as *mut T).wrapping_offset(off * dst_rs);
+                let lhs = Mat {
+                    ptr: (a.0 as *const T).wrapping_offset(off * lhs.rs),
+                    ..lhs
+                };
+                (
+                    dst,
+                    lhs,
+                    Mat {
+                        ptr: b.0 as *const T,
+                        ..rhs
+                    },
+                    end - start,
+                    n,
+                )
+            };
+            // SAFETY: a block of rows or columns of dst (disjoint between blocks) and the
+            // matching rows of lhs or columns of rhs, inside the caller's matrices.
+            unsafe {
+                gemm_raw(
+                    mm, nn, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, false,
+                )
+            };
+        }
+    });
 }
 
 fn check3(what: &str, t_shape: &[usize], want: [usize; 3]) -> FooResult<()> {
@@ -273,8 +371,8 @@ fn gemm_batched<T: GemmElem>(
         };
     };
     let flops = m * n * k;
-    let threads = rayon::current_num_threads();
-    if bs > 1 && (flops < (1 << 21) || bs >= 2 * threads) && bs * flops >= GEMM_PARALLEL_FLOPS {
+    let threads = crate::runtime::pool::num_threads();
+    if bs > 1 && (flops < (1 << 21) || bs >= 2 * threads) && bs * flops >= GEMM_SPLIT_FLOPS {
         // Many (small) products: one thread per matrix.
         parallel_for(bs, 1, &|s, e| (s..e).for_each(|i| one(i, false)));
     } else {

@@ -78,7 +78,11 @@ fn pool_and_hot() -> (Arc<ThreadPool>, Arc<Hot>) {
 /// this: [`fork_join`] fans out from the calling thread with less latency.
 pub fn install<R: Send>(parallel: bool, f: impl FnOnce() -> R + Send) -> R {
     if parallel && rayon::current_thread_index().is_none() {
-        pool().install(f)
+        let (pool, hot) = pool_and_hot();
+        // A helper still polling for the next fork-join job occupies a worker that this job's
+        // rayon splits need: send the helpers back to rayon first.
+        hot.retire.fetch_add(1, Ordering::AcqRel);
+        pool.install(f)
     } else {
         f()
     }
@@ -192,6 +196,8 @@ struct Hot {
     generation: AtomicU64,
     job: Mutex<Option<Arc<Chunks>>>,
     spinning: AtomicUsize,
+    /// Bumped by [`install`]: helpers that see it change stop polling at once.
+    retire: AtomicU64,
 }
 
 /// How long a helper polls for the next op (the Python overhead between two ops is a few µs).
@@ -205,6 +211,7 @@ impl Hot {
     }
 
     fn help(&self, first: Arc<Chunks>, generation: u64) {
+        let retire = self.retire.load(Ordering::Acquire);
         first.work();
         drop(first);
         let mut seen = generation;
@@ -220,7 +227,7 @@ impl Hot {
                 idle_since = std::time::Instant::now();
                 continue;
             }
-            if idle_since.elapsed() > SPIN {
+            if idle_since.elapsed() > SPIN || self.retire.load(Ordering::Acquire) != retire {
                 break;
             }
             for _ in 0..64 {
