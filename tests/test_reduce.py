@@ -558,3 +558,16 @@ def test_native_counts():
 
 
 _ = INT_DTYPES  # imported for completeness of the dtype matrix
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("cols", [64, 130, 200, 257])
+def test_column_sums_register_blocks(dtype, cols):
+    # Column (outer) sums fold 64 columns at a time in registers over cascades of 128 rows; the
+    # columns past the last whole block take the per-row path. 300 rows: two cascades and a
+    # partial one.
+    x = sample((300, cols), dtype, seed=7)
+    tol = {"atol": 2e-2, "rtol": 1e-2} if dtype in (torch.float16, torch.bfloat16) else {"atol": 1e-4, "rtol": 1e-5}
+    check(lambda t: t.sum(0), x, **tol)
+    check(lambda t: t.mean(0), x, **tol)
+    check(lambda t: t.sum((0, 1), keepdim=True), x.reshape(3, 100, cols), **tol)

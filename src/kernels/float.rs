@@ -121,6 +121,12 @@ pub trait FloatStore: Element + PartialOrd {
     /// Largest and smallest finite values of the storage type (nan_to_num defaults).
     fn max_finite() -> Self;
     fn min_finite() -> Self;
+    /// The slice itself when the storage type is its own math type (f32, f64), so row kernels
+    /// can skip widening it into a scratch buffer.
+    #[inline(always)]
+    fn as_math(_xs: &[Self]) -> Option<&[Self::M]> {
+        None
+    }
 }
 
 impl FloatStore for f32 {
@@ -139,6 +145,10 @@ impl FloatStore for f32 {
     fn min_finite() -> f32 {
         f32::MIN
     }
+    #[inline(always)]
+    fn as_math(xs: &[f32]) -> Option<&[f32]> {
+        Some(xs)
+    }
 }
 
 impl FloatStore for f64 {
@@ -156,6 +166,10 @@ impl FloatStore for f64 {
     }
     fn min_finite() -> f64 {
         f64::MIN
+    }
+    #[inline(always)]
+    fn as_math(xs: &[f64]) -> Option<&[f64]> {
+        Some(xs)
     }
 }
 

@@ -87,17 +87,23 @@ nn_multiversion!(fn ln_rows<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize)
 fn ln_body<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) {
     let n = a.n;
     let inv_n = F::M::one() / F::M::from_f64c(n as f64);
-    let mut buf = vec![F::M::zero(); n];
+    let mut buf = vec![F::M::zero(); if F::as_math(&[]).is_some() { 0 } else { n }];
     for r in s..e {
         // SAFETY: row r of the contiguous [M, N] operands; rows are disjoint across chunks.
         let (x, y): (&[F], &mut [F]) = unsafe { (a.pi.slice(r * n, n), a.po.slice_mut(r * n, n)) };
-        for (b, &v) in buf.iter_mut().zip(x) {
-            *b = v.load();
-        }
-        let mean = simd::sum(&buf) * inv_n;
-        let var = simd::sum_map(&buf, |v| (v - mean) * (v - mean)) * inv_n;
+        let xm: &[F::M] = match F::as_math(x) {
+            Some(xm) => xm,
+            None => {
+                for (b, &v) in buf.iter_mut().zip(x) {
+                    *b = v.load();
+                }
+                &buf
+            }
+        };
+        let mean = simd::sum(xm) * inv_n;
+        let var = simd::sum_map(xm, |v| (v - mean) * (v - mean)) * inv_n;
         let rstd = F::M::one() / (var.max(F::M::zero()) + a.eps).sqrt();
-        for (((o, &v), &w), &b) in y.iter_mut().zip(&buf).zip(a.w).zip(a.b) {
+        for (((o, &v), &w), &b) in y.iter_mut().zip(xm).zip(a.w).zip(a.b) {
             *o = F::store((v - mean) * rstd * w + b);
         }
         // SAFETY: slots r and m + r of the statistics buffer, written by this row only.

@@ -59,6 +59,26 @@ pub trait Reducer: Sync {
     /// # Safety
     /// `p[0..accs.len()]` must be readable.
     unsafe fn cols(&self, accs: &mut [Self::Acc], p: *const Self::In, idx: usize);
+    /// [`Reducer::cols`] over `rows` input rows, row k at `p + k * rs` (reduction index
+    /// `idx + k`). Reducers override it to keep a block of accumulators in registers across
+    /// the rows instead of loading and storing `accs` once per row.
+    ///
+    /// # Safety
+    /// `p + k * rs + [0..accs.len()]` must be readable for every `k < rows`.
+    #[inline(always)]
+    unsafe fn cols_rows(
+        &self,
+        accs: &mut [Self::Acc],
+        p: *const Self::In,
+        rows: usize,
+        rs: isize,
+        idx: usize,
+    ) {
+        for k in 0..rows {
+            // SAFETY: caller's contract.
+            unsafe { self.cols(accs, p.offset(k as isize * rs), idx + k) };
+        }
+    }
     /// Combines `a` with `b`, which covers later reduction indices.
     fn merge(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
     /// Writes the result of `n` folded elements at element offsets `o1` (first output) and
@@ -172,36 +192,58 @@ unsafe fn row_dense<R: Reducer>(
     }
 }
 
-/// [`Reducer::cols`] compiled for AVX-512 / AVX2 where the CPU has them (the crate targets
-/// baseline x86-64; the reducers' `cols` are `#[inline(always)]` so they inherit the features).
+/// [`Reducer::cols_rows`] compiled for AVX-512 / AVX2 where the CPU has them (the crate
+/// targets baseline x86-64; the reducers' `cols` are `#[inline(always)]` so they inherit the
+/// features).
 ///
 /// # Safety
-/// As [`Reducer::cols`].
+/// As [`Reducer::cols_rows`].
 #[inline(always)]
-unsafe fn cols_fast<R: Reducer>(r: &R, accs: &mut [R::Acc], p: *const R::In, idx: usize) {
+unsafe fn cols_fast<R: Reducer>(
+    r: &R,
+    accs: &mut [R::Acc],
+    p: *const R::In,
+    rows: usize,
+    rs: isize,
+    idx: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
-        unsafe fn avx512<R: Reducer>(r: &R, accs: &mut [R::Acc], p: *const R::In, idx: usize) {
+        unsafe fn avx512<R: Reducer>(
+            r: &R,
+            accs: &mut [R::Acc],
+            p: *const R::In,
+            rows: usize,
+            rs: isize,
+            idx: usize,
+        ) {
             // SAFETY: caller's contract.
-            unsafe { r.cols(accs, p, idx) }
+            unsafe { r.cols_rows(accs, p, rows, rs, idx) }
         }
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<R: Reducer>(r: &R, accs: &mut [R::Acc], p: *const R::In, idx: usize) {
+        unsafe fn avx2<R: Reducer>(
+            r: &R,
+            accs: &mut [R::Acc],
+            p: *const R::In,
+            rows: usize,
+            rs: isize,
+            idx: usize,
+        ) {
             // SAFETY: caller's contract.
-            unsafe { r.cols(accs, p, idx) }
+            unsafe { r.cols_rows(accs, p, rows, rs, idx) }
         }
         if super::ops::has_avx512() {
             // SAFETY: the features were detected at run time; caller's contract for the rest.
-            return unsafe { avx512(r, accs, p, idx) };
+            return unsafe { avx512(r, accs, p, rows, rs, idx) };
         }
         if super::ops::has_avx2() {
             // SAFETY: as above.
-            return unsafe { avx2(r, accs, p, idx) };
+            return unsafe { avx2(r, accs, p, rows, rs, idx) };
         }
     }
     // SAFETY: caller's contract.
-    unsafe { r.cols(accs, p, idx) }
+    unsafe { r.cols_rows(accs, p, rows, rs, idx) }
 }
 
 /// Runs `r` over the plan; `input` is the address of input element 0.
@@ -292,10 +334,14 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
         let mut count = 0;
         let mut pos = r0;
         for_each_row(&p.red, r0, r1, &mut |off, len| {
-            for k in 0..len {
-                // SAFETY: an input row of `accs.len()` contiguous kept elements.
-                unsafe { cols_fast(r, &mut tmp, at(io + off[0] + k as isize * rs), pos + k) };
-                count += 1;
+            let mut k = 0;
+            while k < len {
+                let n = (len - k).min(CASCADE - count);
+                let row = at(io + off[0] + k as isize * rs);
+                // SAFETY: n input rows of `accs.len()` contiguous kept elements, `rs` apart.
+                unsafe { cols_fast(r, &mut tmp, row, n, rs, pos + k) };
+                count += n;
+                k += n;
                 if count == CASCADE {
                     for (a, t) in accs.iter_mut().zip(tmp.iter_mut()) {
                         *a = r.merge(*a, *t);
