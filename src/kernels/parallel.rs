@@ -20,8 +20,7 @@ pub fn parallel_for(n: usize, grain: usize, f: &(dyn Fn(usize, usize) + Sync)) {
         return;
     }
     if rayon::current_thread_index().is_none() {
-        let chunks = (n / grain).clamp(1, pool::num_threads() * 4);
-        pool::fork_join(n, chunks, f);
+        pool::fork_join(n, chunk_count(n, grain, pool::num_threads()), f);
         return;
     }
     let threads = rayon::current_num_threads().max(1);
@@ -29,7 +28,7 @@ pub fn parallel_for(n: usize, grain: usize, f: &(dyn Fn(usize, usize) + Sync)) {
         f(0, n);
         return;
     }
-    let chunks = (n / grain).clamp(1, threads * 4);
+    let chunks = chunk_count(n, grain, threads);
     let step = n.div_ceil(chunks);
     (0..chunks).into_par_iter().for_each(|c| {
         let start = c * step;
@@ -40,10 +39,32 @@ pub fn parallel_for(n: usize, grain: usize, f: &(dyn Fn(usize, usize) + Sync)) {
     });
 }
 
+/// Chunks of at least `grain` items, at most four per thread, and a multiple of the thread
+/// count once there are enough: equal chunks then finish together (3 chunks on 2 threads take
+/// as long as 4).
+fn chunk_count(n: usize, grain: usize, threads: usize) -> usize {
+    let threads = threads.max(1);
+    let chunks = (n / grain).clamp(1, threads * 4);
+    if chunks >= threads {
+        chunks / threads * threads
+    } else {
+        chunks
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn chunk_counts_are_multiples_of_the_thread_count() {
+        assert_eq!(chunk_count(100_000, 32_768, 2), 2);
+        assert_eq!(chunk_count(10, 32_768, 2), 1);
+        assert_eq!(chunk_count(1_000_000, 32_768, 2), 8);
+        assert_eq!(chunk_count(200_000, 32_768, 4), 4);
+        assert_eq!(chunk_count(100_000, 32_768, 1), 3);
+    }
 
     #[test]
     fn covers_range_exactly_once() {
