@@ -56,10 +56,11 @@ extern "C" {
     ) -> i32;
 }
 
+/// A thread's view of the pool: (fork epoch, pool, helpers).
+type Cached = Option<(u64, Arc<ThreadPool>, Arc<Hot>)>;
+
 thread_local! {
-    /// This thread's view of the pool: (fork epoch, pool, helpers).
-    static CACHED: std::cell::RefCell<Option<(u64, Arc<ThreadPool>, Arc<Hot>)>> =
-        const { std::cell::RefCell::new(None) };
+    static CACHED: std::cell::RefCell<Cached> = const { std::cell::RefCell::new(None) };
 }
 
 fn pool_and_hot() -> (Arc<ThreadPool>, Arc<Hot>) {
