@@ -340,3 +340,65 @@ def test_binary_gradients_with_broadcast_need_reductions():
     ((fa * fb + fa / (fb.abs() + 1)) - fb).backward(torch.ones(3, 4, dtype=torch.float64, device="foo"))
     assert_same(fa.grad, a.grad)
     assert_same(fb.grad, b.grad)
+
+
+# ---- clamp with tensor bounds, rsub, threshold (native: tests run in strict mode) -----------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.uint8])
+def test_clamp_tensor_bounds(dtype):
+    x = sample((4, 5), dtype, seed=1)
+    lo, hi = sample((5,), dtype, seed=2), sample((4, 1), dtype, seed=3)
+    if dtype.is_floating_point:
+        x[0, 0] = float("nan")
+        lo[1] = float("nan")  # a NaN bound gives NaN, as on CPU
+        lo, hi = lo.clamp(max=0), hi.clamp(min=0)
+    check(lambda x, lo, hi: torch.clamp(x, lo, hi), x, lo, hi)
+    check(lambda x, lo: torch.clamp(x, min=lo), x, lo)
+    check(lambda x, hi: torch.clamp(x, max=hi), x, hi)
+    check(lambda x, lo: torch.clamp_min(x, lo), x, lo)
+    check(lambda x, hi: torch.clamp_max(x, hi), x, hi)
+    check(lambda x, lo, hi: x.clone().clamp_(lo, hi[0]), x, lo, hi)
+    check(lambda x, lo: x.clone().clamp_min_(lo), x, lo)
+    check(lambda x, hi: x.t().clone().clamp_max_(hi.t()), x, hi)  # non-contiguous
+
+
+def test_clamp_tensor_promotion_out_and_errors():
+    x = torch.randint(-5, 5, (4, 5), dtype=torch.int32)
+    # Bounds take part in type promotion (a 0-dim float bound makes an int input float).
+    check(lambda x, lo, hi: torch.clamp(x, lo, hi), x, torch.tensor(-2), torch.tensor(3.5))
+    check(lambda x, lo, hi: torch.clamp(x, lo, hi), x, torch.full((5,), -1), torch.tensor(2, dtype=torch.int8))
+    xf = sample((3, 4), torch.float32)
+    check(lambda x, lo, hi: torch.clamp(x, lo, hi, out=torch.empty(0, dtype=torch.float64, device=x.device)),
+          xf, sample((4,), torch.float32, seed=4), torch.ones(3, 1))
+    for dev in ("cpu", "foo"):
+        b = torch.ones(2, dtype=torch.bool, device=dev)
+        with pytest.raises(NotImplementedError, match="clamp_cpu"):
+            torch.clamp(b, b, b)
+        with pytest.raises(NotImplementedError, match="complex"):
+            torch.clamp(torch.ones(2, dtype=torch.cfloat, device=dev), torch.zeros(2, device=dev))
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            torch.ones(2, dtype=torch.int32, device=dev).clamp_(torch.zeros(2, device=dev), torch.ones(2, device=dev))
+        with pytest.raises(RuntimeError, match="At least one"):
+            torch.clamp(torch.ones(2, device=dev), None, None)
+
+
+def test_rsub_tensor():
+    x, y = sample((4, 5), torch.float32), sample((5,), torch.float32, seed=2)
+    check(torch.rsub, x, y)
+    check(lambda x, y: torch.rsub(x, y, alpha=2), torch.randint(-3, 3, (4, 5)), y)
+    check(lambda x, y: torch.rsub(x, y, alpha=3), torch.randint(-3, 3, (4, 5)), torch.randint(-3, 3, (5,)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64, torch.uint8])
+def test_threshold(dtype):
+    x = sample((6, 7), dtype, seed=5)
+    if dtype.is_floating_point:
+        x[1, 1] = float("nan")
+    check(lambda x: F.threshold(x, 0.5, 20.0 if dtype.is_floating_point else 20), x)
+    check(lambda x: F.threshold(x.clone(), 1, 7, inplace=True), x)
+    check(lambda x: torch.threshold(x.t(), 0, -1 if dtype != torch.uint8 else 9), x)
+    check(lambda x: torch.ops.aten.threshold.out(x, 0.5, 2, out=torch.empty(0, dtype=dtype, device=x.device)), x)
+    for dev in ("cpu", "foo"):
+        with pytest.raises(NotImplementedError, match="threshold_cpu"):
+            torch.threshold(torch.ones(2, dtype=torch.bool, device=dev), 0, 1)

@@ -64,6 +64,7 @@ enum FooUnaryOp {
   FOO_UNARY_SQUARE = 52,
   FOO_UNARY_SGN = 53,
   FOO_UNARY_ERFINV = 54,
+  FOO_UNARY_THRESHOLD = 55,
 };
 
 enum FooBinaryOp {

@@ -75,6 +75,11 @@ at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::
   return out;
 }
 
+// rsub(self, other, alpha) = other - alpha * self (ATen's rsub is this call).
+at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  return ops::sub(other, self, alpha);
+}
+
 // ---- generic three-variant binary ops ----------------------------------------------------------
 #define FOO_BINARY(name, builder, code, checks)                                      \
   at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                \
@@ -136,6 +141,63 @@ at::Tensor& irshift(at::Tensor& self, const at::Tensor& other) { return ops::bit
 FOO_BINARY2(maximum, binary_op, FOO_BINARY_MAXIMUM, check_not_complex(self, other, "maximum"))
 FOO_BINARY2(minimum, binary_op, FOO_BINARY_MINIMUM, check_not_complex(self, other, "minimum"))
 FOO_BINARY2(fmax, binary_op, FOO_BINARY_FMAX, check_not_complex(self, other, "fmax"))
+
+// ---- clamp with tensor bounds -------------------------------------------------------------------
+// As ATen: a lone bound is maximum/minimum (clamp_min/clamp_max.Tensor use those kernels); both
+// bounds are minimum(maximum(x, min), max) in their common dtype, which is the CPU kernel's
+// rule too (a NaN input or bound gives NaN).
+namespace {
+void check_clamp(const at::Tensor& self) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(self.scalar_type()), "clamp is not supported for complex types");
+}
+at::Tensor& clamp_both(at::Tensor& out, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
+  auto it = at::TensorIteratorConfig()
+                .set_check_mem_overlap(true)
+                .add_output(out)
+                .add_const_input(self)
+                .add_const_input(min)
+                .add_const_input(max)
+                .promote_inputs_to_common_dtype(true)
+                .cast_common_dtype_to_outputs(true)
+                .enforce_safe_casting_to_output(true)
+                .build();
+  const auto dt = it.common_dtype();
+  TORCH_CHECK_NOT_IMPLEMENTED(dt != at::kBool, "\"clamp_cpu\" not implemented for 'Bool'");
+  if (!out.defined()) out = it.output();
+  const at::Tensor low = ops::maximum(self.to(dt), min.to(dt));
+  ops::minimum_out(low, max.to(dt), out);
+  return out;
+}
+}  // namespace
+
+at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                             const std::optional<at::Tensor>& max, at::Tensor& out) {
+  TORCH_CHECK(min.has_value() || max.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  check_clamp(self);
+  if (min && max) return clamp_both(out, self, *min, *max);
+  return min ? ops::maximum_out(self, *min, out) : ops::minimum_out(self, *max, out);
+}
+at::Tensor clamp_tensor(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                        const std::optional<at::Tensor>& max) {
+  TORCH_CHECK(min.has_value() || max.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  check_clamp(self);
+  at::Tensor out;
+  if (min && max) return clamp_both(out, self, *min, *max);
+  return min ? ops::maximum(self, *min) : ops::minimum(self, *max);
+}
+at::Tensor& clamp_tensor_(at::Tensor& self, const std::optional<at::Tensor>& min, const std::optional<at::Tensor>& max) {
+  return ops::clamp_tensor_out(self, min, max, self);
+}
+at::Tensor clamp_min_tensor(const at::Tensor& self, const at::Tensor& min) { return ops::clamp_tensor(self, min, std::nullopt); }
+at::Tensor& clamp_min_tensor_(at::Tensor& self, const at::Tensor& min) { return ops::clamp_tensor_(self, min, std::nullopt); }
+at::Tensor& clamp_min_tensor_out(const at::Tensor& self, const at::Tensor& min, at::Tensor& out) {
+  return ops::clamp_tensor_out(self, min, std::nullopt, out);
+}
+at::Tensor clamp_max_tensor(const at::Tensor& self, const at::Tensor& max) { return ops::clamp_tensor(self, std::nullopt, max); }
+at::Tensor& clamp_max_tensor_(at::Tensor& self, const at::Tensor& max) { return ops::clamp_tensor_(self, std::nullopt, max); }
+at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& max, at::Tensor& out) {
+  return ops::clamp_tensor_out(self, std::nullopt, max, out);
+}
 FOO_BINARY2(fmin, binary_op, FOO_BINARY_FMIN, check_not_complex(self, other, "fmin"))
 FOO_BINARY2(logaddexp, binary_op, FOO_BINARY_LOG_ADD_EXP, check_not_complex(self, other, "logaddexp"))
 #undef FOO_BINARY2

@@ -101,6 +101,21 @@ at::Tensor& clamp_min_out(const at::Tensor& self, const c10::Scalar& min, at::Te
 at::Tensor clamp_max(const at::Tensor& self, const c10::Scalar& max);
 at::Tensor& clamp_max_(at::Tensor& self, const c10::Scalar& max);
 at::Tensor& clamp_max_out(const at::Tensor& self, const c10::Scalar& max, at::Tensor& out);
+at::Tensor clamp_tensor(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                        const std::optional<at::Tensor>& max);
+at::Tensor& clamp_tensor_(at::Tensor& self, const std::optional<at::Tensor>& min, const std::optional<at::Tensor>& max);
+at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                             const std::optional<at::Tensor>& max, at::Tensor& out);
+at::Tensor clamp_min_tensor(const at::Tensor& self, const at::Tensor& min);
+at::Tensor& clamp_min_tensor_(at::Tensor& self, const at::Tensor& min);
+at::Tensor& clamp_min_tensor_out(const at::Tensor& self, const at::Tensor& min, at::Tensor& out);
+at::Tensor clamp_max_tensor(const at::Tensor& self, const at::Tensor& max);
+at::Tensor& clamp_max_tensor_(at::Tensor& self, const at::Tensor& max);
+at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& max, at::Tensor& out);
+at::Tensor threshold(const at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value);
+at::Tensor& threshold_(at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value);
+at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value,
+                          at::Tensor& out);
 at::Tensor nan_to_num(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                       std::optional<double> neginf);
 at::Tensor& nan_to_num_(at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
@@ -115,6 +130,7 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha);
 at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha);
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out);
+at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha);
 FOO_DECLARE_BINARY(mul)
 FOO_DECLARE_BINARY(floor_divide)
 FOO_DECLARE_BINARY(div)

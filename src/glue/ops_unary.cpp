@@ -297,6 +297,34 @@ at::Tensor& hardtanh_out(const at::Tensor& self, const c10::Scalar& min_val, con
   return ops::clamp_out(self, min_val, max_val, out);
 }
 
+// ---- threshold: x <= threshold ? value : x (ReLU's general form) ------------------------------
+namespace {
+void check_threshold(const at::Tensor& self) {
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && !self.is_complex(),
+                              "\"threshold_cpu\" not implemented for '", self.scalar_type(), "'");
+}
+}  // namespace
+
+at::Tensor threshold(const at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value) {
+  check_threshold(self);
+  at::Tensor out;
+  auto it = TensorIterator::unary_op(out, self);
+  return same(it, FOO_UNARY_THRESHOLD, {threshold, value});
+}
+at::Tensor& threshold_(at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value) {
+  check_threshold(self);
+  auto it = TensorIterator::unary_op(self, self);
+  same(it, FOO_UNARY_THRESHOLD, {threshold, value});
+  return self;
+}
+at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value,
+                          at::Tensor& out) {
+  check_threshold(self);
+  auto it = TensorIterator::unary_op(out, self);
+  same(it, FOO_UNARY_THRESHOLD, {threshold, value});
+  return out;
+}
+
 // ---- nan_to_num ------------------------------------------------------------------------------
 namespace {
 at::Tensor nan_to_num_into(at::Tensor& out, const at::Tensor& self, std::optional<double> nan,

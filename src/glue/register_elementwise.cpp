@@ -164,6 +164,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "clamp_max", ops::clamp_max);
   FOO_IMPL(m, "clamp_max_", ops::clamp_max_);
   FOO_IMPL(m, "clamp_max.out", ops::clamp_max_out);
+  FOO_IMPL(m, "clamp.Tensor", ops::clamp_tensor);
+  FOO_IMPL(m, "clamp_.Tensor", ops::clamp_tensor_);
+  FOO_IMPL(m, "clamp.Tensor_out", ops::clamp_tensor_out);
+  FOO_IMPL(m, "clamp_min.Tensor", ops::clamp_min_tensor);
+  FOO_IMPL(m, "clamp_min_.Tensor", ops::clamp_min_tensor_);
+  FOO_IMPL(m, "clamp_min.Tensor_out", ops::clamp_min_tensor_out);
+  FOO_IMPL(m, "clamp_max.Tensor", ops::clamp_max_tensor);
+  FOO_IMPL(m, "clamp_max_.Tensor", ops::clamp_max_tensor_);
+  FOO_IMPL(m, "clamp_max.Tensor_out", ops::clamp_max_tensor_out);
+  FOO_IMPL(m, "threshold", ops::threshold);
+  FOO_IMPL(m, "threshold_", ops::threshold_);
+  FOO_IMPL(m, "threshold.out", ops::threshold_out);
   FOO_IMPL(m, "nan_to_num", ops::nan_to_num);
   FOO_IMPL(m, "nan_to_num_", ops::nan_to_num_);
   FOO_IMPL(m, "nan_to_num.out", ops::nan_to_num_out);
@@ -175,6 +187,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "sub.Tensor", ops::sub);
   FOO_IMPL(m, "sub_.Tensor", ops::sub_);
   FOO_IMPL(m, "sub.out", ops::sub_out);
+  FOO_IMPL(m, "rsub.Tensor", ops::rsub);
   FOO_IMPL(m, "mul.Tensor", ops::mul);
   FOO_IMPL(m, "mul_.Tensor", ops::mul_);
   FOO_IMPL(m, "mul.out", ops::mul_out);

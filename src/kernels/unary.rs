@@ -76,10 +76,12 @@ pub enum UnaryOp {
     Square = 52,
     Sgn = 53,
     Erfinv = 54,
+    /// p0: threshold, p1: value (`x <= threshold ? value : x`)
+    Threshold = 55,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 55] = {
+    pub const ALL: [UnaryOp; 56] = {
         use UnaryOp::*;
         [
             Neg,
@@ -137,6 +139,7 @@ impl UnaryOp {
             Square,
             Sgn,
             Erfinv,
+            Threshold,
         ]
     };
 
@@ -430,6 +433,11 @@ fn float_unary<F: FloatStore>(
             m!(|x| x * ((x + three).max(zero)).min(six) / six)
         }
         Square => m!(|x| x * x),
+        Threshold => {
+            let (th, value) = (c(pf(p, 0, 0.0)), c(pf(p, 1, 0.0)));
+            // NaN is not <= anything: it passes through, as on CPU.
+            m!(|x| if x <= th { value } else { x })
+        }
         BitwiseNot => not_implemented!("bitwise_not is only defined for integer and bool tensors"),
         LogicalNot | IsNan | IsInf | IsFinite | Signbit | IsPosInf | IsNegInf => {
             unreachable!("predicates are dispatched earlier")
@@ -455,6 +463,12 @@ fn int_unary<I: IntElem>(
         ),
         Floor | Ceil | Round | Trunc => map1(out, a, move |x: I| x),
         Square => map1(out, a, move |x: I| x.wrapping_mul(&x)),
+        Threshold => {
+            // The CPU converts both scalars to the tensor's type first (0.5 -> 0).
+            let th = param(p, 0).map(I::from_scalar).unwrap_or(I::zero());
+            let value = param(p, 1).map(I::from_scalar).unwrap_or(I::zero());
+            map1(out, a, move |x: I| if x <= th { value } else { x })
+        }
         BitwiseNot => map1(out, a, move |x: I| !x),
         Clamp => {
             // Compare in i128 so that a bound outside the dtype's range (clamp(uint8, -3, 7)) acts
