@@ -683,8 +683,13 @@ fn backward_weight_impl<T: GemmElem>(
                         og * p,
                     )
                 };
-                gr.gather_transposed(go, &mut got);
-                gr.multiply_weight(&got, c, &mut acc[gi * og * ck..], ni == s, parallel);
+                if gr.horizontal_weight() {
+                    gr.gather(go, &mut got);
+                    gr.multiply_weight_h(&got, c, &mut acc[gi * og * ck..], ni == s, parallel);
+                } else {
+                    gr.gather_transposed(go, &mut got);
+                    gr.multiply_weight(&got, c, &mut acc[gi * og * ck..], ni == s, parallel);
+                }
             }
         }
     };
@@ -946,6 +951,9 @@ mod tests {
             Case::d2(2, 16, 6, 14, 36, 3, 1, 1, 2, 2),
             // Padding wider than the kernel: the input gradient's grid crops its source.
             Case::d2(2, 8, 8, 9, 8, 2, 1, 2, 1, 1),
+            // 32 output channels: vertical GEMM kernels for the weight gradient (fewer:
+            // horizontal ones).
+            Case::d2(3, 8, 6, 7, 32, 3, 1, 1, 1, 1),
             // One sample, large enough for split GEMMs.
             Case::d2(1, 16, 20, 20, 32, 3, 1, 1, 1, 1),
             // Too much grid padding (narrow input), too few output channels: im2col.
