@@ -50,6 +50,11 @@ CONV2D_CASES = [
     ((5, 6, 11, 9), (9, 2, 3, 2), {"stride": (2, 3), "padding": (2, 1), "dilation": (2, 1), "groups": 3}),
     # One sample: the GEMMs themselves go parallel.
     ((1, 4, 12, 13), (8, 4, 3, 3), {"stride": 2}),
+    # Stride 1 with >= 8 channels each way: the padded-grid path (width taps in the rows, or one
+    # GEMM per width tap when there are many channels; asymmetric padding and dilation).
+    ((3, 8, 10, 12), (16, 8, 3, 3), {"padding": 1}),
+    ((2, 16, 9, 11), (24, 8, 3, 2), {"padding": (2, 1), "dilation": (1, 2), "groups": 2}),
+    ((1, 12, 14, 13), (16, 12, 3, 3), {"padding": 0}),
 ]
 
 
@@ -93,6 +98,22 @@ def test_conv3d():
     dtype = torch.float64
     x, w, b = sample((2, 2, 5, 6, 4), dtype, seed=1), sample((3, 2, 2, 3, 2), dtype, seed=2), sample((3,), dtype)
     grads_match(lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=1), [x, w, b], dtype)
+    # Stride 1 (padded grid over depth, height and width).
+    x, w, b = sample((2, 8, 5, 6, 7), dtype, seed=1), sample((8, 8, 3, 2, 3), dtype, seed=2), sample((8,), dtype)
+    grads_match(lambda x, w, b: F.conv3d(x, w, b, padding=(1, 0, 2), dilation=(1, 2, 1)), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_conv_stride1_grid_layouts(dtype):
+    # Channels-last input (strided rows for the padded copy), a wide 1-D conv (GEMMs straight on
+    # the padded planes), a stride-1 transposed conv with output padding (uneven grid padding).
+    x = sample((3, 8, 9, 10), dtype, seed=1).to(memory_format=torch.channels_last)
+    w, b = sample((12, 8, 3, 3), dtype, seed=2), sample((12,), dtype, seed=3)
+    grads_match(lambda x, w, b: F.conv2d(x, w, b, padding=1), [x, w, b], dtype)
+    x, w, b = sample((3, 40, 17), dtype, seed=1), sample((8, 40, 3), dtype, seed=2), sample((8,), dtype, seed=3)
+    grads_match(lambda x, w, b: F.conv1d(x, w, b, padding=1), [x, w, b], dtype)
+    x, w, b = sample((2, 8, 6, 7), dtype, seed=1), sample((8, 12, 3, 3), dtype, seed=2), sample((12,), dtype, seed=3)
+    grads_match(lambda x, w, b: F.conv_transpose2d(x, w, b, dilation=2, output_padding=1), [x, w, b], dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

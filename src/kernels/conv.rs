@@ -11,6 +11,7 @@
 //! its forward is [`conv_backward_input`] (+ bias), its input gradient [`conv_forward`], its
 //! weight gradient [`conv_backward_weight`] with input and output gradient exchanged.
 
+mod grid;
 pub mod pool;
 mod transpose;
 
@@ -21,6 +22,7 @@ use crate::error::FooResult;
 use crate::runtime::pool::install;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
+use grid::Grid;
 use std::sync::Mutex;
 
 /// Convolution hyper-parameters for the three spatial dims (mirrors `FooConvParams`).
@@ -105,6 +107,44 @@ impl Geometry {
     /// True when the column matrix is the input itself (1x1 kernel, stride 1, no padding).
     fn is_pointwise(&self) -> bool {
         self.ksp == [1, 1, 1] && self.stride == [1, 1, 1] && self.padding == [0, 0, 0]
+    }
+    fn stride_one(&self) -> bool {
+        self.stride == [1, 1, 1]
+    }
+    fn dil(&self) -> [usize; 3] {
+        self.dilation.map(|d| d as usize)
+    }
+    /// The padded grid of the forward pass (stride 1, not pointwise), if worth it.
+    fn forward_grid(&self) -> Option<Grid> {
+        if !self.stride_one() || self.is_pointwise() {
+            return None;
+        }
+        Grid::new(
+            self.cg(),
+            self.og(),
+            self.isp,
+            self.padding,
+            self.osp,
+            self.ksp,
+            self.dil(),
+        )
+    }
+    /// The padded grid of the input gradient (stride 1): a forward convolution of the
+    /// output gradient, padded by `d * (k - 1) - p`, with the flipped, transposed weight.
+    fn input_grid(&self) -> Option<Grid> {
+        if !self.stride_one() || self.is_pointwise() {
+            return None;
+        }
+        let lo = [0, 1, 2].map(|i| (self.ksp[i] as isize - 1) * self.dilation[i] - self.padding[i]);
+        Grid::new(
+            self.og(),
+            self.cg(),
+            self.osp,
+            lo,
+            self.isp,
+            self.ksp,
+            self.dil(),
+        )
     }
     /// Whether to split samples across threads (else each GEMM goes parallel).
     fn split_samples(&self) -> bool {
@@ -327,8 +367,44 @@ fn forward_impl<T: GemmElem>(
         && (g.isp[1] == 1 || xs[3] == g.isp[2] as isize)
         && (g.isp[0] == 1 || xs[2] == (g.isp[1] * g.isp[2]) as isize);
     let split = g.split_samples();
-    let sample = |ni: usize, col: &mut Vec<T>| {
+    let grid = g.forward_grid();
+    let kk = g.kk();
+    let [_, kh, kw] = g.ksp;
+    // SAFETY: the contiguous weight [o, cg, kd, kh, kw].
+    let wt = unsafe { std::slice::from_raw_parts(weight.ptr as *const T, g.o * ck) };
+    let packed: Vec<Vec<T>> = match &grid {
+        Some(gr) => (0..g.groups)
+            .map(|gi| {
+                gr.pack_weight(|o, c, a, b, e| {
+                    wt[(gi * og + o) * ck + c * kk + (a * kh + b) * kw + e]
+                })
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let xs4 = [xs[1], xs[2], xs[3], xs[4]];
+    let sample = |ni: usize, bufs: &mut [Vec<T>; 3]| {
         let xn = Addr(xo.at::<T>(ni as isize * xs[0]) as usize);
+        if let Some(gr) = &grid {
+            let [xp, cols, acc] = bufs;
+            for (gi, wpk) in packed.iter().enumerate() {
+                let xg = Addr(xn.at::<T>((gi * g.cg()) as isize * xs[1]) as usize);
+                // SAFETY: channels gi*cg.. of sample ni of the input, with its strides.
+                let c = unsafe { gr.columns(xg, xs4, xp, cols) };
+                gr.multiply(wpk, c, acc, !split);
+                // SAFETY: this sample/group's [og, p] block of the contiguous output, written
+                // only here.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        oo.at::<T>(((ni * g.o + gi * og) * p) as isize),
+                        og * p,
+                    )
+                };
+                gr.write_out(acc, dst, bias.as_ref().map(|b| &b[gi * og..(gi + 1) * og]));
+            }
+            return;
+        }
+        let col = &mut bufs[0];
         for gi in 0..g.groups {
             let dst = oo.at::<T>(((ni * g.o + gi * og) * p) as isize);
             let read_dst = if let Some(b) = &bias {
@@ -380,18 +456,28 @@ fn forward_impl<T: GemmElem>(
             };
         }
     };
+    run_samples(g, split, &sample);
+    Ok(())
+}
+
+/// Runs `sample(ni, scratch)` for every sample: split across threads, or in order with
+/// parallel GEMMs (see [`Geometry::split_samples`]).
+fn run_samples<T: Send>(
+    g: &Geometry,
+    split: bool,
+    sample: &(dyn Fn(usize, &mut [Vec<T>; 3]) + Sync),
+) {
     if split {
         parallel_for(g.n, 1, &|s, e| {
-            let mut col = Vec::new();
-            (s..e).for_each(|ni| sample(ni, &mut col));
+            let mut bufs = [Vec::new(), Vec::new(), Vec::new()];
+            (s..e).for_each(|ni| sample(ni, &mut bufs));
         });
     } else {
         install(g.rayon_gemms(split), || {
-            let mut col = Vec::new();
-            (0..g.n).for_each(|ni| sample(ni, &mut col));
+            let mut bufs = [Vec::new(), Vec::new(), Vec::new()];
+            (0..g.n).for_each(|ni| sample(ni, &mut bufs));
         });
     }
-    Ok(())
 }
 
 /// `grad_input = conv_transpose(grad_output, weight) (+ bias per input channel)`: the input
@@ -432,11 +518,44 @@ fn backward_input_impl<T: GemmElem>(
     let (gio, goo, wo) = (Addr::of(gi_t.ptr), Addr::of(go_t.ptr), Addr::of(weight.ptr));
     let direct = g.is_pointwise();
     let split = g.split_samples();
-    let sample = |ni: usize, col: &mut Vec<T>| {
+    let grid = g.input_grid();
+    let [kd, kh, kw] = g.ksp;
+    // SAFETY: the contiguous weight [o, cg, kd, kh, kw].
+    let wt = unsafe { std::slice::from_raw_parts(weight.ptr as *const T, g.o * ck) };
+    // The grid convolves the output gradient with the weight transposed (grid input channel
+    // = output channel) and flipped.
+    let packed: Vec<Vec<T>> = match &grid {
+        Some(gr) => (0..g.groups)
+            .map(|gi| {
+                gr.pack_weight(|c, o, a, b, e| {
+                    let tap = ((kd - 1 - a) * kh + kh - 1 - b) * kw + kw - 1 - e;
+                    wt[(gi * og + o) * ck + c * g.kk() + tap]
+                })
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let osp = g.osp;
+    let gos = [p as isize, (osp[1] * osp[2]) as isize, osp[2] as isize, 1];
+    let sample = |ni: usize, bufs: &mut [Vec<T>; 3]| {
         // SAFETY: sample `ni` of the contiguous grad_input, written only by this call.
         let gin = unsafe {
             std::slice::from_raw_parts_mut(gio.at::<T>((ni * g.c * ip) as isize), g.c * ip)
         };
+        if let Some(gr) = &grid {
+            let [xp, cols, acc] = bufs;
+            for (gi, wpk) in packed.iter().enumerate() {
+                let src = Addr(goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as usize);
+                // SAFETY: group gi's [og, osp] block of sample ni of the contiguous
+                // grad_output.
+                let c = unsafe { gr.columns(src, gos, xp, cols) };
+                gr.multiply(wpk, c, acc, !split);
+                let b = bias.as_ref().map(|b| &b[gi * cg..(gi + 1) * cg]);
+                gr.write_out(acc, &mut gin[gi * cg * ip..(gi + 1) * cg * ip], b);
+            }
+            return;
+        }
+        let col = &mut bufs[0];
         if !direct {
             gin.fill(T::ZERO);
         }
@@ -496,17 +615,7 @@ fn backward_input_impl<T: GemmElem>(
             }
         }
     };
-    if split {
-        parallel_for(g.n, 1, &|s, e| {
-            let mut col = Vec::new();
-            (s..e).for_each(|ni| sample(ni, &mut col));
-        });
-    } else {
-        install(g.rayon_gemms(split), || {
-            let mut col = Vec::new();
-            (0..g.n).for_each(|ni| sample(ni, &mut col));
-        });
-    }
+    run_samples(g, split, &sample);
     Ok(())
 }
 
@@ -556,7 +665,38 @@ fn backward_weight_impl<T: GemmElem>(
     // for the column matrix with a row-major destination, 1.5x for grad_output with a
     // column-major one; measured). So the destination is column-major and grad_output is
     // transposed first (og x p, the smaller operand): both are then read contiguously.
+    let grid = g.forward_grid();
+    let xs4 = [xs[1], xs[2], xs[3], xs[4]];
+    // On the grid: per group, [gemms, rows, og] (the gradient of GEMM e's weights, column-major).
+    let accumulate_grid = |gr: &Grid, s: usize, e: usize, acc: &mut [T], parallel: bool| {
+        let (mut xp, mut cols, mut got) = (Vec::new(), Vec::new(), Vec::new());
+        for ni in s..e {
+            let xn = Addr(xo.at::<T>(ni as isize * xs[0]) as usize);
+            for gi in 0..g.groups {
+                let xg = Addr(xn.at::<T>((gi * g.cg()) as isize * xs[1]) as usize);
+                // SAFETY: channels gi*cg.. of sample ni of the input, with its strides.
+                let c = unsafe { gr.columns(xg, xs4, &mut xp, &mut cols) };
+                // SAFETY: group gi's [og, p] block of sample ni of the contiguous grad_output.
+                let go = unsafe {
+                    std::slice::from_raw_parts(
+                        goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as *const T,
+                        og * p,
+                    )
+                };
+                if gr.horizontal_weight() {
+                    gr.gather(go, &mut got);
+                    gr.multiply_weight_h(&got, c, &mut acc[gi * og * ck..], ni == s, parallel);
+                } else {
+                    gr.gather_transposed(go, &mut got);
+                    gr.multiply_weight(&got, c, &mut acc[gi * og * ck..], ni == s, parallel);
+                }
+            }
+        }
+    };
     let accumulate = |s: usize, e: usize, acc: &mut [T], parallel: bool| {
+        if let Some(gr) = &grid {
+            return accumulate_grid(gr, s, e, acc, parallel);
+        }
         let mut col = vec![T::ZERO; ck * p];
         let mut got = vec![T::ZERO; og * p];
         for ni in s..e {
@@ -604,6 +744,20 @@ fn backward_weight_impl<T: GemmElem>(
     };
     // Adds the column-major blocks of `acc` into the row-major grad_weight.
     let add_transposed = |gw: &mut [T], acc: &[T]| {
+        if let Some(gr) = &grid {
+            let rows = gr.rows();
+            for (gwb, accb) in gw.chunks_mut(og * ck).zip(acc.chunks(og * ck)) {
+                for (e, blk) in accb.chunks(rows * og).enumerate() {
+                    for (r, col) in blk.chunks(og).enumerate() {
+                        let tap = gr.tap_index(r, e);
+                        for (o, &v) in col.iter().enumerate() {
+                            gwb[o * ck + tap] = gwb[o * ck + tap] + v;
+                        }
+                    }
+                }
+            }
+            return;
+        }
         for (gwb, accb) in gw.chunks_mut(og * ck).zip(acc.chunks(og * ck)) {
             for (o, row) in gwb.chunks_mut(ck).enumerate() {
                 row.iter_mut()
@@ -680,140 +834,305 @@ mod tests {
             .collect()
     }
 
-    /// Direct 2-D convolution (D = 1) as the reference.
-    #[allow(clippy::too_many_arguments)]
-    fn naive(
-        x: &[f64],
-        w: &[f64],
-        [n, c, h, wd]: [usize; 4],
-        [o, kh, kw]: [usize; 3],
-        s: usize,
-        pad: usize,
-        dil: usize,
+    /// One test case: shapes `[n, c, d, h, w]`, `o` output channels, kernel `[kd, kh, kw]`,
+    /// and per-dim stride, padding, dilation.
+    #[derive(Clone, Copy, Debug)]
+    struct Case {
+        x: [usize; 5],
+        o: usize,
+        k: [usize; 3],
+        s: [usize; 3],
+        p: [usize; 3],
+        d: [usize; 3],
         groups: usize,
-    ) -> (Vec<f64>, [usize; 2]) {
-        let oh = (h + 2 * pad - dil * (kh - 1) - 1) / s + 1;
-        let ow = (wd + 2 * pad - dil * (kw - 1) - 1) / s + 1;
-        let (cg, og) = (c / groups, o / groups);
-        let mut out = vec![0.0; n * o * oh * ow];
-        for ni in 0..n {
-            for oc in 0..o {
-                let gi = oc / og;
-                for y in 0..oh {
-                    for xw in 0..ow {
-                        let mut acc = 0.0;
-                        for ci in 0..cg {
-                            for a in 0..kh {
-                                for b in 0..kw {
-                                    let iy = (y * s + a * dil) as isize - pad as isize;
-                                    let ix = (xw * s + b * dil) as isize - pad as isize;
-                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
-                                        continue;
+    }
+
+    impl Case {
+        /// A 2-D case (D = 1) with square kernel and equal hyper-parameters in H and W.
+        #[allow(clippy::too_many_arguments)]
+        fn d2(
+            n: usize,
+            c: usize,
+            h: usize,
+            w: usize,
+            o: usize,
+            k: usize,
+            s: usize,
+            p: usize,
+            d: usize,
+            groups: usize,
+        ) -> Self {
+            Case {
+                x: [n, c, 1, h, w],
+                o,
+                k: [1, k, k],
+                s: [1, s, s],
+                p: [0, p, p],
+                d: [1, d, d],
+                groups,
+            }
+        }
+        fn osp(&self) -> [usize; 3] {
+            [0, 1, 2].map(|i| {
+                (self.x[i + 2] + 2 * self.p[i] - self.d[i] * (self.k[i] - 1) - 1) / self.s[i] + 1
+            })
+        }
+        /// Input index of output position `y` and tap `a` in dim `i`, if inside.
+        fn src(&self, i: usize, y: usize, a: usize) -> Option<usize> {
+            let v = (y * self.s[i] + a * self.d[i]) as isize - self.p[i] as isize;
+            (v >= 0 && v < self.x[i + 2] as isize).then_some(v as usize)
+        }
+        /// Direct convolution as the reference.
+        fn naive(&self, x: &[f64], w: &[f64]) -> Vec<f64> {
+            let [n, c, id, ih, iw] = self.x;
+            let [od, oh, ow] = self.osp();
+            let [kd, kh, kw] = self.k;
+            let (cg, og) = (c / self.groups, self.o / self.groups);
+            let mut out = vec![0.0; n * self.o * od * oh * ow];
+            let mut idx = 0;
+            for ni in 0..n {
+                for oc in 0..self.o {
+                    let gi = oc / og;
+                    for z in 0..od {
+                        for y in 0..oh {
+                            for xw in 0..ow {
+                                let mut acc = 0.0;
+                                for ci in 0..cg {
+                                    for a in 0..kd {
+                                        for b in 0..kh {
+                                            for e in 0..kw {
+                                                let (Some(sz), Some(sy), Some(sx)) = (
+                                                    self.src(0, z, a),
+                                                    self.src(1, y, b),
+                                                    self.src(2, xw, e),
+                                                ) else {
+                                                    continue;
+                                                };
+                                                let xv = x[(((ni * c + gi * cg + ci) * id + sz)
+                                                    * ih
+                                                    + sy)
+                                                    * iw
+                                                    + sx];
+                                                acc += xv
+                                                    * w[(((oc * cg + ci) * kd + a) * kh + b) * kw
+                                                        + e];
+                                            }
+                                        }
                                     }
-                                    let xv = x[((ni * c + gi * cg + ci) * h + iy as usize) * wd
-                                        + ix as usize];
-                                    acc += xv * w[((oc * cg + ci) * kh + a) * kw + b];
                                 }
+                                out[idx] = acc;
+                                idx += 1;
                             }
                         }
-                        out[((ni * o + oc) * oh + y) * ow + xw] = acc;
                     }
                 }
             }
+            out
         }
-        (out, [oh, ow])
     }
 
     #[test]
     fn conv_forward_and_grads_match_naive() {
-        // (n, c, h, w, o, k, stride, pad, dilation, groups), each on the calling thread and on
-        // a 2-thread pool (samples split across threads; one sample: parallel GEMMs).
+        // Each on the calling thread and on a 2-thread pool (samples split across threads; one
+        // sample: parallel GEMMs). Stride-1 cases take the padded grid (with the width taps in
+        // the rows when there are few channels, or one GEMM per width tap), others im2col.
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap();
         for case in [
-            (2, 4, 7, 6, 6, 3, 2, 1, 2, 2),
-            (1, 4, 9, 8, 4, 3, 1, 1, 1, 1),
-            (5, 6, 8, 7, 9, 2, 1, 0, 1, 3),
+            Case::d2(2, 4, 7, 6, 6, 3, 2, 1, 2, 2),
+            Case::d2(1, 4, 9, 8, 4, 3, 1, 1, 1, 1),
+            Case::d2(5, 6, 8, 7, 9, 2, 1, 0, 1, 3),
+            Case::d2(5, 24, 8, 7, 27, 2, 1, 0, 1, 3),
+            // Grid, one GEMM per width tap forward (36 rows), full rows backward.
+            Case::d2(3, 12, 7, 9, 8, 3, 1, 1, 1, 1),
+            // Dilation 2, groups: grid with 54 rows for the input gradient.
+            Case::d2(2, 16, 6, 14, 36, 3, 1, 1, 2, 2),
+            // Padding wider than the kernel: the input gradient's grid crops its source.
+            Case::d2(2, 8, 8, 9, 8, 2, 1, 2, 1, 1),
+            // 32 output channels: vertical GEMM kernels for the weight gradient (fewer:
+            // horizontal ones).
+            Case::d2(3, 8, 6, 7, 32, 3, 1, 1, 1, 1),
+            // One sample, large enough for split GEMMs.
+            Case::d2(1, 16, 20, 20, 32, 3, 1, 1, 1, 1),
+            // Too much grid padding (narrow input), too few output channels: im2col.
+            Case::d2(2, 3, 5, 3, 4, 3, 1, 1, 1, 1),
+            // 1 x k kernel with many channels: GEMMs straight on the padded planes.
+            Case {
+                x: [2, 33, 1, 3, 10],
+                o: 8,
+                k: [1, 1, 3],
+                s: [1; 3],
+                p: [0, 1, 1],
+                d: [1; 3],
+                groups: 1,
+            },
+            // 3-D, stride 1 (grid) and mixed strides (im2col).
+            Case {
+                x: [2, 8, 4, 5, 6],
+                o: 8,
+                k: [2, 3, 2],
+                s: [1; 3],
+                p: [1, 0, 1],
+                d: [1, 1, 2],
+                groups: 1,
+            },
+            Case {
+                x: [3, 4, 5, 5, 6],
+                o: 6,
+                k: [3, 2, 3],
+                s: [1, 2, 1],
+                p: [1, 1, 0],
+                d: [2, 1, 1],
+                groups: 2,
+            },
         ] {
-            forward_and_grads_case(case);
-            pool.install(|| forward_and_grads_case(case));
+            for strided in [false, true] {
+                forward_and_grads_case(case, strided);
+                pool.install(|| forward_and_grads_case(case, strided));
+            }
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    fn forward_and_grads_case(
-        (n, c, h, w, o, k, s, pad, dil, groups): (
-            usize,
-            usize,
-            usize,
-            usize,
-            usize,
-            usize,
-            usize,
-            usize,
-            usize,
-            usize,
-        ),
-    ) {
-        let x = Owned::new(data(n * c * h * w, 1), &[n, c, 1, h, w]);
-        let wt = Owned::new(data(o * (c / groups) * k * k, 2), &[o, c / groups, 1, k, k]);
-        let (want, [oh, ow]) = naive(
-            &x.data,
-            &wt.data,
-            [n, c, h, w],
-            [o, k, k],
-            s,
-            pad,
-            dil,
-            groups,
+    /// `strided`: the input is a view with W and H exchanged in memory.
+    fn forward_and_grads_case(case: Case, strided: bool) {
+        let [n, c, id, ih, iw] = case.x;
+        let o = case.o;
+        let [kd, kh, kw] = case.k;
+        let [od, oh, ow] = case.osp();
+        let x = Owned::new(data(n * c * id * ih * iw, 1), &case.x);
+        let wt = Owned::new(
+            data(o * (c / case.groups) * kd * kh * kw, 2),
+            &[o, c / case.groups, kd, kh, kw],
         );
-        let p = ConvParams {
-            stride: [1, s as i64, s as i64],
-            padding: [0, pad as i64, pad as i64],
-            dilation: [1, dil as i64, dil as i64],
-            groups: groups as i64,
+        let want = case.naive(&x.data, &wt.data);
+        // The same values stored [n, c, d, w, h].
+        let xt: Vec<f64> = (0..x.data.len())
+            .map(|i| {
+                let (hh, ww, rest) = (i % ih, i / ih % iw, i / (ih * iw));
+                x.data[(rest * ih + hh) * iw + ww]
+            })
+            .collect();
+        let xr = if strided {
+            TensorRef {
+                ptr: xt.as_ptr() as *const u8,
+                shape: case.x.to_vec(),
+                strides: vec![
+                    (c * id * ih * iw) as isize,
+                    (id * ih * iw) as isize,
+                    (ih * iw) as isize,
+                    1,
+                    ih as isize,
+                ],
+                dtype: DType::F64,
+            }
+        } else {
+            x.r()
         };
-        let mut out = Owned::<f64>::zeros(&[n, o, 1, oh, ow]);
-        conv_forward(&out.m(), &x.r(), &wt.r(), None, &p).unwrap();
-        assert_eq!(out.data, want);
+        let p = ConvParams {
+            stride: case.s.map(|v| v as i64),
+            padding: case.p.map(|v| v as i64),
+            dilation: case.d.map(|v| v as i64),
+            groups: case.groups as i64,
+        };
+        let mut out = Owned::<f64>::zeros(&[n, o, od, oh, ow]);
+        conv_forward(&out.m(), &xr, &wt.r(), None, &p).unwrap();
+        assert_eq!(out.data, want, "{case:?}");
+        // With a bias.
+        let bias = Owned::new((0..o).map(|i| i as f64 - 2.0).collect(), &[o]);
+        let mut outb = Owned::<f64>::zeros(&[n, o, od, oh, ow]);
+        conv_forward(&outb.m(), &xr, &wt.r(), Some(&bias.r()), &p).unwrap();
+        let op = od * oh * ow;
+        for (i, (&got, &w)) in outb.data.iter().zip(&want).enumerate() {
+            assert_eq!(got, w + bias.data[i / op % o], "{case:?} bias, element {i}");
+        }
 
         // Adjoint checks: <conv(x, w), gy> == <x, grad_input(gy)> == <w, grad_weight(x, gy)>.
-        let gy = Owned::new(data(out.data.len(), 3), &[n, o, 1, oh, ow]);
+        let gy = Owned::new(data(out.data.len(), 3), &[n, o, od, oh, ow]);
         let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
         let lhs = dot(&out.data, &gy.data);
-        let mut gx = Owned::<f64>::zeros(&[n, c, 1, h, w]);
+        let mut gx = Owned::<f64>::zeros(&case.x);
         conv_backward_input(&gx.m(), &gy.r(), &wt.r(), None, &p).unwrap();
-        assert_eq!(dot(&gx.data, &x.data), lhs);
-        let mut gw = Owned::<f64>::zeros(&wt.shape);
-        conv_backward_weight(&gw.m(), &x.r(), &gy.r(), &p).unwrap();
-        assert_eq!(dot(&gw.data, &wt.data), lhs);
-        // Element by element: gw[oc, ci, a, b] = sum over n, y, x of gy * the input it touched.
-        let cg = c / groups;
-        for (i, &got) in gw.data.iter().enumerate() {
-            let (oc, ci, a, b) = (i / (cg * k * k), i / (k * k) % cg, i / k % k, i % k);
-            let cin = oc / (o / groups) * cg + ci;
-            let mut want = 0.0;
-            for ni in 0..n {
-                for y in 0..oh {
-                    for xw in 0..ow {
-                        let iy = (y * s + a * dil) as isize - pad as isize;
-                        let ix = (xw * s + b * dil) as isize - pad as isize;
-                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
-                            continue;
+        assert_eq!(dot(&gx.data, &x.data), lhs, "{case:?}");
+        // Element by element: gx[ni, cin, z, y, x] = sum of gy * the weight that joined them.
+        let (cg, og) = (c / case.groups, o / case.groups);
+        let mut want_gx = vec![0.0; gx.data.len()];
+        for ni in 0..n {
+            for oc in 0..o {
+                for ci in 0..cg {
+                    let cin = oc / og * cg + ci;
+                    for (a, b, e) in (0..kd)
+                        .flat_map(|a| (0..kh).flat_map(move |b| (0..kw).map(move |e| (a, b, e))))
+                    {
+                        let wv = wt.data[(((oc * cg + ci) * kd + a) * kh + b) * kw + e];
+                        for z in 0..od {
+                            for y in 0..oh {
+                                for xw in 0..ow {
+                                    let (Some(sz), Some(sy), Some(sx)) =
+                                        (case.src(0, z, a), case.src(1, y, b), case.src(2, xw, e))
+                                    else {
+                                        continue;
+                                    };
+                                    want_gx[(((ni * c + cin) * id + sz) * ih + sy) * iw + sx] +=
+                                        wv * gy.data[(((ni * o + oc) * od + z) * oh + y) * ow + xw];
+                                }
+                            }
                         }
-                        want += gy.data[((ni * o + oc) * oh + y) * ow + xw]
-                            * x.data[((ni * c + cin) * h + iy as usize) * w + ix as usize];
                     }
                 }
             }
-            assert_eq!(got, want, "grad_weight element {i}");
+        }
+        assert_eq!(gx.data, want_gx, "{case:?} grad_input");
+        let mut gxb = Owned::<f64>::zeros(&case.x);
+        let cbias = Owned::new((0..c).map(|i| i as f64 + 1.0).collect(), &[c]);
+        conv_backward_input(&gxb.m(), &gy.r(), &wt.r(), Some(&cbias.r()), &p).unwrap();
+        let ip = id * ih * iw;
+        for (i, (&got, &w)) in gxb.data.iter().zip(&want_gx).enumerate() {
+            assert_eq!(
+                got,
+                w + cbias.data[i / ip % c],
+                "{case:?} grad_input bias, element {i}"
+            );
+        }
+
+        let mut gw = Owned::<f64>::zeros(&wt.shape);
+        conv_backward_weight(&gw.m(), &xr, &gy.r(), &p).unwrap();
+        assert_eq!(dot(&gw.data, &wt.data), lhs, "{case:?}");
+        // Element by element: gw[oc, ci, a, b, e] = sum over n and outputs of gy * the input
+        // it touched.
+        let kk = kd * kh * kw;
+        for (i, &got) in gw.data.iter().enumerate() {
+            let (oc, ci, a, b, e) = (
+                i / (cg * kk),
+                i / kk % cg,
+                i / (kh * kw) % kd,
+                i / kw % kh,
+                i % kw,
+            );
+            let cin = oc / og * cg + ci;
+            let mut want = 0.0;
+            for ni in 0..n {
+                for z in 0..od {
+                    for y in 0..oh {
+                        for xw in 0..ow {
+                            let (Some(sz), Some(sy), Some(sx)) =
+                                (case.src(0, z, a), case.src(1, y, b), case.src(2, xw, e))
+                            else {
+                                continue;
+                            };
+                            want += gy.data[(((ni * o + oc) * od + z) * oh + y) * ow + xw]
+                                * x.data[(((ni * c + cin) * id + sz) * ih + sy) * iw + sx];
+                        }
+                    }
+                }
+            }
+            assert_eq!(got, want, "{case:?} grad_weight element {i}");
         }
         let mut gb = Owned::<f64>::zeros(&[o]);
         conv_backward_bias(&gb.m(), &gy.r()).unwrap();
         let per: f64 = (0..n)
-            .map(|ni| gy.data[ni * o * oh * ow..][..oh * ow].iter().sum::<f64>())
+            .map(|ni| gy.data[ni * o * op..][..op].iter().sum::<f64>())
             .sum();
         assert_eq!(gb.data[0], per);
     }
