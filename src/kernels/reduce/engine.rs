@@ -393,13 +393,18 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
             work(row, c0, sp * per, ((sp + 1) * per).min(p.m), accs);
         }
     });
+    // Merge split by split over whole rows (contiguous, same order per column as one column at
+    // a time: a strided walk over the splits made this serial tail cost as much as the
+    // parallel part on 2 threads).
     for row in 0..rows {
         let o = kept_offsets(&p.kept, row * l);
-        for j in 0..l {
-            let mut acc = parts[row * splits * l + j];
-            for sp in 1..splits {
-                acc = r.merge(acc, parts[(row * splits + sp) * l + j]);
+        let (first, rest) = parts[row * splits * l..(row + 1) * splits * l].split_at_mut(l);
+        for part in rest.chunks_exact(l) {
+            for (a, &b) in first.iter_mut().zip(part) {
+                *a = r.merge(*a, b);
             }
+        }
+        for (j, &acc) in first.iter().enumerate() {
             let jj = j as isize;
             // SAFETY: output offsets come from the outputs' shape/strides.
             unsafe { r.finish(acc, p.m, o[1] + jj * ko1, o[2] + jj * ko2) };
