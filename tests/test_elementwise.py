@@ -402,3 +402,15 @@ def test_threshold(dtype):
     for dev in ("cpu", "foo"):
         with pytest.raises(NotImplementedError, match="threshold_cpu"):
             torch.threshold(torch.ones(2, dtype=torch.bool, device=dev), 0, 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32])
+def test_binary_rows_with_dense_insides(dtype):
+    # Two-dim layouts whose rows are dense (broadcast vectors, row slices) run whole chunks of
+    # rows per call; enough rows to go parallel, short and odd row lengths.
+    a, v = sample((3001, 37), dtype, seed=1), sample((37,), dtype, seed=2)
+    check(lambda a, v: a + v, a, v)
+    check(lambda a, v: v * a, a, v)
+    check(lambda a, v: torch.maximum(a[:, :20], v[5:25]), a, v)  # strided rows
+    check(lambda a, v: a.clone().sub_(v), a, v)  # in place
+    check(lambda a, v: a[::2] - a[1::2], a, v)

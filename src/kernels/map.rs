@@ -155,6 +155,89 @@ unsafe fn dense2_avx512<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
     dense2_body(o, x, y, f)
 }
 
+/// `rows` rows of `len` elements, row r of each operand at `ptr + r * outer[k]`, all inner
+/// strides 1: the row loop runs inside one multiversioned call, so short rows (a broadcast
+/// add of [10000, 100] + [100]) do not pay a dispatch and an indirect call each.
+///
+/// # Safety
+/// Every row of every operand must be in bounds; output rows must not overlap each other or
+/// the inputs except elementwise.
+#[inline(always)]
+unsafe fn rows2_body<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
+    o: *mut O,
+    x: *const A,
+    y: *const B,
+    rows: usize,
+    len: usize,
+    outer: [isize; 3],
+    f: &F,
+) {
+    for r in 0..rows as isize {
+        // SAFETY: caller's contract.
+        unsafe {
+            let o = std::slice::from_raw_parts_mut(o.offset(r * outer[0]), len);
+            let x = std::slice::from_raw_parts(x.offset(r * outer[1]), len);
+            let y = std::slice::from_raw_parts(y.offset(r * outer[2]), len);
+            dense2_body(o, x, y, f);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows2_avx2<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
+    o: *mut O,
+    x: *const A,
+    y: *const B,
+    rows: usize,
+    len: usize,
+    outer: [isize; 3],
+    f: &F,
+) {
+    // SAFETY: forwarded.
+    unsafe { rows2_body(o, x, y, rows, len, outer, f) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn rows2_avx512<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
+    o: *mut O,
+    x: *const A,
+    y: *const B,
+    rows: usize,
+    len: usize,
+    outer: [isize; 3],
+    f: &F,
+) {
+    // SAFETY: forwarded.
+    unsafe { rows2_body(o, x, y, rows, len, outer, f) }
+}
+
+/// # Safety
+/// As [`rows2_body`].
+#[inline(always)]
+unsafe fn rows2<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
+    o: *mut O,
+    x: *const A,
+    y: *const B,
+    rows: usize,
+    len: usize,
+    outer: [isize; 3],
+    f: &F,
+) {
+    #[cfg(target_arch = "x86_64")]
+    match super::nn::simd::level() {
+        // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at run time); the rest is
+        // the caller's contract.
+        3 => return unsafe { rows2_avx512(o, x, y, rows, len, outer, f) },
+        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+        2 => return unsafe { rows2_avx2(o, x, y, rows, len, outer, f) },
+        _ => {}
+    }
+    // SAFETY: caller's contract.
+    unsafe { rows2_body(o, x, y, rows, len, outer, f) }
+}
+
 #[inline(always)]
 fn dense1<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
     #[cfg(target_arch = "x86_64")]
@@ -232,6 +315,24 @@ pub fn map2<A: Element, B: Element, O: Element>(
     let l = coalesce(&out.shape, [&out.strides, &a.strides, &b.strides]);
     let [so, sa, sb] = inner_strides(&l);
     let (po, pa, pb) = (Base::of(out.ptr), Base::of(a.ptr), Base::of(b.ptr));
+    if l.shape.len() == 2 && so == 1 && sa == 1 && sb == 1 {
+        // Rows with dense insides (broadcast vectors, row slices): whole chunks of rows per
+        // call.
+        let (rows, len) = (l.shape[0], l.shape[1]);
+        let outer = [l.strides[0][0], l.strides[1][0], l.strides[2][0]];
+        parallel_for(rows, (GRAIN / len.max(1)).max(1), &|s, e| {
+            let r = s as isize;
+            let (o, x, y) = (
+                po.at::<O>(r * outer[0]),
+                pa.at::<A>(r * outer[1]),
+                pb.at::<B>(r * outer[2]),
+            );
+            // SAFETY: rows s..e of the operands, in bounds by their shapes and strides; the
+            // output's rows are disjoint and written by this chunk only.
+            unsafe { rows2(o, x as *const A, y as *const B, e - s, len, outer, &f) };
+        });
+        return Ok(());
+    }
     drive_rows(&l, &|off, len| {
         let (o, x, y) = (po.at::<O>(off[0]), pa.at::<A>(off[1]), pb.at::<B>(off[2]));
         // SAFETY: as in map1.
