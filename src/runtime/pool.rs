@@ -1,15 +1,17 @@
-//! The kernels' thread pool, fork-aware.
+//! The kernels' threads, fork-aware: a rayon pool for code that asks rayon for "the current
+//! pool" (the `gemm` crate), and a team of helper threads for [`fork_join`], which every
+//! element-wise, reduction and nn kernel goes through.
 //!
-//! Rayon's worker threads do not survive `fork()`: a child that used a pool inherited from its
-//! parent would wait forever on threads that do not exist. So kernels run on a pool owned by
-//! the current process id; a forked child (DataLoader workers with the fork start method) gets
-//! a fresh pool the first time it runs a parallel kernel, and works like its parent. Small
-//! kernels never touch the pool (see `kernels::layout::GRAIN`).
+//! Threads do not survive `fork()`: a child that used threads inherited from its parent would
+//! wait forever on threads that do not exist. So both belong to the current process id; a
+//! forked child (DataLoader workers with the fork start method) gets fresh ones the first time
+//! it runs a parallel kernel, and works like its parent. Small kernels never touch them (see
+//! `kernels::layout::GRAIN`).
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 struct Owned {
     pid: u32,
@@ -103,7 +105,7 @@ fn pool_and_hot_checked() -> (Arc<ThreadPool>, Arc<Hot>) {
             if let Some(old) = guard.take() {
                 std::mem::forget(old);
             }
-            let hot = Arc::new(Hot::default());
+            let hot = Hot::start(configured_threads().saturating_sub(1));
             *guard = Some(Owned {
                 pid,
                 pool: pool.clone(),
@@ -121,8 +123,8 @@ fn pool_and_hot_checked() -> (Arc<ThreadPool>, Arc<Hot>) {
 pub fn install<R: Send>(parallel: bool, f: impl FnOnce() -> R + Send) -> R {
     if parallel && rayon::current_thread_index().is_none() {
         let (pool, hot) = pool_and_hot();
-        // A helper still polling for the next fork-join job occupies a worker that this job's
-        // rayon splits need: send the helpers back to rayon first.
+        // Helpers still polling for the next fork-join job would take cores from this job's
+        // rayon workers: park them first.
         hot.retire.fetch_add(1, Ordering::AcqRel);
         pool.install(f)
     } else {
@@ -174,17 +176,16 @@ impl Chunks {
     }
 }
 
-/// Calls `f(start, end)` over `chunks` equal ranges covering `0..n`, in parallel: up to
-/// `threads - 1` pool jobs and the calling thread itself claim chunks from a shared counter.
+/// Calls `f(start, end)` over `chunks` equal ranges covering `0..n`, in parallel: the calling
+/// thread and the helper threads claim chunks from a shared counter.
 ///
 /// Why not `pool.install(|| par_iter)`: that parks the caller on a latch and needs a worker to
 /// wake up before any work starts (10–15 µs per op, measured), which dominated 1e5–1e6-element
-/// ops. Here the caller starts at once and a late worker finds nothing left to do; the caller
+/// ops. Here the caller starts at once and a late helper finds nothing left to do; the caller
 /// waits only for chunks that were actually claimed.
 pub fn fork_join(n: usize, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
-    let (pool, hot) = pool_and_hot();
-    let threads = pool.current_num_threads();
-    if threads <= 1 || chunks <= 1 {
+    let (_, hot) = pool_and_hot();
+    if hot.helpers == 0 || chunks <= 1 {
         f(0, n);
         return;
     }
@@ -205,14 +206,7 @@ pub fn fork_join(n: usize, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
         done: AtomicUsize::new(0),
         panicked: AtomicBool::new(false),
     });
-    let generation = hot.publish(job.clone());
-    let wanted = (threads - 1).min(chunks - 1);
-    // Helpers still spinning from a recent op pick the job up at once; start the missing ones.
-    while hot.spinning.load(Ordering::Acquire) < wanted {
-        hot.spinning.fetch_add(1, Ordering::AcqRel);
-        let (hot, job) = (hot.clone(), job.clone());
-        pool.spawn(move || hot.help(job, generation));
-    }
+    hot.publish(job.clone());
     job.work();
     let mut spins = 0u32;
     while job.done.load(Ordering::Acquire) < chunks {
@@ -228,17 +222,23 @@ pub fn fork_join(n: usize, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
     }
 }
 
-/// Helpers that stay awake for a short while after an op, like OpenMP's spin-wait policy: a
-/// rayon worker that has to be woken from sleep takes 10+ µs to start, longer than a whole
-/// 1e5-element op, so back-to-back ops (a training step) would run on the calling thread only.
-/// A helper is a pool job that works on the latest published fork-join job and then polls for
-/// the next one for up to [`SPIN`] before it returns its worker to rayon.
-#[derive(Default)]
+/// The helper threads of [`fork_join`], OpenMP-style: after an op each helper polls for the
+/// next one for [`SPIN`] (a thread woken from sleep takes 10+ µs to start, longer than a whole
+/// 1e5-element op), then sleeps on a condition variable until the next op.
+///
+/// Why not rayon jobs: a spawned helper job wakes rayon's other idle workers too, and on a
+/// 2-core machine their idle spinning competed with the caller and the helper; once a helper
+/// was descheduled, ops ran on one thread for hundreds of milliseconds (measured: 1e6-element
+/// adds alternated between 75 and 115 µs per run).
 struct Hot {
+    helpers: usize,
     generation: AtomicU64,
     job: Mutex<Option<Arc<Chunks>>>,
-    spinning: AtomicUsize,
-    /// Bumped by [`install`]: helpers that see it change stop polling at once.
+    /// Helpers asleep (or about to sleep) on `wake`.
+    parked: AtomicUsize,
+    sleep: Mutex<()>,
+    wake: Condvar,
+    /// Bumped by [`install`]: polling helpers go to sleep at once.
     retire: AtomicU64,
 }
 
@@ -246,44 +246,67 @@ struct Hot {
 const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl Hot {
-    fn publish(&self, job: Arc<Chunks>) -> u64 {
-        let mut slot = self.job.lock().unwrap_or_else(|e| e.into_inner());
-        *slot = Some(job);
-        self.generation.fetch_add(1, Ordering::AcqRel) + 1
+    fn start(helpers: usize) -> Arc<Hot> {
+        let hot = Arc::new(Hot {
+            helpers,
+            generation: AtomicU64::new(0),
+            job: Mutex::new(None),
+            parked: AtomicUsize::new(0),
+            sleep: Mutex::new(()),
+            wake: Condvar::new(),
+            retire: AtomicU64::new(0),
+        });
+        for i in 0..helpers {
+            let h = hot.clone();
+            std::thread::Builder::new()
+                .name(format!("foo_rs-helper-{i}"))
+                .spawn(move || h.run())
+                .expect("spawn a foo_rs helper thread");
+        }
+        hot
     }
 
-    fn help(&self, first: Arc<Chunks>, generation: u64) {
-        let retire = self.retire.load(Ordering::Acquire);
-        first.work();
-        drop(first);
-        let mut seen = generation;
-        let mut idle_since = std::time::Instant::now();
-        loop {
-            let g = self.generation.load(Ordering::Acquire);
-            if g != seen {
-                seen = g;
-                let job = self.job.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                if let Some(job) = job {
-                    job.work();
-                }
-                idle_since = std::time::Instant::now();
-                continue;
-            }
-            if idle_since.elapsed() > SPIN || self.retire.load(Ordering::Acquire) != retire {
-                break;
-            }
-            for _ in 0..64 {
-                std::hint::spin_loop();
-            }
+    fn publish(&self, job: Arc<Chunks>) {
+        *self.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        // Pairs with the SeqCst increment of `parked` in `run`: either the helper sees the new
+        // generation before it sleeps, or this sees it parked and wakes it.
+        if self.parked.load(Ordering::SeqCst) > 0 {
+            let _guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
+            self.wake.notify_all();
         }
-        self.spinning.fetch_sub(1, Ordering::AcqRel);
-        // A job published between the last poll and the decrement may have counted on this
-        // helper; its caller still finishes every chunk itself, so nothing is lost.
-        let _ = self
-            .job
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take_if(|j| j.next.load(Ordering::Relaxed) >= j.chunks);
+    }
+
+    fn run(&self) {
+        let mut seen = self.generation.load(Ordering::SeqCst);
+        loop {
+            let retire = self.retire.load(Ordering::Acquire);
+            let mut idle_since = std::time::Instant::now();
+            loop {
+                let g = self.generation.load(Ordering::Acquire);
+                if g != seen {
+                    seen = g;
+                    let job = self.job.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    if let Some(job) = job {
+                        job.work();
+                    }
+                    idle_since = std::time::Instant::now();
+                    continue;
+                }
+                if idle_since.elapsed() > SPIN || self.retire.load(Ordering::Acquire) != retire {
+                    break;
+                }
+                for _ in 0..64 {
+                    std::hint::spin_loop();
+                }
+            }
+            let mut guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
+            self.parked.fetch_add(1, Ordering::SeqCst);
+            while self.generation.load(Ordering::SeqCst) == seen {
+                guard = self.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
+            }
+            self.parked.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -292,7 +315,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn helpers_cover_every_chunk_once_and_retire() {
+    fn helpers_cover_every_chunk_once_and_sleep_when_idle() {
         for round in 0..300 {
             let n = 1 << 16;
             let covered = AtomicUsize::new(0);
@@ -301,14 +324,21 @@ mod tests {
             });
             assert_eq!(covered.into_inner(), (0..n).map(|i| i % 7).sum::<usize>());
         }
-        // Once ops stop, every helper returns its worker to rayon.
+        // Once ops stop, every helper goes to sleep.
+        let hot = pool_and_hot().1;
         let t = std::time::Instant::now();
-        while pool_and_hot().1.spinning.load(Ordering::Acquire) != 0 {
+        while hot.parked.load(Ordering::SeqCst) != hot.helpers {
             assert!(
                 t.elapsed() < std::time::Duration::from_secs(5),
                 "helpers keep spinning"
             );
             std::thread::sleep(SPIN);
         }
+        // And wake up for the next op.
+        let covered = AtomicUsize::new(0);
+        fork_join(1000, 4, &|s, e| {
+            covered.fetch_add(e - s, Ordering::Relaxed);
+        });
+        assert_eq!(covered.into_inner(), 1000);
     }
 }
