@@ -119,29 +119,69 @@ fn max_fwd<T: FloatStore>(
     input: &TensorRef,
     p: &Pool2dParams,
 ) -> FooResult<()> {
-    let (xo, oo, io) = (
-        Addr::of(input.ptr),
-        Addr::of(out.ptr),
-        Addr::of(indices.ptr),
-    );
-    let xs = &input.strides;
-    let [kh, kw] = p.kernel;
-    let [sh, sw] = p.stride;
-    let [ph, pw] = p.padding;
-    let [dh, dw] = p.dilation;
-    let (ih, iw, ow) = (g.ih as i64, g.iw as i64, g.ow as i64);
+    let a = MaxArgs {
+        xo: Addr::of(input.ptr),
+        oo: Addr::of(out.ptr),
+        io: Addr::of(indices.ptr),
+        xs: [
+            input.strides[0],
+            input.strides[1],
+            input.strides[2],
+            input.strides[3],
+        ],
+        c: g.c,
+        ih: g.ih as i64,
+        iw: g.iw as i64,
+        oh: g.oh,
+        ow: g.ow,
+        p: *p,
+    };
     let per = g.oh * g.ow;
-    // The first in-bounds tap of a window starting at `start` (windows are never empty: the glue
-    // checks padding <= kernel / 2).
-    let first = move |mut start: i64, d: i64| {
+    let taps = (p.kernel[0] * p.kernel[1]) as usize;
+    parallel_for(g.n * g.c, grain(per * taps), &|s, e| {
+        max_planes::<T>(&a, s, e)
+    });
+    Ok(())
+}
+
+/// Everything [`max_planes`] needs (plain data, so the multiversioned function takes one
+/// reference).
+struct MaxArgs {
+    xo: Addr,
+    oo: Addr,
+    io: Addr,
+    xs: [isize; 4],
+    c: usize,
+    ih: i64,
+    iw: i64,
+    oh: usize,
+    ow: usize,
+    p: Pool2dParams,
+}
+
+impl MaxArgs {
+    /// The first in-bounds tap of a window starting at `start` (windows are never empty: the
+    /// glue checks padding <= kernel / 2).
+    #[inline(always)]
+    fn first(mut start: i64, d: i64) -> i64 {
         while start < 0 {
             start += d;
         }
         start
-    };
-    // Window tap j of output column xw is column xw * sw - pw + j * dw: the columns xw whose tap
-    // j is inside the plane form one range, so each tap is one branch-free pass over a row.
-    let cols = move |j: i64| {
+    }
+
+    /// Window tap j of output column xw is column xw * sw - pw + j * dw: the columns xw whose
+    /// tap j is inside the plane form one range `lo..hi`, so each tap is one branch-free pass
+    /// over a row. Returns (lo, hi, column offset).
+    #[inline(always)]
+    fn cols(&self, j: i64) -> (usize, usize, i64) {
+        let (sw, pw, dw, iw, ow) = (
+            self.p.stride[1],
+            self.p.padding[1],
+            self.p.dilation[1],
+            self.iw,
+            self.ow as i64,
+        );
         let off = j * dw - pw;
         let lo = if off < 0 { (-off + sw - 1) / sw } else { 0 };
         let hi = if iw - off <= 0 {
@@ -150,82 +190,84 @@ fn max_fwd<T: FloatStore>(
             ((iw - off + sw - 1) / sw).min(ow)
         };
         (lo.min(ow) as usize, hi.max(lo.min(ow)) as usize, off)
-    };
-    parallel_for(g.n * g.c, grain(per * (kh * kw) as usize), &|s, e| {
-        let mut best = vec![T::M::neg_infinity(); g.ow];
-        let mut arg = vec![0i64; g.ow];
-        for b in s..e {
-            let x = plane_offset(b, g.c, xs);
-            for y in 0..g.oh {
-                let h0 = y as i64 * sh - ph;
-                let first_h = first(h0, dh);
-                for (xw, (bv, av)) in best.iter_mut().zip(arg.iter_mut()).enumerate() {
-                    *bv = T::M::neg_infinity();
-                    *av = first_h * iw + first(xw as i64 * sw - pw, dw);
-                }
-                // Taps in the CPU backend's order (row-major in the window), so ties and NaNs pick
-                // the same index: a later tap wins only if strictly greater or NaN.
-                for i in 0..kh {
-                    let h = h0 + i * dh;
-                    if h < 0 || h >= ih {
-                        continue;
-                    }
-                    let row = x + h as isize * xs[2];
-                    for j in 0..kw {
-                        let (lo, hi, off) = cols(j);
-                        let at = row + (lo as i64 * sw + off) as isize * xs[3];
-                        let (step, n) = (sw as isize * xs[3], hi - lo);
-                        let (flat, best, arg) = (
-                            h * iw + lo as i64 * sw + off,
-                            &mut best[lo..hi],
-                            &mut arg[lo..hi],
-                        );
-                        if step > 0 && n > 0 {
-                            // SAFETY: element k * step of this slice is column (lo + k) * sw + off
-                            // of row h, inside the plane for k < n (see `cols`).
-                            let x = unsafe {
-                                std::slice::from_raw_parts(
-                                    xo.at::<T>(at) as *const T,
-                                    (n - 1) * step as usize + 1,
-                                )
-                            };
-                            max_taps::<T>(x, step as usize, best, arg, flat, sw);
-                        } else {
-                            // SAFETY: as above, for a non-positive stride (a flipped view).
-                            unsafe {
-                                max_taps_raw::<T, 0>(xo.at::<T>(at), step, best, arg, flat, sw)
-                            };
-                        }
-                    }
-                }
-                let o = (b * per + y * g.ow) as isize;
-                // SAFETY: row y of plane b of the contiguous outputs (ow elements), written by
-                // this chunk only.
-                let (orow, irow) = unsafe {
-                    (
-                        std::slice::from_raw_parts_mut(oo.at::<T>(o), g.ow),
-                        std::slice::from_raw_parts_mut(io.at::<i64>(o), g.ow),
-                    )
-                };
-                for ((dst, di), (&bv, &av)) in orow.iter_mut().zip(irow).zip(best.iter().zip(&arg))
-                {
-                    *dst = T::store(bv);
-                    *di = av;
-                }
-            }
-        }
-    });
-    Ok(())
+    }
 }
 
-crate::nn_multiversion!(fn max_taps<T: FloatStore>(
-    x: &[T],
-    step: usize,
-    best: &mut [T::M],
-    arg: &mut [i64],
-    flat: i64,
-    flat_step: i64,
-) => max_taps_body);
+// One dispatch per chunk of planes: with narrow rows (16 outputs in a CNN), a dispatched call
+// per window tap and row cost more than the taps themselves.
+crate::nn_multiversion!(fn max_planes<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) => max_planes_body);
+
+/// Max pooling of planes `s..e`.
+#[inline(always)]
+fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
+    let [kh, kw] = a.p.kernel;
+    let [sh, sw] = a.p.stride;
+    let [ph, pw] = a.p.padding;
+    let [dh, dw] = a.p.dilation;
+    let (ih, iw, xs) = (a.ih, a.iw, &a.xs);
+    let per = a.oh * a.ow;
+    let mut best = vec![T::M::neg_infinity(); a.ow];
+    let mut arg = vec![0i64; a.ow];
+    for b in s..e {
+        let x = plane_offset(b, a.c, xs);
+        for y in 0..a.oh {
+            let h0 = y as i64 * sh - ph;
+            let first_h = MaxArgs::first(h0, dh);
+            for (xw, (bv, av)) in best.iter_mut().zip(arg.iter_mut()).enumerate() {
+                *bv = T::M::neg_infinity();
+                *av = first_h * iw + MaxArgs::first(xw as i64 * sw - pw, dw);
+            }
+            // Taps in the CPU backend's order (row-major in the window), so ties and NaNs pick
+            // the same index: a later tap wins only if strictly greater or NaN.
+            for i in 0..kh {
+                let h = h0 + i * dh;
+                if h < 0 || h >= ih {
+                    continue;
+                }
+                let row = x + h as isize * xs[2];
+                for j in 0..kw {
+                    let (lo, hi, off) = a.cols(j);
+                    let at = row + (lo as i64 * sw + off) as isize * xs[3];
+                    let (step, n) = (sw as isize * xs[3], hi - lo);
+                    let (flat, best, arg) = (
+                        h * iw + lo as i64 * sw + off,
+                        &mut best[lo..hi],
+                        &mut arg[lo..hi],
+                    );
+                    if step > 0 && n > 0 {
+                        // SAFETY: element k * step of this slice is column (lo + k) * sw + off of
+                        // row h, inside the plane for k < n (see `cols`).
+                        let x = unsafe {
+                            std::slice::from_raw_parts(
+                                a.xo.at::<T>(at) as *const T,
+                                (n - 1) * step as usize + 1,
+                            )
+                        };
+                        max_taps_body::<T>(x, step as usize, best, arg, flat, sw);
+                    } else {
+                        // SAFETY: as above, for a zero stride (an expanded view).
+                        unsafe {
+                            max_taps_raw::<T, 0>(a.xo.at::<T>(at), step, best, arg, flat, sw)
+                        };
+                    }
+                }
+            }
+            let o = (b * per + y * a.ow) as isize;
+            // SAFETY: row y of plane b of the contiguous outputs (ow elements), written by this
+            // chunk only.
+            let (orow, irow) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(a.oo.at::<T>(o), a.ow),
+                    std::slice::from_raw_parts_mut(a.io.at::<i64>(o), a.ow),
+                )
+            };
+            for ((dst, di), (&bv, &av)) in orow.iter_mut().zip(irow).zip(best.iter().zip(&arg)) {
+                *dst = T::store(bv);
+                *di = av;
+            }
+        }
+    }
+}
 
 /// One window tap for a row of outputs: output k compares `x[k * step]` (flat index
 /// `flat + k * flat_step`) with its running max. Unit and 2-element steps (stride 1 and 2 on
@@ -269,15 +311,39 @@ unsafe fn max_taps_raw<T: FloatStore, const S: isize>(
     flat_step: i64,
 ) {
     let step = if S > 0 { S } else { step };
-    for (k, (bv, av)) in best.iter_mut().zip(arg.iter_mut()).enumerate() {
-        // SAFETY: the caller guarantees `x + k * step` is readable.
-        let v = unsafe { *x.offset(k as isize * step) }.load();
-        // A later tap wins only if strictly greater or NaN (the CPU backend's rule). Random data
-        // makes this a coin flip: masks, not a branch.
+    // A later tap wins only if strictly greater or NaN (the CPU backend's rule). Random data
+    // makes this a coin flip: masks, not a branch.
+    #[inline(always)]
+    fn tap<M: crate::kernels::float::Math>(v: M, bv: &mut M, av: &mut i64, idx: i64) {
         let take = (v > *bv) | v.is_nan();
         let keep = take as i64 - 1;
-        *av = (*av & keep) | ((flat + k as i64 * flat_step) & !keep);
-        *bv = T::M::pick(take, v, *bv);
+        *av = (*av & keep) | (idx & !keep);
+        *bv = M::pick(take, v, *bv);
+    }
+    // Blocks of 8 outputs as fixed-size arrays, which LLVM turns into vector code even for the
+    // short rows of a CNN (16 outputs), where its loop vectorizer leaves everything scalar.
+    const B: usize = 8;
+    let n = best.len().min(arg.len());
+    let mut k = 0;
+    while k + B <= n {
+        // SAFETY: the caller guarantees `x + i * step` is readable for i < n.
+        let v: [T::M; B] =
+            std::array::from_fn(|i| unsafe { *x.offset((k + i) as isize * step) }.load());
+        let (bb, ab) = (&mut best[k..k + B], &mut arg[k..k + B]);
+        for i in 0..B {
+            tap(
+                v[i],
+                &mut bb[i],
+                &mut ab[i],
+                flat + (k + i) as i64 * flat_step,
+            );
+        }
+        k += B;
+    }
+    for i in k..n {
+        // SAFETY: as above.
+        let v = unsafe { *x.offset(i as isize * step) }.load();
+        tap(v, &mut best[i], &mut arg[i], flat + i as i64 * flat_step);
     }
 }
 
