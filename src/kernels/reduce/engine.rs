@@ -246,6 +246,59 @@ unsafe fn cols_fast<R: Reducer>(
     unsafe { r.cols_rows(accs, p, rows, rs, idx) }
 }
 
+/// Dense rows of a reduction: row j starts at input element `j * strides[0]` and has `m`
+/// contiguous elements; its results go to output offsets `j * strides[1]`, `j * strides[2]`.
+struct Rows {
+    base: usize,
+    m: usize,
+    strides: [isize; 3],
+}
+
+/// Reduces rows `s..e`, compiled for AVX-512 / AVX2 where the CPU has them, so the per-row
+/// folds inline instead of dispatching once per row (1000 rows of 1000: a tenth of the time).
+///
+/// # Safety
+/// The rows must lie inside the input, the offsets inside the reducer's outputs.
+#[inline(always)]
+unsafe fn rows_fast<R: Reducer>(r: &R, rows: &Rows, s: usize, e: usize) {
+    #[inline(always)]
+    unsafe fn body<R: Reducer>(r: &R, rows: &Rows, s: usize, e: usize) {
+        let [ki, ko1, ko2] = rows.strides;
+        for j in s as isize..e as isize {
+            let mut acc = r.init();
+            let p = (rows.base as *const R::In).wrapping_offset(j * ki);
+            // SAFETY: caller's contract.
+            unsafe {
+                r.row(&mut acc, p, rows.m, 1, 0);
+                r.finish(acc, rows.m, j * ko1, j * ko2);
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+        unsafe fn avx512<R: Reducer>(r: &R, rows: &Rows, s: usize, e: usize) {
+            // SAFETY: caller's contract.
+            unsafe { body(r, rows, s, e) }
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<R: Reducer>(r: &R, rows: &Rows, s: usize, e: usize) {
+            // SAFETY: caller's contract.
+            unsafe { body(r, rows, s, e) }
+        }
+        if super::ops::has_avx512() {
+            // SAFETY: the features were detected at run time; caller's contract for the rest.
+            return unsafe { avx512(r, rows, s, e) };
+        }
+        if super::ops::has_avx2() {
+            // SAFETY: as above.
+            return unsafe { avx2(r, rows, s, e) };
+        }
+    }
+    // SAFETY: caller's contract.
+    unsafe { body(r, rows, s, e) }
+}
+
 /// Runs `r` over the plan; `input` is the address of input element 0.
 pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
     if p.n == 0 {
@@ -280,6 +333,19 @@ pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
     }
     if p.m < SPLIT || p.n >= 64 {
         let grain = (GRAIN / p.m.max(1)).max(1);
+        if one_dim && rs == 1 && p.kept.shape.len() == 1 {
+            // Dense rows (sum(dim=-1) of a matrix): one dispatched call per chunk of rows.
+            let rows = Rows {
+                base,
+                m: p.m,
+                strides: [ki, ko1, ko2],
+            };
+            par(p.n * p.m, p.n, grain, &|s, e| {
+                // SAFETY: rows s..e of the plan's input and outputs.
+                unsafe { rows_fast(r, &rows, s, e) }
+            });
+            return;
+        }
         par(p.n * p.m, p.n, grain, &|s, e| {
             for_each_row(&p.kept, s, e, &mut |off, len| {
                 for j in 0..len as isize {
