@@ -571,3 +571,15 @@ def test_column_sums_register_blocks(dtype, cols):
     check(lambda t: t.sum(0), x, **tol)
     check(lambda t: t.mean(0), x, **tol)
     check(lambda t: t.sum((0, 1), keepdim=True), x.reshape(3, 100, cols), **tol)
+
+
+@pytest.mark.parametrize("n", [15, 16, 17, 63, 64, 65, 79, 1000, 4095, 4096, 4097, 10_001])
+def test_sum_lengths_around_lane_and_block_sizes(n):
+    # Dense folds: 64 lanes, then the remainder 16 at a time, then one at a time; pairwise over
+    # blocks of 4096.
+    for dtype in (torch.float32, torch.float64):
+        x = sample((3, n), dtype, seed=n)
+        tol = {"atol": 1e-4, "rtol": 1e-5} if dtype == torch.float32 else {}
+        check(lambda t: t.sum(-1), x, **tol)
+        check(lambda t: t.sum(), x, **tol)
+        check(lambda t: t.mean(-1), x, **tol)
