@@ -414,3 +414,22 @@ def test_binary_rows_with_dense_insides(dtype):
     check(lambda a, v: torch.maximum(a[:, :20], v[5:25]), a, v)  # strided rows
     check(lambda a, v: a.clone().sub_(v), a, v)  # in place
     check(lambda a, v: a[:-1:2] - a[1::2], a, v)
+
+
+def test_clamp_threshold_rsub_zero_size_scalars_and_grads():
+    for shape in [(0, 5), ()]:
+        x = sample(shape, torch.float32, seed=3)
+        lo = sample(shape, torch.float32, seed=4) - 1
+        check(lambda x, lo: torch.clamp(x, lo, lo + 2), x, lo)
+        check(lambda x: F.threshold(x, 0.1, 5.0), x)
+        check(lambda x, lo: torch.rsub(x, lo, alpha=2), x, lo)
+    # Gradients flow through the native forward kernels (clamp's backward is masks; threshold's
+    # is threshold_backward).
+    for fn in (lambda x, lo, hi: torch.clamp(x, lo, hi).sum(),
+               lambda x, lo, hi: F.threshold(x, 0.2, 3.0).sum() + torch.rsub(x, lo).sum() + hi.sum()):
+        cpu_in = [sample((4, 6), torch.float32, seed=s).requires_grad_() for s in (1, 2, 3)]
+        foo_in = [t.detach().to("foo").requires_grad_() for t in cpu_in]
+        fn(*cpu_in).backward()
+        fn(*foo_in).backward()
+        for c, f in zip(cpu_in, foo_in):
+            assert_same(f.grad, c.grad)
