@@ -7,15 +7,15 @@ use foo_rs::kernels::reduce::{reduce, ReduceOp};
 use foo_rs::kernels::unary::{unary, UnaryOp};
 use foo_rs::kernels::{copy::copy, fill::fill};
 use foo_rs::runtime::rng;
-use foo_rs::tensor::{contiguous_strides, Scalar, TensorMut, TensorRef};
+use foo_rs::tensor::{contiguous_strides, Scalar, Strides, TensorMut, TensorRef};
 use foo_rs::DType;
 use std::hint::black_box;
 
-fn tmut(buf: &mut [f32], shape: &[usize], strides: Vec<isize>) -> TensorMut {
+fn tmut(buf: &mut [f32], shape: &[usize], strides: impl Into<Strides>) -> TensorMut {
     TensorMut {
         ptr: buf.as_mut_ptr() as *mut u8,
-        shape: shape.to_vec(),
-        strides,
+        shape: shape.to_vec().into(),
+        strides: strides.into(),
         dtype: DType::F32,
     }
 }
@@ -29,8 +29,8 @@ fn bench_copy(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("contiguous", n), &n, |b, _| {
             let s = TensorRef {
                 ptr: src.as_ptr() as *const u8,
-                shape: vec![n],
-                strides: vec![1],
+                shape: smallvec::smallvec![n],
+                strides: smallvec::smallvec![1],
                 dtype: DType::F32,
             };
             let d = tmut(&mut dst, &[n], vec![1]);
@@ -40,8 +40,8 @@ fn bench_copy(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("transpose", side * side), &n, |b, _| {
             let s = TensorRef {
                 ptr: src.as_ptr() as *const u8,
-                shape: vec![side, side],
-                strides: vec![1, side as isize],
+                shape: smallvec::smallvec![side, side],
+                strides: smallvec::smallvec![1, side as isize],
                 dtype: DType::F32,
             };
             let d = tmut(&mut dst, &[side, side], contiguous_strides(&[side, side]));
@@ -67,7 +67,7 @@ fn bench_fill(c: &mut Criterion) {
 fn tref(buf: &[f32], shape: &[usize]) -> TensorRef {
     TensorRef {
         ptr: buf.as_ptr() as *const u8,
-        shape: shape.to_vec(),
+        shape: shape.to_vec().into(),
         strides: contiguous_strides(shape),
         dtype: DType::F32,
     }
@@ -112,7 +112,7 @@ fn bench_elementwise(c: &mut Criterion) {
             // The output keeps the input's rank (size 1 along reduced dims).
             let om = TensorMut {
                 ptr: s.as_mut_ptr() as *mut u8,
-                shape: out_shape.to_vec(),
+                shape: out_shape.to_vec().into(),
                 strides: contiguous_strides(&out_shape),
                 dtype: DType::F32,
             };

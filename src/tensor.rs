@@ -3,10 +3,20 @@
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::invalid_arg;
+use smallvec::SmallVec;
 use std::ffi::c_void;
+
+/// Inline capacity of a shape: tensors of up to this rank describe themselves without a heap
+/// allocation (each small op builds several views; their allocations were ~10% of its cost).
+pub const INLINE_DIMS: usize = 6;
+/// A shape (sizes in elements), inline up to `INLINE_DIMS` dimensions.
+pub type Dims = SmallVec<[usize; INLINE_DIMS]>;
+/// Strides in elements (may be 0 or negative), inline up to `INLINE_DIMS` dimensions.
+pub type Strides = SmallVec<[isize; INLINE_DIMS]>;
 
 /// Largest rank a descriptor may carry (PyTorch itself caps TensorIterator at 25 dims).
 pub const MAX_DIMS: usize = 25;
+const _: () = assert!(std::mem::size_of::<isize>() == std::mem::size_of::<i64>());
 
 /// `#[repr(C)]` tensor descriptor, one definition (mirrored by `FooTensor` in `foo_ffi.h`).
 /// `data` points at element 0 (storage base + storage offset); strides are in elements.
@@ -25,8 +35,8 @@ pub struct FooTensor {
 #[derive(Debug, Clone)]
 pub struct TensorRef {
     pub ptr: *const u8,
-    pub shape: Vec<usize>,
-    pub strides: Vec<isize>,
+    pub shape: Dims,
+    pub strides: Strides,
     pub dtype: DType,
 }
 
@@ -35,8 +45,8 @@ pub struct TensorRef {
 #[derive(Debug, Clone)]
 pub struct TensorMut {
     pub ptr: *mut u8,
-    pub shape: Vec<usize>,
-    pub strides: Vec<isize>,
+    pub shape: Dims,
+    pub strides: Strides,
     pub dtype: DType,
 }
 
@@ -50,7 +60,7 @@ unsafe impl Send for TensorMut {}
 // SAFETY: see above.
 unsafe impl Sync for TensorMut {}
 
-fn read_layout(t: &FooTensor) -> FooResult<(Vec<usize>, Vec<isize>, DType)> {
+fn read_layout(t: &FooTensor) -> FooResult<(Dims, Strides, DType)> {
     let dtype = DType::from_code(t.dtype)?;
     let ndim = t.ndim;
     if ndim < 0 || ndim as usize > MAX_DIMS {
@@ -58,26 +68,27 @@ fn read_layout(t: &FooTensor) -> FooResult<(Vec<usize>, Vec<isize>, DType)> {
     }
     let ndim = ndim as usize;
     if ndim == 0 {
-        return Ok((vec![], vec![], dtype));
+        return Ok((Dims::new(), Strides::new(), dtype));
     }
     if t.sizes.is_null() || t.strides.is_null() {
         return invalid_arg!("tensor descriptor has null sizes/strides");
     }
-    // SAFETY: the glue passes pointers to `ndim` int64 sizes and strides that outlive this call.
+    // SAFETY: the glue passes pointers to `ndim` int64 sizes and strides that outlive this call;
+    // isize has i64's size and alignment on the 64-bit targets this crate builds for.
     let (sizes, strides) = unsafe {
         (
-            std::slice::from_raw_parts(t.sizes, ndim),
-            std::slice::from_raw_parts(t.strides, ndim),
+            std::slice::from_raw_parts(t.sizes as *const isize, ndim),
+            std::slice::from_raw_parts(t.strides as *const isize, ndim),
         )
     };
-    let mut shape = Vec::with_capacity(ndim);
-    for &s in sizes {
-        if s < 0 {
-            return invalid_arg!("negative dimension size {s}");
-        }
-        shape.push(s as usize);
+    if let Some(s) = sizes.iter().find(|&&s| s < 0) {
+        return invalid_arg!("negative dimension size {s}");
     }
-    let strides = strides.iter().map(|&s| s as isize).collect();
+    // Sizes are non-negative, so their bits are the same as usize's: copy them in one go.
+    // SAFETY: the same `ndim` sizes, all checked non-negative just above.
+    let shape =
+        Dims::from_slice(unsafe { std::slice::from_raw_parts(t.sizes as *const usize, ndim) });
+    let strides = Strides::from_slice(strides);
     Ok((shape, strides, dtype))
 }
 
@@ -143,8 +154,8 @@ impl TensorMut {
     pub fn as_ref(&self) -> TensorRef {
         TensorRef {
             ptr: self.ptr,
-            shape: self.shape.clone(),
-            strides: self.strides.clone(),
+            shape: self.shape.clone().as_slice().into(),
+            strides: self.strides.clone().as_slice().into(),
             dtype: self.dtype,
         }
     }
@@ -168,8 +179,8 @@ pub fn is_contiguous(shape: &[usize], strides: &[isize]) -> bool {
 }
 
 /// Contiguous (row-major) strides for a shape.
-pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
-    let mut strides = vec![0isize; shape.len()];
+pub fn contiguous_strides(shape: &[usize]) -> Strides {
+    let mut strides: Strides = smallvec::smallvec![0isize; shape.len()];
     let mut acc = 1isize;
     for i in (0..shape.len()).rev() {
         strides[i] = acc;

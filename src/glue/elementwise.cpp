@@ -4,7 +4,11 @@
 
 namespace foo::ew {
 
-at::Tensor input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntArrayRef shape, const at::TensorOptions& options) {
+const at::Tensor& input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntArrayRef shape,
+                           const at::TensorOptions& options, at::Tensor& keep) {
+  // The common case (a foo tensor of the right dtype and shape) is described as it is: no
+  // refcount traffic on the per-op path.
+  if (!t.device().is_cpu() && t.scalar_type() == dtype && t.sizes().equals(shape)) return t;
   at::Tensor x = t;
   if (x.device().is_cpu()) {
     TORCH_CHECK(x.dim() == 0, "foo kernels take CPU tensors only as 0-dim scalars, got shape ", x.sizes());
@@ -12,7 +16,8 @@ at::Tensor input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntArrayRef 
   } else if (x.scalar_type() != dtype) {
     x = x.to(dtype);
   }
-  return x.sizes().equals(shape) ? x : x.expand(shape);
+  keep = x.sizes().equals(shape) ? x : x.expand(shape);
+  return keep;
 }
 
 FooScalar absent() {
@@ -53,7 +58,8 @@ at::Tensor launch_unary(at::TensorIterator& iter, int32_t op, at::ScalarType res
 at::Tensor launch_unary_raw(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
                             const std::vector<FooScalar>& p) {
   return run(iter, result, [&](const at::Tensor& target) {
-    const at::Tensor a = input_as(iter.input(0), input, target.sizes(), target.options());
+    at::Tensor keep_a;
+    const at::Tensor& a = input_as(iter.input(0), input, target.sizes(), target.options(), keep_a);
     const FooTensor o = describe(target), da = describe(a);
     check(foo_unary(op, &o, &da, p.data(), static_cast<int32_t>(p.size())), "foo unary op");
   });
@@ -63,8 +69,10 @@ at::Tensor launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType re
                          std::initializer_list<c10::Scalar> params) {
   const auto p = to_ffi(params);
   return run(iter, result, [&](const at::Tensor& target) {
-    const at::Tensor x = input_as(iter.input(0), a, target.sizes(), target.options());
-    const at::Tensor y = input_as(iter.input(1), b, target.sizes(), target.options());
+    at::Tensor keep_x;
+    const at::Tensor& x = input_as(iter.input(0), a, target.sizes(), target.options(), keep_x);
+    at::Tensor keep_y;
+    const at::Tensor& y = input_as(iter.input(1), b, target.sizes(), target.options(), keep_y);
     const FooTensor o = describe(target), dx = describe(x), dy = describe(y);
     check(foo_binary(op, &o, &dx, &dy, p.data(), static_cast<int32_t>(p.size())), "foo binary op");
   });
@@ -74,9 +82,12 @@ at::Tensor launch_ternary(at::TensorIterator& iter, int32_t op, at::ScalarType r
                           at::ScalarType b, at::ScalarType c, std::initializer_list<c10::Scalar> params) {
   const auto p = to_ffi(params);
   return run(iter, result, [&](const at::Tensor& target) {
-    const at::Tensor x = input_as(iter.input(0), a, target.sizes(), target.options());
-    const at::Tensor y = input_as(iter.input(1), b, target.sizes(), target.options());
-    const at::Tensor z = input_as(iter.input(2), c, target.sizes(), target.options());
+    at::Tensor keep_x;
+    const at::Tensor& x = input_as(iter.input(0), a, target.sizes(), target.options(), keep_x);
+    at::Tensor keep_y;
+    const at::Tensor& y = input_as(iter.input(1), b, target.sizes(), target.options(), keep_y);
+    at::Tensor keep_z;
+    const at::Tensor& z = input_as(iter.input(2), c, target.sizes(), target.options(), keep_z);
     const FooTensor o = describe(target), dx = describe(x), dy = describe(y), dz = describe(z);
     check(foo_ternary(op, &o, &dx, &dy, &dz, p.data(), static_cast<int32_t>(p.size())), "foo ternary op");
   });

@@ -13,8 +13,10 @@
 namespace foo::ew {
 
 // A CPU scalar becomes a foo scalar, a tensor of another dtype is converted (by Rust), and the
-// result is broadcast to `shape`.
-at::Tensor input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntArrayRef shape, const at::TensorOptions& options);
+// result is broadcast to `shape`. Returns `t` itself when it needs none of that, else the
+// converted tensor, held in `keep`.
+const at::Tensor& input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntArrayRef shape,
+                           const at::TensorOptions& options, at::Tensor& keep);
 
 // Runs a Rust kernel that writes `result` from inputs read as `inputs` (one dtype per iterator
 // input). Returns the iterator's output.

@@ -180,7 +180,7 @@ mod tests {
             &[2, 2],
         );
         let mut m = b.m();
-        m.strides = vec![1, 2];
+        m.strides = smallvec::smallvec![1, 2];
         assert!(unscale(&m, 0.5).unwrap());
         assert_eq!(b.data[0], bf16::from_f32(2.0));
         assert_eq!(b.data[3], bf16::from_f32(4.0));

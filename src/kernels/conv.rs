@@ -784,7 +784,7 @@ fn backward_weight_impl<T: GemmElem>(
 
 /// `grad_bias[o] = sum over n and positions of grad_output[n, o]` (contiguous `[N, O, ...]`).
 pub fn conv_backward_bias(grad_bias: &TensorMut, grad_output: &TensorRef) -> FooResult<()> {
-    if grad_output.ndim() < 2 || grad_bias.shape != [grad_output.shape[1]] {
+    if grad_output.ndim() < 2 || grad_bias.shape[..] != [grad_output.shape[1]] {
         return invalid_arg!("convolution_backward: bias gradient shape mismatch");
     }
     require_contiguous("grad_output", &grad_output.shape, &grad_output.strides)?;
@@ -1017,8 +1017,8 @@ mod tests {
         let xr = if strided {
             TensorRef {
                 ptr: xt.as_ptr() as *const u8,
-                shape: case.x.to_vec(),
-                strides: vec![
+                shape: case.x.to_vec().into(),
+                strides: smallvec::smallvec![
                     (c * id * ih * iw) as isize,
                     (id * ih * iw) as isize,
                     (ih * iw) as isize,

@@ -68,15 +68,15 @@ mod tests {
     fn tref<T>(data: &[T], shape: &[usize], strides: &[isize], dtype: DType) -> TensorRef {
         TensorRef {
             ptr: data.as_ptr() as *const u8,
-            shape: shape.to_vec(),
-            strides: strides.to_vec(),
+            shape: shape.to_vec().into(),
+            strides: strides.to_vec().into(),
             dtype,
         }
     }
     fn tmut<T>(data: &mut [T], shape: &[usize], dtype: DType) -> TensorMut {
         TensorMut {
             ptr: data.as_mut_ptr() as *mut u8,
-            shape: shape.to_vec(),
+            shape: shape.to_vec().into(),
             strides: contiguous_strides(shape),
             dtype,
         }
@@ -133,8 +133,8 @@ mod tests {
         let mut dst32 = vec![0f32; n];
         let rev = TensorRef {
             ptr: src[n - 1..].as_ptr() as *const u8,
-            shape: vec![n],
-            strides: vec![-1],
+            shape: smallvec::smallvec![n],
+            strides: smallvec::smallvec![-1],
             dtype: DType::F64,
         };
         copy(&tmut(&mut dst32, &[n], DType::F32), &rev).unwrap();
@@ -165,14 +165,14 @@ mod regression {
         let mut dst = vec![0f32; 42];
         let d = TensorMut {
             ptr: dst.as_mut_ptr() as *mut u8,
-            shape: vec![6, 7],
-            strides: vec![7, 1],
+            shape: smallvec::smallvec![6, 7],
+            strides: smallvec::smallvec![7, 1],
             dtype: DType::F32,
         };
         let s = TensorRef {
             ptr: src.as_ptr() as *const u8,
-            shape: vec![6, 7],
-            strides: vec![0, 1],
+            shape: smallvec::smallvec![6, 7],
+            strides: smallvec::smallvec![0, 1],
             dtype: DType::F32,
         };
         copy(&d, &s).unwrap();

@@ -59,16 +59,16 @@ mod tests {
         let mut data = vec![0i32; 12];
         let t = TensorMut {
             ptr: data.as_mut_ptr() as *mut u8,
-            shape: vec![3, 2],
-            strides: vec![4, 2],
+            shape: smallvec::smallvec![3, 2],
+            strides: smallvec::smallvec![4, 2],
             dtype: DType::I32,
         };
         fill(&t, &Scalar::from_f64(7.9)).unwrap();
         assert_eq!(data, vec![7, 0, 7, 0, 7, 0, 7, 0, 7, 0, 7, 0]);
         let one = TensorRef {
             ptr: data.as_ptr() as *const u8,
-            shape: vec![],
-            strides: vec![],
+            shape: smallvec::smallvec![],
+            strides: smallvec::smallvec![],
             dtype: DType::I32,
         };
         assert_eq!(read_scalar(&one).unwrap(), Scalar::from_i64(7));
@@ -79,8 +79,8 @@ mod tests {
         let data = [1.0f32, 2.0];
         let t = TensorRef {
             ptr: data.as_ptr() as *const u8,
-            shape: vec![2],
-            strides: vec![1],
+            shape: smallvec::smallvec![2],
+            strides: smallvec::smallvec![1],
             dtype: DType::F32,
         };
         assert!(read_scalar(&t).is_err());

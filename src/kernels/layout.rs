@@ -2,6 +2,7 @@
 //! memory order, merge dims that are contiguous in every operand, and build ndarray views over
 //! raw device pointers (including zero strides from broadcasting and negative strides from flips).
 
+use crate::tensor::{Dims, Strides};
 use ndarray::{ArrayViewD, ArrayViewMutD, Axis, IxDyn, ShapeBuilder};
 
 /// Elements below which a kernel stays on the calling thread: the rayon hand-off costs more
@@ -11,8 +12,8 @@ pub const GRAIN: usize = 1 << 15;
 /// A shape with one stride vector per operand (operand 0 is the output), after coalescing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout<const N: usize> {
-    pub shape: Vec<usize>,
-    pub strides: [Vec<isize>; N],
+    pub shape: Dims,
+    pub strides: [Strides; N],
 }
 
 impl<const N: usize> Layout<N> {
@@ -33,15 +34,15 @@ impl<const N: usize> Layout<N> {
 /// Coalesces `shape` for `N` operands; operand 0 decides the traversal order.
 pub fn coalesce<const N: usize>(shape: &[usize], strides: [&[isize]; N]) -> Layout<N> {
     // Keep non-trivial dims only.
-    let mut dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+    let mut dims: Dims = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
     // Outer-to-inner by the output's stride magnitude (stable: ties keep logical order).
     dims.sort_by(|&a, &b| {
         strides[0][b]
             .unsigned_abs()
             .cmp(&strides[0][a].unsigned_abs())
     });
-    let mut out_shape: Vec<usize> = Vec::with_capacity(dims.len());
-    let mut out_strides: [Vec<isize>; N] = std::array::from_fn(|_| Vec::with_capacity(dims.len()));
+    let mut out_shape = Dims::new();
+    let mut out_strides: [Strides; N] = std::array::from_fn(|_| Strides::new());
     for &d in &dims {
         if let Some(&last_n) = out_shape.last() {
             // Merge the previous (outer) dim into this (inner) one when contiguous for everyone.
@@ -131,31 +132,31 @@ mod tests {
     #[test]
     fn contiguous_collapses_to_one_dim() {
         let l = coalesce(&[2, 3, 4], [&[12, 4, 1], &[12, 4, 1]]);
-        assert_eq!(l.shape, vec![24]);
+        assert_eq!(l.shape[..], [24]);
         assert!(l.is_flat_contiguous());
     }
 
     #[test]
     fn transposed_input_keeps_two_dims() {
         let l = coalesce(&[3, 4], [&[4, 1], &[1, 3]]);
-        assert_eq!(l.shape, vec![3, 4]);
-        assert_eq!(l.strides[1], vec![1, 3]);
+        assert_eq!(l.shape[..], [3, 4]);
+        assert_eq!(l.strides[1][..], [1, 3]);
     }
 
     #[test]
     fn broadcast_and_unit_dims() {
         let l = coalesce(&[1, 5, 1, 6], [&[30, 6, 6, 1], &[0, 0, 0, 1]]);
-        assert_eq!(l.shape, vec![5, 6]);
-        assert_eq!(l.strides[1], vec![0, 1]);
+        assert_eq!(l.shape[..], [5, 6]);
+        assert_eq!(l.strides[1][..], [0, 1]);
     }
 
     #[test]
     fn output_order_drives_traversal() {
         // Output is column-major: traversal goes along dim 0 innermost.
         let l = coalesce(&[3, 4], [&[1, 3], &[4, 1]]);
-        assert_eq!(l.shape, vec![4, 3]);
-        assert_eq!(l.strides[0], vec![3, 1]);
-        assert_eq!(l.strides[1], vec![1, 4]);
+        assert_eq!(l.shape[..], [4, 3]);
+        assert_eq!(l.strides[0][..], [3, 1]);
+        assert_eq!(l.strides[1][..], [1, 4]);
     }
 
     #[test]

@@ -283,7 +283,7 @@ fn widened(
 ) -> FooResult<()> {
     let view = |buf: &[f32], shape: &[usize]| TensorRef {
         ptr: buf.as_ptr() as *const u8,
-        shape: shape.to_vec(),
+        shape: shape.to_vec().into(),
         strides: crate::tensor::contiguous_strides(shape),
         dtype: DType::F32,
     };
@@ -527,8 +527,8 @@ mod tests {
         // a stored as k x m (transposed view).
         let at = Owned::new(data(m * k, 5), &[1, k, m]);
         let mut a = at.r();
-        a.shape = vec![1, m, k];
-        a.strides = vec![0, 1, m as isize];
+        a.shape = smallvec::smallvec![1, m, k];
+        a.strides = smallvec::smallvec![0, 1, m as isize];
         let b = Owned::new(data(k * n, 6), &[1, k, n]);
         let mut out = Owned::<f64>::zeros(&[1, m, n]);
         let one = Scalar::from_f64(1.0);

@@ -440,7 +440,7 @@ pub(crate) mod testing {
             assert_eq!(data.len(), shape.iter().product::<usize>());
             Owned {
                 data,
-                shape: shape.to_vec(),
+                shape: shape.to_vec().into(),
             }
         }
         pub fn zeros(shape: &[usize]) -> Self {
@@ -449,7 +449,7 @@ pub(crate) mod testing {
         pub fn r(&self) -> TensorRef {
             TensorRef {
                 ptr: self.data.as_ptr() as *const u8,
-                shape: self.shape.clone(),
+                shape: self.shape.clone().as_slice().into(),
                 strides: contiguous_strides(&self.shape),
                 dtype: T::DTYPE,
             }
@@ -469,7 +469,7 @@ pub(crate) mod testing {
                 .collect();
             TensorRef {
                 ptr: self.data.as_ptr() as *const u8,
-                shape: shape.to_vec(),
+                shape: shape.to_vec().into(),
                 strides,
                 dtype: T::DTYPE,
             }
@@ -477,7 +477,7 @@ pub(crate) mod testing {
         pub fn m(&mut self) -> TensorMut {
             TensorMut {
                 ptr: self.data.as_mut_ptr() as *mut u8,
-                shape: self.shape.clone(),
+                shape: self.shape.clone().as_slice().into(),
                 strides: contiguous_strides(&self.shape),
                 dtype: T::DTYPE,
             }
@@ -516,8 +516,8 @@ mod tests {
         let a = Owned::new(vec![1i32, 2, 3, 4, 5, 6], &[3, 2]);
         let col = TensorRef {
             ptr: a.data.as_ptr() as *const u8,
-            shape: vec![3],
-            strides: vec![2],
+            shape: smallvec::smallvec![3],
+            strides: smallvec::smallvec![2],
             dtype: DType::I32,
         };
         let mut o = Owned::<bool>::zeros(&[3]);
@@ -533,8 +533,8 @@ mod tests {
         let a = Owned::new((0..r * c).map(|x| x as i64).collect(), &[r, c]);
         let t = TensorRef {
             ptr: a.data.as_ptr() as *const u8,
-            shape: vec![c, r],
-            strides: vec![1, c as isize],
+            shape: smallvec::smallvec![c, r],
+            strides: smallvec::smallvec![1, c as isize],
             dtype: DType::I64,
         };
         let mut o = Owned::<i64>::zeros(&[c, r]);

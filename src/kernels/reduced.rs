@@ -105,8 +105,8 @@ mod tests {
         let w = to_f32_vec(&b.r()).unwrap();
         assert!(w.iter().zip(&b.data).all(|(&x, &y)| x == y.to_f32()));
         let mut t = b.r();
-        t.shape = vec![1000, 100];
-        t.strides = vec![1, 1000];
+        t.shape = smallvec::smallvec![1000, 100];
+        t.strides = smallvec::smallvec![1, 1000];
         let wt = to_f32_vec(&t).unwrap();
         assert_eq!(wt[1], b.data[1000].to_f32());
         let mut h = Owned::<f16>::zeros(&[100, 1000]);

@@ -64,16 +64,16 @@ impl Operand {
     fn r(&self) -> TensorRef {
         TensorRef {
             ptr: self.data.as_ptr() as *const u8,
-            shape: self.shape.to_vec(),
-            strides: self.strides.to_vec(),
+            shape: self.shape.to_vec().into(),
+            strides: self.strides.to_vec().into(),
             dtype: DType::BF16,
         }
     }
     fn m(&mut self) -> TensorMut {
         TensorMut {
             ptr: self.data.as_mut_ptr() as *mut u8,
-            shape: self.shape.to_vec(),
-            strides: self.strides.to_vec(),
+            shape: self.shape.to_vec().into(),
+            strides: self.strides.to_vec().into(),
             dtype: DType::BF16,
         }
     }

@@ -177,7 +177,7 @@ fn check_operands(
             dtype.name()
         );
     }
-    if src.shape != shape {
+    if src.shape[..] != *shape {
         return invalid_arg!(
             "{what}: source shape {:?} differs from {shape:?}",
             src.shape
@@ -190,7 +190,7 @@ fn check_operands(
                 i.index.dtype.name()
             );
         }
-        if i.index.shape != shape {
+        if i.index.shape[..] != *shape {
             return invalid_arg!(
                 "{what}: index shape {:?} differs from the iteration shape {shape:?}",
                 i.index.shape
@@ -522,8 +522,8 @@ mod tests {
         Indexer {
             index: TensorRef {
                 ptr: t.data.as_ptr() as *const u8,
-                shape: shape.to_vec(),
-                strides: strides.to_vec(),
+                shape: shape.to_vec().into(),
+                strides: strides.to_vec().into(),
                 dtype: DType::I64,
             },
             size,
@@ -543,7 +543,7 @@ mod tests {
         let ix = Owned::new(vec![2i64, -3, 1], &[3]);
         let mut out = Owned::<f32>::zeros(&[3, 2]);
         let s = TensorRef {
-            strides: vec![0, 1],
+            strides: smallvec::smallvec![0, 1],
             ..src.r()
         };
         let i = indexer(&ix, &[3, 2], &[1, 0], 3, 2);
@@ -557,8 +557,8 @@ mod tests {
         let ix = Owned::new(vec![0i64, 5], &[2]);
         let mut out = Owned::<u8>::zeros(&[2]);
         let s = TensorRef {
-            shape: vec![2],
-            strides: vec![0],
+            shape: smallvec::smallvec![2],
+            strides: smallvec::smallvec![0],
             ..src.r()
         };
         let e = index_gather(
@@ -574,7 +574,7 @@ mod tests {
         );
         let ix = Owned::new(vec![-1i64], &[1]);
         let s1 = TensorRef {
-            shape: vec![1],
+            shape: smallvec::smallvec![1],
             ..s
         };
         let mut out = Owned::<u8>::zeros(&[1]);
@@ -595,7 +595,7 @@ mod tests {
             let src = Owned::new((0..4 * cols).map(|x| x as f64).collect(), &[4, cols]);
             let ix = Owned::new(vec![1i64, 1, 3, 1], &[4]);
             let d = TensorMut {
-                strides: vec![0, 1],
+                strides: smallvec::smallvec![0, 1],
                 ..dst.m()
             };
             let i = indexer(&ix, &[4, cols], &[1, 0], 4, cols as isize);
@@ -615,7 +615,7 @@ mod tests {
         let src = Owned::new(vec![2i32, 3, 4], &[3]);
         let ix = Owned::new(vec![0i64, 0, 2], &[3]);
         let d = TensorMut {
-            strides: vec![0],
+            strides: smallvec::smallvec![0],
             ..dst.m()
         };
         let i = indexer(&ix, &[3], &[1], 3, 1);

@@ -240,7 +240,7 @@ mod tests {
         // [[0, 1], [-0.0, nan]] stored transposed.
         let data = Owned::new(vec![0f32, -0.0, 1.0, f32::NAN], &[2, 2]);
         let t = TensorRef {
-            strides: vec![1, 2],
+            strides: smallvec::smallvec![1, 2],
             ..data.r()
         };
         assert_eq!(count_nonzero(&t).unwrap(), 2);

@@ -203,8 +203,8 @@ pub fn bernoulli_tensor(out: &TensorMut, prob: &TensorRef, gen: u64) -> FooResul
     let mut u = vec![0f64; n];
     let scratch = TensorMut {
         ptr: u.as_mut_ptr() as *mut u8,
-        shape: vec![n],
-        strides: vec![1],
+        shape: smallvec::smallvec![n],
+        strides: smallvec::smallvec![1],
         dtype: crate::DType::F64,
     };
     let (seed, offset) = reserve(gen, 2 * n as u64)?;
@@ -252,8 +252,8 @@ pub fn randperm(out: &TensorMut, gen: u64) -> FooResult<()> {
     let mut keys = vec![0u64; n];
     let kt = TensorMut {
         ptr: keys.as_mut_ptr() as *mut u8,
-        shape: vec![n],
-        strides: vec![1],
+        shape: smallvec::smallvec![n],
+        strides: smallvec::smallvec![1],
         dtype: crate::DType::U64,
     };
     let (seed, offset) = reserve(gen, 2 * n as u64)?;
@@ -334,8 +334,8 @@ pub fn multinomial(
     let mut u = vec![0f64; draws];
     let ut = TensorMut {
         ptr: u.as_mut_ptr() as *mut u8,
-        shape: vec![draws],
-        strides: vec![1],
+        shape: smallvec::smallvec![draws],
+        strides: smallvec::smallvec![1],
         dtype: crate::DType::F64,
     };
     let (seed, offset) = reserve(gen, 2 * draws as u64)?;
