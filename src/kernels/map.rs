@@ -440,7 +440,7 @@ pub(crate) mod testing {
             assert_eq!(data.len(), shape.iter().product::<usize>());
             Owned {
                 data,
-                shape: shape.to_vec().into(),
+                shape: shape.to_vec(),
             }
         }
         pub fn zeros(shape: &[usize]) -> Self {
