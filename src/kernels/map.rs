@@ -10,8 +10,10 @@
 use super::element::Element;
 use super::layout::{coalesce, Layout, GRAIN};
 use super::parallel::parallel_for;
+use super::tiles::{drive_tiles, wants_tiles};
 use crate::error::{FooError, FooResult};
 use crate::tensor::{TensorMut, TensorRef};
+use std::mem::size_of;
 
 fn check_operand<T: Element>(
     what: &str,
@@ -276,6 +278,21 @@ pub fn map1<A: Element, O: Element>(
         return Ok(());
     }
     let l = coalesce(&out.shape, [&out.strides, &a.strides]);
+    if wants_tiles(&l) {
+        let sizes = [size_of::<O>(), size_of::<A>()];
+        // SAFETY: the layout came from the operands' shapes and strides; the glue keeps the
+        // output from overlapping itself or the input; rows hand `len` dense elements over.
+        unsafe {
+            drive_tiles(&l, [out.ptr as usize, a.ptr as usize], sizes, &|p, len| {
+                dense1(
+                    std::slice::from_raw_parts_mut(p[0] as *mut O, len),
+                    std::slice::from_raw_parts(p[1] as *const A, len),
+                    &f,
+                )
+            })
+        };
+        return Ok(());
+    }
     let [so, sa] = inner_strides(&l);
     let (po, pa) = (Base::of(out.ptr), Base::of(a.ptr));
     drive_rows(&l, &|off, len| {
@@ -313,6 +330,22 @@ pub fn map2<A: Element, B: Element, O: Element>(
         return Ok(());
     }
     let l = coalesce(&out.shape, [&out.strides, &a.strides, &b.strides]);
+    if wants_tiles(&l) {
+        let bases = [out.ptr as usize, a.ptr as usize, b.ptr as usize];
+        let sizes = [size_of::<O>(), size_of::<A>(), size_of::<B>()];
+        // SAFETY: as in map1.
+        unsafe {
+            drive_tiles(&l, bases, sizes, &|p, len| {
+                dense2(
+                    std::slice::from_raw_parts_mut(p[0] as *mut O, len),
+                    std::slice::from_raw_parts(p[1] as *const A, len),
+                    std::slice::from_raw_parts(p[2] as *const B, len),
+                    &f,
+                )
+            })
+        };
+        return Ok(());
+    }
     let [so, sa, sb] = inner_strides(&l);
     let (po, pa, pb) = (Base::of(out.ptr), Base::of(a.ptr), Base::of(b.ptr));
     if l.shape.len() == 2 && so == 1 && sa == 1 && sb == 1 {

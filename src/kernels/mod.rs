@@ -21,5 +21,6 @@ pub mod random;
 pub mod reduce;
 pub mod reduced;
 pub mod ternary;
+pub mod tiles;
 pub mod unary;
 pub mod vmath;

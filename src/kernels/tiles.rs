@@ -1,0 +1,384 @@
+//! Elementwise ops with a transposed operand (`a + b.t()`, `b.t().contiguous()`): the row walk
+//! of [`super::map`] reads such an operand one element per cache line, and a 1000-wide matrix
+//! needs its whole 1000-line column set to stay in cache between rows. Here the 2-D index space
+//! is cut into tiles of [`TILE_ROWS`] rows: a transposed operand's tile is first gathered into
+//! a dense buffer, reading whole cache lines along its own rows, and then every row of the tile
+//! is an ordinary dense row for the op's vectorized inner loop.
+//!
+//! The driver moves bytes by element size, so it is compiled once per operand count, not once
+//! per op and dtype.
+
+use super::layout::{Layout, GRAIN};
+use super::parallel::parallel_for;
+use std::mem::MaybeUninit;
+
+/// Rows per tile: 16 consecutive elements of a transposed 4-byte operand are one 64-byte line.
+pub const TILE_ROWS: usize = 16;
+/// Bytes of one operand's gathered tile: output rows, dense input rows and the tiles of a
+/// binary op stay within L2 and mostly within L1.
+const TILE_BYTES: usize = 16 * 1024;
+
+#[repr(C, align(64))]
+struct TileBuf([MaybeUninit<u8>; TILE_BYTES]);
+
+/// Whether `l` should be walked in tiles: two dims, the output dense along its rows, and some
+/// input stepping further in memory along a row than down a column (a transposed view).
+pub fn wants_tiles<const N: usize>(l: &Layout<N>) -> bool {
+    l.shape.len() == 2
+        && l.shape[0] >= TILE_ROWS / 2
+        && l.strides[0][1] == 1
+        && (1..N).any(|k| {
+            let (outer, inner) = (
+                l.strides[k][0].unsigned_abs(),
+                l.strides[k][1].unsigned_abs(),
+            );
+            inner > 1 && outer < inner
+        })
+}
+
+/// `dst[r * cols + j] = src[r * so + j * si]` for `r < rows`, `j < cols`, moving `size`-byte
+/// elements. A transposed source (`so == 1`) of 4- or 8-byte elements goes through register
+/// block transposes; otherwise the row index runs innermost, so the source is still read a
+/// cache line at a time.
+///
+/// # Safety
+/// `src` must be readable at every addressed element and `dst` writable for `rows * cols`
+/// elements; they must not overlap.
+unsafe fn gather(
+    dst: *mut u8,
+    src: *const u8,
+    size: usize,
+    rows: usize,
+    cols: usize,
+    so: isize,
+    si: isize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if so == 1 && (size == 4 || size == 8) && avx2() {
+        // SAFETY: AVX2 is present; the rest is the caller's contract.
+        unsafe { gather_transposed_avx2(dst, src, size, rows, cols, si) };
+        return;
+    }
+    // SAFETY: caller's contract.
+    unsafe { gather_scalar(dst, src, size, 0..rows, 0..cols, cols, so, si) };
+}
+
+/// The scalar gather over the sub-block `rows` x `js` of a tile `cols` wide.
+///
+/// # Safety
+/// As [`gather`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather_scalar(
+    dst: *mut u8,
+    src: *const u8,
+    size: usize,
+    rows: std::ops::Range<usize>,
+    js: std::ops::Range<usize>,
+    cols: usize,
+    so: isize,
+    si: isize,
+) {
+    macro_rules! by {
+        ($t:ty) => {{
+            let (d, s) = (dst as *mut $t, src as *const $t);
+            for j in js.clone() {
+                let col = s.offset(j as isize * si);
+                for r in rows.clone() {
+                    // SAFETY: caller's contract.
+                    *d.add(r * cols + j) = *col.offset(r as isize * so);
+                }
+            }
+        }};
+    }
+    match size {
+        1 => by!(u8),
+        2 => by!(u16),
+        4 => by!(u32),
+        8 => by!(u64),
+        _ => by!(u128),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2() -> bool {
+    use std::sync::OnceLock;
+    static AVX2: OnceLock<bool> = OnceLock::new();
+    *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
+}
+
+/// [`gather`] of a source with `so == 1`: blocks of 8x8 (4-byte) or 4x4 (8-byte) elements are
+/// loaded as column vectors (contiguous in the source), transposed in registers and stored as
+/// row vectors; the ragged edges go through the scalar loop.
+///
+/// # Safety
+/// As [`gather`], and the CPU supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn gather_transposed_avx2(
+    dst: *mut u8,
+    src: *const u8,
+    size: usize,
+    rows: usize,
+    cols: usize,
+    si: isize,
+) {
+    let b = if size == 4 { 8 } else { 4 };
+    let (rb, cb) = (rows / b * b, cols / b * b);
+    for r in (0..rb).step_by(b) {
+        for j in (0..cb).step_by(b) {
+            // SAFETY: a full b x b block inside the tile (caller's contract).
+            unsafe {
+                let s = src.offset((r as isize + j as isize * si) * size as isize);
+                let d = dst.add((r * cols + j) * size);
+                if size == 4 {
+                    transpose8x8_32(s as *const f32, si, d as *mut f32, cols);
+                } else {
+                    transpose4x4_64(s as *const f64, si, d as *mut f64, cols);
+                }
+            }
+        }
+    }
+    // SAFETY: the edges, in bounds by the caller's contract.
+    unsafe {
+        gather_scalar(dst, src, size, 0..rb, cb..cols, cols, 1, si);
+        gather_scalar(dst, src, size, rb..rows, 0..cols, cols, 1, si);
+    }
+}
+
+/// `d[i * dstride + k] = s[k * sstride + i]` for an 8x8 block of 32-bit elements.
+///
+/// # Safety
+/// Both blocks must be in bounds; AVX2 is present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose8x8_32(s: *const f32, sstride: isize, d: *mut f32, dstride: usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: caller's contract (8 rows of 8 elements each side).
+    unsafe {
+        let l = |k: isize| _mm256_loadu_ps(s.offset(k * sstride));
+        let (r0, r1, r2, r3) = (l(0), l(1), l(2), l(3));
+        let (r4, r5, r6, r7) = (l(4), l(5), l(6), l(7));
+        let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+        let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+        let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
+        let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+        let (s0, s1) = (
+            _mm256_shuffle_ps::<0x44>(t0, t2),
+            _mm256_shuffle_ps::<0xEE>(t0, t2),
+        );
+        let (s2, s3) = (
+            _mm256_shuffle_ps::<0x44>(t1, t3),
+            _mm256_shuffle_ps::<0xEE>(t1, t3),
+        );
+        let (s4, s5) = (
+            _mm256_shuffle_ps::<0x44>(t4, t6),
+            _mm256_shuffle_ps::<0xEE>(t4, t6),
+        );
+        let (s6, s7) = (
+            _mm256_shuffle_ps::<0x44>(t5, t7),
+            _mm256_shuffle_ps::<0xEE>(t5, t7),
+        );
+        let st = |i: usize, v: __m256| _mm256_storeu_ps(d.add(i * dstride), v);
+        st(0, _mm256_permute2f128_ps::<0x20>(s0, s4));
+        st(1, _mm256_permute2f128_ps::<0x20>(s1, s5));
+        st(2, _mm256_permute2f128_ps::<0x20>(s2, s6));
+        st(3, _mm256_permute2f128_ps::<0x20>(s3, s7));
+        st(4, _mm256_permute2f128_ps::<0x31>(s0, s4));
+        st(5, _mm256_permute2f128_ps::<0x31>(s1, s5));
+        st(6, _mm256_permute2f128_ps::<0x31>(s2, s6));
+        st(7, _mm256_permute2f128_ps::<0x31>(s3, s7));
+    }
+}
+
+/// `d[i * dstride + k] = s[k * sstride + i]` for a 4x4 block of 64-bit elements.
+///
+/// # Safety
+/// As [`transpose8x8_32`] with 4 rows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose4x4_64(s: *const f64, sstride: isize, d: *mut f64, dstride: usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: caller's contract (4 rows of 4 elements each side).
+    unsafe {
+        let l = |k: isize| _mm256_loadu_pd(s.offset(k * sstride));
+        let (r0, r1, r2, r3) = (l(0), l(1), l(2), l(3));
+        let (t0, t1) = (_mm256_unpacklo_pd(r0, r1), _mm256_unpackhi_pd(r0, r1));
+        let (t2, t3) = (_mm256_unpacklo_pd(r2, r3), _mm256_unpackhi_pd(r2, r3));
+        let st = |i: usize, v: __m256d| _mm256_storeu_pd(d.add(i * dstride), v);
+        st(0, _mm256_permute2f128_pd::<0x20>(t0, t2));
+        st(1, _mm256_permute2f128_pd::<0x20>(t1, t3));
+        st(2, _mm256_permute2f128_pd::<0x31>(t0, t2));
+        st(3, _mm256_permute2f128_pd::<0x31>(t1, t3));
+    }
+}
+
+/// Calls `row(addresses, len)` for every row segment of `l`: `addresses[k]` is operand k's
+/// byte address of the segment's first element, and every operand is dense along the segment
+/// (operand 0, the output, in place; inputs either in place or in a gathered tile). `bases` are
+/// the operands' byte addresses of element 0 and `sizes` their element sizes.
+///
+/// # Safety
+/// `l` must describe the operands' memory (as built by `coalesce` from their shapes and
+/// strides), the output must not overlap itself or the inputs except elementwise, and `row`
+/// must only access `len` elements from each address.
+pub unsafe fn drive_tiles<const N: usize>(
+    l: &Layout<N>,
+    bases: [usize; N],
+    sizes: [usize; N],
+    row: &(dyn Fn([usize; N], usize) + Sync),
+) {
+    let (rows, cols) = (l.shape[0], l.shape[1]);
+    let widest = sizes.iter().copied().max().unwrap_or(1).max(1);
+    let width = (TILE_BYTES / (TILE_ROWS * widest)).clamp(1, cols.max(1));
+    let tiles = rows.div_ceil(TILE_ROWS);
+    let per_tile = TILE_ROWS * cols;
+    let gathered: [bool; N] = std::array::from_fn(|k| k > 0 && l.strides[k][1] != 1);
+    parallel_for(tiles, (GRAIN / per_tile.max(1)).max(1), &|start, end| {
+        let mut bufs: [TileBuf; N] =
+            std::array::from_fn(|_| TileBuf([MaybeUninit::uninit(); TILE_BYTES]));
+        for t in start..end {
+            let r0 = t * TILE_ROWS;
+            let nr = TILE_ROWS.min(rows - r0);
+            let mut j0 = 0;
+            while j0 < cols {
+                let nc = width.min(cols - j0);
+                // Element (r0, j0) of each operand.
+                let corner: [usize; N] = std::array::from_fn(|k| {
+                    let off = r0 as isize * l.strides[k][0] + j0 as isize * l.strides[k][1];
+                    (bases[k] as isize + off * sizes[k] as isize) as usize
+                });
+                for k in 0..N {
+                    if gathered[k] {
+                        // SAFETY: the tile's elements are in bounds (rows r0.., cols j0.. of
+                        // the layout); the buffer holds TILE_ROWS * width * sizes[k] bytes.
+                        unsafe {
+                            gather(
+                                bufs[k].0.as_mut_ptr() as *mut u8,
+                                corner[k] as *const u8,
+                                sizes[k],
+                                nr,
+                                nc,
+                                l.strides[k][0],
+                                l.strides[k][1],
+                            )
+                        };
+                    }
+                }
+                for r in 0..nr {
+                    let addrs: [usize; N] = std::array::from_fn(|k| {
+                        if gathered[k] {
+                            bufs[k].0.as_ptr() as usize + r * nc * sizes[k]
+                        } else {
+                            let off = r as isize * l.strides[k][0] * sizes[k] as isize;
+                            (corner[k] as isize + off) as usize
+                        }
+                    });
+                    row(addrs, nc);
+                }
+                j0 += nc;
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::layout::coalesce;
+
+    #[test]
+    fn transposed_input_takes_tiles_dense_does_not() {
+        let t = coalesce(&[40, 30], [&[30, 1], &[1, 40]]);
+        assert!(wants_tiles(&t));
+        let dense = coalesce(&[40, 30], [&[30, 1], &[30, 1]]);
+        assert!(!wants_tiles(&dense));
+        let bcast = coalesce(&[40, 30], [&[30, 1], &[1, 0]]);
+        assert!(!wants_tiles(&bcast));
+    }
+
+    #[test]
+    fn gather_every_element_size() {
+        let src: Vec<u64> = (0..12).collect();
+        // A 3x4 view of a 4x3 row-major matrix, transposed: strides (1, 3).
+        let mut dst = [0u64; 12];
+        // SAFETY: in-bounds reads of `src`, writes of 12 elements.
+        unsafe {
+            gather(
+                dst.as_mut_ptr() as *mut u8,
+                src.as_ptr() as *const u8,
+                8,
+                3,
+                4,
+                1,
+                3,
+            )
+        };
+        assert_eq!(dst, [0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]);
+        let src8: Vec<u8> = (0..12).collect();
+        let mut dst8 = [0u8; 12];
+        // SAFETY: as above.
+        unsafe { gather(dst8.as_mut_ptr(), src8.as_ptr(), 1, 3, 4, 1, 3) };
+        assert_eq!(dst8, [0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]);
+    }
+
+    /// The block-transpose path against the scalar loop, on ragged tiles of both sizes.
+    #[test]
+    fn block_transpose_matches_scalar() {
+        for (rows, cols, si) in [
+            (16, 37, 41isize),
+            (8, 8, 8),
+            (13, 5, 20),
+            (3, 9, 3),
+            (16, 256, 300),
+        ] {
+            let n = (rows as isize + cols as isize * si) as usize;
+            let s32: Vec<u32> = (0..n as u32).map(|x| x.wrapping_mul(2654435761)).collect();
+            let s64: Vec<u64> = s32.iter().map(|&x| u64::from(x) << 7).collect();
+            let (mut a32, mut b32) = (vec![0u32; rows * cols], vec![0u32; rows * cols]);
+            let (mut a64, mut b64) = (vec![0u64; rows * cols], vec![0u64; rows * cols]);
+            // SAFETY: every read is below rows + cols * si <= n; writes are rows * cols.
+            unsafe {
+                gather(
+                    a32.as_mut_ptr() as *mut u8,
+                    s32.as_ptr() as *const u8,
+                    4,
+                    rows,
+                    cols,
+                    1,
+                    si,
+                );
+                gather_scalar(
+                    b32.as_mut_ptr() as *mut u8,
+                    s32.as_ptr() as *const u8,
+                    4,
+                    0..rows,
+                    0..cols,
+                    cols,
+                    1,
+                    si,
+                );
+                gather(
+                    a64.as_mut_ptr() as *mut u8,
+                    s64.as_ptr() as *const u8,
+                    8,
+                    rows,
+                    cols,
+                    1,
+                    si,
+                );
+                gather_scalar(
+                    b64.as_mut_ptr() as *mut u8,
+                    s64.as_ptr() as *const u8,
+                    8,
+                    0..rows,
+                    0..cols,
+                    cols,
+                    1,
+                    si,
+                );
+            }
+            assert_eq!(a32, b32, "{rows}x{cols}");
+            assert_eq!(a64, b64, "{rows}x{cols}");
+        }
+    }
+}
