@@ -127,6 +127,12 @@ pub trait FloatStore: Element + PartialOrd {
     fn as_math(_xs: &[Self]) -> Option<&[Self::M]> {
         None
     }
+    /// The mutable counterpart of [`FloatStore::as_math`], for kernels that compute in place
+    /// in their output.
+    #[inline(always)]
+    fn as_math_mut(_xs: &mut [Self]) -> Option<&mut [Self::M]> {
+        None
+    }
 }
 
 impl FloatStore for f32 {
@@ -149,6 +155,10 @@ impl FloatStore for f32 {
     fn as_math(xs: &[f32]) -> Option<&[f32]> {
         Some(xs)
     }
+    #[inline(always)]
+    fn as_math_mut(xs: &mut [f32]) -> Option<&mut [f32]> {
+        Some(xs)
+    }
 }
 
 impl FloatStore for f64 {
@@ -169,6 +179,10 @@ impl FloatStore for f64 {
     }
     #[inline(always)]
     fn as_math(xs: &[f64]) -> Option<&[f64]> {
+        Some(xs)
+    }
+    #[inline(always)]
+    fn as_math_mut(xs: &mut [f64]) -> Option<&mut [f64]> {
         Some(xs)
     }
 }
