@@ -92,15 +92,32 @@ impl FastExp for f64 {
 
 const LANES: usize = 16;
 
-// The helpers below walk `as_chunks::<LANES>()`: fixed-size array chunks give LLVM's SLP
-// vectorizer whole-register loads. Zipped `chunks_exact` iterators compiled to 2-wide pieces
-// (softmax backward ran at 60% of CPU speed because of it).
+/// `x` as `LANES`-element arrays and the remainder (`as_chunks` without its 1.88 MSRV): the
+/// helpers below index fixed-size arrays, which keeps bounds checks out of their inner loops.
+#[inline(always)]
+fn lanes<M>(x: &[M]) -> (impl Iterator<Item = &[M; LANES]>, &[M]) {
+    let c = x.chunks_exact(LANES);
+    let rem = c.remainder();
+    (c.map(|c| c.try_into().expect("a LANES-long chunk")), rem)
+}
+
+/// The mutable counterpart of [`lanes`].
+#[inline(always)]
+fn lanes_mut<M>(x: &mut [M]) -> (impl Iterator<Item = &mut [M; LANES]>, &mut [M]) {
+    let full = x.len() / LANES * LANES;
+    let (body, rem) = x.split_at_mut(full);
+    (
+        body.chunks_exact_mut(LANES)
+            .map(|c| c.try_into().expect("a LANES-long chunk")),
+        rem,
+    )
+}
 
 /// Sum with `LANES` independent accumulators (vectorizes; pairwise-ish rounding).
 #[inline(always)]
 pub fn sum<M: Math>(x: &[M]) -> M {
     let mut acc = [M::zero(); LANES];
-    let (chunks, rem) = x.as_chunks::<LANES>();
+    let (chunks, rem) = lanes(x);
     for c in chunks {
         for j in 0..LANES {
             acc[j] = acc[j] + c[j];
@@ -113,7 +130,7 @@ pub fn sum<M: Math>(x: &[M]) -> M {
 #[inline(always)]
 pub fn sum_map<M: Math>(x: &[M], f: impl Fn(M) -> M) -> M {
     let mut acc = [M::zero(); LANES];
-    let (chunks, rem) = x.as_chunks::<LANES>();
+    let (chunks, rem) = lanes(x);
     for c in chunks {
         for j in 0..LANES {
             acc[j] = acc[j] + f(c[j]);
@@ -128,8 +145,8 @@ pub fn sum_zip<M: Math>(x: &[M], y: &[M], f: impl Fn(M, M) -> M) -> M {
     let n = x.len().min(y.len());
     let (x, y) = (&x[..n], &y[..n]);
     let mut acc = [M::zero(); LANES];
-    let ((cx, rx), (cy, ry)) = (x.as_chunks::<LANES>(), y.as_chunks::<LANES>());
-    for (a, b) in cx.iter().zip(cy) {
+    let ((cx, rx), (cy, ry)) = (lanes(x), lanes(y));
+    for (a, b) in cx.zip(cy) {
         for j in 0..LANES {
             acc[j] = acc[j] + f(a[j], b[j]);
         }
@@ -154,7 +171,7 @@ fn fold<M: Math>(mut acc: [M; LANES], tail: M) -> M {
 #[inline(always)]
 pub fn max<M: Math>(x: &[M]) -> M {
     let mut acc = [M::neg_infinity(); LANES];
-    let (chunks, rem) = x.as_chunks::<LANES>();
+    let (chunks, rem) = lanes(x);
     for c in chunks {
         for j in 0..LANES {
             acc[j] = if c[j] > acc[j] { c[j] } else { acc[j] };
@@ -195,8 +212,8 @@ pub fn exp_sub_into<M: FastExp>(y: &mut [M], x: &[M], m: M) -> M {
     let n = y.len().min(x.len());
     let (y, x) = (&mut y[..n], &x[..n]);
     let mut acc = [M::zero(); LANES];
-    let ((ys, yr), (xs, xr)) = (y.as_chunks_mut::<LANES>(), x.as_chunks::<LANES>());
-    for (c, d) in ys.iter_mut().zip(xs) {
+    let ((ys, yr), (xs, xr)) = (lanes_mut(y), lanes(x));
+    for (c, d) in ys.zip(xs) {
         for j in 0..LANES {
             let e = (d[j] - m).fexp();
             c[j] = e;
