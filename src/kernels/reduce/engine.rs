@@ -39,7 +39,7 @@ pub fn par(total: usize, n: usize, grain: usize, f: &(dyn Fn(usize, usize) + Syn
     }
 }
 /// Columns per task in the outer pattern (the accumulator block stays in L1).
-const COLS: usize = 256;
+const COLS: usize = 1024;
 /// Rows folded into a temporary block before it is merged (a two-level cascade for accuracy).
 const CASCADE: usize = 128;
 
@@ -393,10 +393,28 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
         1
     };
     let per = p.m.div_ceil(splits);
-    // Folds reduction indices r0..r1 of kept row `row`, columns c0..c1, into `accs`.
-    let work = |row: usize, c0: usize, r0: usize, r1: usize, accs: &mut [R::Acc]| {
+    // Folds reduction indices r0..r1 of kept row `row`, columns c0..c1, into `accs` (freshly
+    // initialised), through `tmp` when the range needs more than one cascade.
+    let work = |row: usize,
+                c0: usize,
+                r0: usize,
+                r1: usize,
+                accs: &mut [R::Acc],
+                tmp: &mut Vec<R::Acc>| {
         let io = kept_offsets(&p.kept, row * l)[0] + c0 as isize;
-        let mut tmp = vec![r.init(); accs.len()];
+        if r1 - r0 <= CASCADE {
+            // One cascade: fold straight into `accs`, which start at the identity (a short
+            // reduction, [4, 250000].sum(0), spent most of its time on the temporary block).
+            let mut pos = r0;
+            for_each_row(&p.red, r0, r1, &mut |off, len| {
+                // SAFETY: len input rows of `accs.len()` contiguous kept elements, `rs` apart.
+                unsafe { cols_fast(r, accs, at(io + off[0]), len, rs, pos) };
+                pos += len;
+            });
+            return;
+        }
+        tmp.clear();
+        tmp.resize(accs.len(), r.init());
         let mut count = 0;
         let mut pos = r0;
         for_each_row(&p.red, r0, r1, &mut |off, len| {
@@ -405,7 +423,7 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
                 let n = (len - k).min(CASCADE - count);
                 let row = at(io + off[0] + k as isize * rs);
                 // SAFETY: n input rows of `accs.len()` contiguous kept elements, `rs` apart.
-                unsafe { cols_fast(r, &mut tmp, row, n, rs, pos + k) };
+                unsafe { cols_fast(r, tmp, row, n, rs, pos + k) };
                 count += n;
                 k += n;
                 if count == CASCADE {
@@ -419,7 +437,7 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
             pos += len;
         });
         if count > 0 {
-            for (a, t) in accs.iter_mut().zip(&tmp) {
+            for (a, t) in accs.iter_mut().zip(tmp.iter()) {
                 *a = r.merge(*a, *t);
             }
         }
@@ -427,13 +445,13 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
     let total = p.n * p.m;
     if splits == 1 {
         par(total, tasks, 1, &|s, e| {
-            let mut accs = Vec::with_capacity(COLS);
+            let (mut accs, mut tmp) = (Vec::with_capacity(COLS), Vec::with_capacity(COLS));
             for t in s..e {
                 let (row, b) = (t / blocks, t % blocks);
                 let (c0, c1) = (b * COLS, ((b + 1) * COLS).min(l));
                 accs.clear();
                 accs.resize(c1 - c0, r.init());
-                work(row, c0, 0, p.m, &mut accs);
+                work(row, c0, 0, p.m, &mut accs, &mut tmp);
                 let o = kept_offsets(&p.kept, row * l);
                 for (j, &a) in (c0..c1).zip(&accs) {
                     let j = j as isize;
@@ -449,6 +467,7 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
     let parts_ptr = SyncPtr(parts.as_mut_ptr());
     par(total, tasks * splits, 1, &|s, e| {
         let pp = parts_ptr;
+        let mut tmp = Vec::with_capacity(COLS);
         for t in s..e {
             let (rb, sp) = (t / splits, t % splits);
             let (row, b) = (rb / blocks, rb % blocks);
@@ -456,7 +475,7 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
             let start = (row * splits + sp) * l + c0;
             // SAFETY: each (row, split, block) owns columns c0..c1 of its part row.
             let accs = unsafe { std::slice::from_raw_parts_mut(pp.0.add(start), c1 - c0) };
-            work(row, c0, sp * per, ((sp + 1) * per).min(p.m), accs);
+            work(row, c0, sp * per, ((sp + 1) * per).min(p.m), accs, &mut tmp);
         }
     });
     // Merge split by split over whole rows (contiguous, same order per column as one column at
