@@ -583,3 +583,19 @@ def test_sum_lengths_around_lane_and_block_sizes(n):
         check(lambda t: t.sum(-1), x, **tol)
         check(lambda t: t.sum(), x, **tol)
         check(lambda t: t.mean(-1), x, **tol)
+
+
+@pytest.mark.parametrize("rows", [1, 4, 127, 128, 129, 300])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_outer_reductions_short_and_long(rows, dtype):
+    # Outer reductions of up to one cascade (128 rows) fold straight into the accumulators;
+    # longer ones go through a temporary block per cascade. Wide rows (1500 columns) span two
+    # 1024-column tasks; index-returning reductions must keep the first extreme.
+    x = sample((rows, 1500), dtype, seed=rows)
+    if dtype != torch.int64:
+        x[rows // 2, 7] = x[0, 7]  # a tie in one column
+    tol = {"atol": 1e-4, "rtol": 1e-5} if dtype == torch.float32 else {}
+    for fn in (lambda t: t.sum(0), lambda t: t.amax(0), lambda t: t.argmin(0), lambda t: t.max(0)):
+        check(fn, x, **tol)
+    check(lambda t: t.prod(0), x[:, :40].clamp(-1.5, 1.5) if dtype != torch.int64 else x[:, :40] % 3, **tol)
+    check(lambda t: t.sum(1), x.reshape(rows, 3, 500).transpose(0, 1).contiguous(), **tol)
