@@ -231,6 +231,33 @@ fn allocator() -> &'static Allocator {
     })
 }
 
+/// Blocks of at least this size are aligned to it and backed by transparent huge pages where
+/// the kernel offers them (`madvise` mode): streaming kernels over multi-MB tensors then miss
+/// the TLB 512 times less often.
+pub const HUGE_PAGE: usize = 2 << 20;
+
+fn device_layout(size: usize) -> Layout {
+    let align = if size >= HUGE_PAGE { HUGE_PAGE } else { ALIGN };
+    // Powers of two, and sizes far below isize::MAX after the limit checks.
+    Layout::from_size_align(size, align).expect("valid block layout")
+}
+
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(ptr: *mut u8, size: usize) {
+    extern "C" {
+        fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+    }
+    const MADV_HUGEPAGE: i32 = 14;
+    if size >= HUGE_PAGE {
+        // SAFETY: [ptr, ptr + size) is a block this allocator just obtained; the advice only
+        // changes how the kernel backs it. A refusal (THP off) leaves ordinary pages.
+        unsafe { madvise(ptr as *mut std::ffi::c_void, size, MADV_HUGEPAGE) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_ptr: *mut u8, _size: usize) {}
+
 fn layout(size: usize) -> Layout {
     // ALIGN is a power of two and sizes are far below isize::MAX after the limit checks.
     Layout::from_size_align(size, ALIGN).expect("valid block layout")
@@ -240,8 +267,9 @@ fn release_cached(pool: &mut Pool) {
     for (size, addrs) in pool.cached.drain() {
         let small = size < SMALL_LIMIT;
         for addr in addrs {
-            // SAFETY: cached blocks were allocated with `layout(size)` and are owned by the pool.
-            unsafe { dealloc(addr as *mut u8, layout(size)) };
+            // SAFETY: cached blocks were allocated with `device_layout(size)` and are owned by
+            // the pool.
+            unsafe { dealloc(addr as *mut u8, device_layout(size)) };
             pool.stats.segment.decrease(small, 1);
             pool.stats.reserved_bytes.decrease(small, size);
             pool.stats.num_device_free += 1;
@@ -321,8 +349,12 @@ fn new_segment(pool: &mut Pool, device: usize, size: usize, nbytes: usize) -> Fo
         let ptr = if over_limit(pool) {
             std::ptr::null_mut()
         } else {
-            // SAFETY: `layout(size)` has a non-zero size.
-            unsafe { alloc(layout(size)) }
+            // SAFETY: `device_layout(size)` has a non-zero size.
+            let ptr = unsafe { alloc(device_layout(size)) };
+            if !ptr.is_null() {
+                advise_huge_pages(ptr, size);
+            }
+            ptr
         };
         if !ptr.is_null() {
             pool.stats.segment.increase(small, 1);
