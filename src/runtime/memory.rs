@@ -640,6 +640,18 @@ mod tests {
     }
 
     #[test]
+    fn large_blocks_are_huge_page_aligned() {
+        let p = allocate(0, 3 << 20).unwrap();
+        assert_eq!(p as usize % HUGE_PAGE, 0);
+        // SAFETY: the block is 3.5 MiB (its size class) and owned here.
+        unsafe { std::ptr::write_bytes(p, 7, 3 << 20) };
+        free(p).unwrap();
+        let q = allocate(0, 1000).unwrap();
+        assert_eq!(q as usize % ALIGN, 0);
+        free(q).unwrap();
+    }
+
+    #[test]
     fn pinned_memory() {
         let p = host_allocate(100).unwrap();
         assert!(is_pinned(p));
