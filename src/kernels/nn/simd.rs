@@ -6,7 +6,7 @@ use crate::kernels::float::Math;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// 0 unknown, 1 baseline, 2 AVX2+FMA, 3 AVX-512F (+AVX2+FMA).
+/// 0 unknown, 1 baseline, 2 AVX2+FMA, 3 AVX-512 F/VL/BW/DQ (+AVX2+FMA).
 static LEVEL: AtomicU8 = AtomicU8::new(0);
 
 /// The widest instruction set the row kernels may use on this CPU.
@@ -26,6 +26,9 @@ fn detect() -> u8 {
     if std::env::var_os("FOO_RS_NO_SIMD").is_some() {
         1
     } else if is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512dq")
         && is_x86_feature_detected!("avx2")
         && is_x86_feature_detected!("fma")
     {
@@ -50,7 +53,7 @@ macro_rules! nn_multiversion {
         $vis fn $name<$($F: $B),+>($($a: $t),*) {
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx512f,avx2,fma")]
+                #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
                 unsafe fn v3<$($F: $B),+>($($a: $t),*) {
                     $body::<$($F),+>($($a),*)
                 }
@@ -59,7 +62,8 @@ macro_rules! nn_multiversion {
                     $body::<$($F),+>($($a),*)
                 }
                 match $crate::kernels::nn::simd::level() {
-                    // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at run time).
+                    // SAFETY: the CPU supports AVX-512 F/VL/BW/DQ, AVX2 and FMA (checked at run
+                    // time).
                     3 => return unsafe { v3::<$($F),+>($($a),*) },
                     // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
                     2 => return unsafe { v2::<$($F),+>($($a),*) },
@@ -90,24 +94,29 @@ impl FastExp for f64 {
     }
 }
 
-const LANES: usize = 16;
+/// Accumulators of the sums and maxima: four AVX-512 registers of f32 (eight of f64), enough to
+/// hide the add latency. With 16, LLVM's SLP vectorizer built the loops from 2-wide pieces
+/// (layer_norm ran at 0.9x CPU speed because of it).
+const LANES: usize = 64;
+/// Lanes of the exp passes (their polynomial needs registers of its own) and of maxima.
+const EXP_LANES: usize = 16;
 
 /// `x` as `LANES`-element arrays and the remainder (`as_chunks` without its 1.88 MSRV): the
 /// helpers below index fixed-size arrays, which keeps bounds checks out of their inner loops.
 #[inline(always)]
-fn lanes<M>(x: &[M]) -> (impl Iterator<Item = &[M; LANES]>, &[M]) {
-    let c = x.chunks_exact(LANES);
+fn lanes<const L: usize, M>(x: &[M]) -> (impl Iterator<Item = &[M; L]>, &[M]) {
+    let c = x.chunks_exact(L);
     let rem = c.remainder();
     (c.map(|c| c.try_into().expect("a LANES-long chunk")), rem)
 }
 
 /// The mutable counterpart of [`lanes`].
 #[inline(always)]
-fn lanes_mut<M>(x: &mut [M]) -> (impl Iterator<Item = &mut [M; LANES]>, &mut [M]) {
-    let full = x.len() / LANES * LANES;
+fn lanes_mut<const L: usize, M>(x: &mut [M]) -> (impl Iterator<Item = &mut [M; L]>, &mut [M]) {
+    let full = x.len() / L * L;
     let (body, rem) = x.split_at_mut(full);
     (
-        body.chunks_exact_mut(LANES)
+        body.chunks_exact_mut(L)
             .map(|c| c.try_into().expect("a LANES-long chunk")),
         rem,
     )
@@ -117,10 +126,11 @@ fn lanes_mut<M>(x: &mut [M]) -> (impl Iterator<Item = &mut [M; LANES]>, &mut [M]
 #[inline(always)]
 pub fn sum<M: Math>(x: &[M]) -> M {
     let mut acc = [M::zero(); LANES];
-    let (chunks, rem) = lanes(x);
+    let (chunks, rem) = lanes::<LANES, M>(x);
     for c in chunks {
+        let v: [M; LANES] = std::array::from_fn(|j| c[j]);
         for j in 0..LANES {
-            acc[j] = acc[j] + c[j];
+            acc[j] = acc[j] + v[j];
         }
     }
     fold(acc, rem.iter().fold(M::zero(), |s, &v| s + v))
@@ -130,10 +140,11 @@ pub fn sum<M: Math>(x: &[M]) -> M {
 #[inline(always)]
 pub fn sum_map<M: Math>(x: &[M], f: impl Fn(M) -> M) -> M {
     let mut acc = [M::zero(); LANES];
-    let (chunks, rem) = lanes(x);
+    let (chunks, rem) = lanes::<LANES, M>(x);
     for c in chunks {
+        let v: [M; LANES] = std::array::from_fn(|j| f(c[j]));
         for j in 0..LANES {
-            acc[j] = acc[j] + f(c[j]);
+            acc[j] = acc[j] + v[j];
         }
     }
     fold(acc, rem.iter().fold(M::zero(), |s, &v| s + f(v)))
@@ -145,7 +156,7 @@ pub fn sum_zip<M: Math>(x: &[M], y: &[M], f: impl Fn(M, M) -> M) -> M {
     let n = x.len().min(y.len());
     let (x, y) = (&x[..n], &y[..n]);
     let mut acc = [M::zero(); LANES];
-    let ((cx, rx), (cy, ry)) = (lanes(x), lanes(y));
+    let ((cx, rx), (cy, ry)) = (lanes::<LANES, M>(x), lanes::<LANES, M>(y));
     for (a, b) in cx.zip(cy) {
         for j in 0..LANES {
             acc[j] = acc[j] + f(a[j], b[j]);
@@ -156,8 +167,8 @@ pub fn sum_zip<M: Math>(x: &[M], y: &[M], f: impl Fn(M, M) -> M) -> M {
 }
 
 #[inline(always)]
-fn fold<M: Math>(mut acc: [M; LANES], tail: M) -> M {
-    let mut w = LANES;
+fn fold<const L: usize, M: Math>(mut acc: [M; L], tail: M) -> M {
+    let mut w = L;
     while w > 1 {
         w /= 2;
         for j in 0..w {
@@ -170,10 +181,11 @@ fn fold<M: Math>(mut acc: [M; LANES], tail: M) -> M {
 /// Maximum ignoring NaN (a NaN row still yields NaN later through `x - max`); -inf if empty.
 #[inline(always)]
 pub fn max<M: Math>(x: &[M]) -> M {
-    let mut acc = [M::neg_infinity(); LANES];
-    let (chunks, rem) = lanes(x);
+    // 16 lanes: with 64 the compare-selects did not vectorize (softmax 40% slower).
+    let mut acc = [M::neg_infinity(); EXP_LANES];
+    let (chunks, rem) = lanes::<EXP_LANES, M>(x);
     for c in chunks {
-        for j in 0..LANES {
+        for j in 0..EXP_LANES {
             acc[j] = if c[j] > acc[j] { c[j] } else { acc[j] };
         }
     }
@@ -187,10 +199,10 @@ pub fn max<M: Math>(x: &[M]) -> M {
 /// `buf[i] = exp(buf[i] - m)`, returning the sum.
 #[inline(always)]
 pub fn exp_sub_store<M: FastExp>(buf: &mut [M], m: M) -> M {
-    let mut acc = [M::zero(); LANES];
-    let mut chunks = buf.chunks_exact_mut(LANES);
+    let mut acc = [M::zero(); EXP_LANES];
+    let mut chunks = buf.chunks_exact_mut(EXP_LANES);
     for c in &mut chunks {
-        for j in 0..LANES {
+        for j in 0..EXP_LANES {
             let e = (c[j] - m).fexp();
             c[j] = e;
             acc[j] = acc[j] + e;
@@ -211,10 +223,10 @@ pub fn exp_sub_store<M: FastExp>(buf: &mut [M], m: M) -> M {
 pub fn exp_sub_into<M: FastExp>(y: &mut [M], x: &[M], m: M) -> M {
     let n = y.len().min(x.len());
     let (y, x) = (&mut y[..n], &x[..n]);
-    let mut acc = [M::zero(); LANES];
-    let ((ys, yr), (xs, xr)) = (lanes_mut(y), lanes(x));
+    let mut acc = [M::zero(); EXP_LANES];
+    let ((ys, yr), (xs, xr)) = (lanes_mut::<EXP_LANES, M>(y), lanes::<EXP_LANES, M>(x));
     for (c, d) in ys.zip(xs) {
-        for j in 0..LANES {
+        for j in 0..EXP_LANES {
             let e = (d[j] - m).fexp();
             c[j] = e;
             acc[j] = acc[j] + e;
