@@ -112,7 +112,7 @@ fn inner_strides<const N: usize>(l: &Layout<N>) -> [isize; N] {
 }
 
 /// The dense inner loops, compiled three times: for the baseline target, with AVX2+FMA and with
-/// AVX-512F, chosen at run time. `kernels::vmath` math is branch-free, so 8 lanes instead of 4 is close to twice as
+/// AVX-512, chosen at run time. `kernels::vmath` math is branch-free, so 8 lanes instead of 4 is close to twice as
 /// fast for exp/tanh/sigmoid-style ops; memory-bound ops are unaffected.
 #[inline(always)]
 fn dense1_body<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
@@ -128,34 +128,8 @@ fn dense2_body<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dense1_avx2<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
-    dense1_body(o, x, f)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dense2_avx2<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) {
-    dense2_body(o, x, y, f)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn dense1_avx512<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
-    dense1_body(o, x, f)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn dense2_avx512<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
-    o: &mut [O],
-    x: &[A],
-    y: &[B],
-    f: &F,
-) {
-    dense2_body(o, x, y, f)
-}
+crate::nn_multiversion!(fn dense1<A: Copy, O: Sized, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) => dense1_body);
+crate::nn_multiversion!(fn dense2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) => dense2_body);
 
 /// `rows` rows of `len` elements, row r of each operand at `ptr + r * outer[k]`, all inner
 /// strides 1: the row loop runs inside one multiversioned call, so short rows (a broadcast
@@ -185,9 +159,7 @@ unsafe fn rows2_body<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn rows2_avx2<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
+crate::unsafe_multiversion!(unsafe fn rows2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(
     o: *mut O,
     x: *const A,
     y: *const B,
@@ -195,76 +167,7 @@ unsafe fn rows2_avx2<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
     len: usize,
     outer: [isize; 3],
     f: &F,
-) {
-    // SAFETY: forwarded.
-    unsafe { rows2_body(o, x, y, rows, len, outer, f) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn rows2_avx512<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
-    o: *mut O,
-    x: *const A,
-    y: *const B,
-    rows: usize,
-    len: usize,
-    outer: [isize; 3],
-    f: &F,
-) {
-    // SAFETY: forwarded.
-    unsafe { rows2_body(o, x, y, rows, len, outer, f) }
-}
-
-/// # Safety
-/// As [`rows2_body`].
-#[inline(always)]
-unsafe fn rows2<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
-    o: *mut O,
-    x: *const A,
-    y: *const B,
-    rows: usize,
-    len: usize,
-    outer: [isize; 3],
-    f: &F,
-) {
-    #[cfg(target_arch = "x86_64")]
-    match super::nn::simd::level() {
-        // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at run time); the rest is
-        // the caller's contract.
-        3 => return unsafe { rows2_avx512(o, x, y, rows, len, outer, f) },
-        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
-        2 => return unsafe { rows2_avx2(o, x, y, rows, len, outer, f) },
-        _ => {}
-    }
-    // SAFETY: caller's contract.
-    unsafe { rows2_body(o, x, y, rows, len, outer, f) }
-}
-
-#[inline(always)]
-fn dense1<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
-    #[cfg(target_arch = "x86_64")]
-    match super::nn::simd::level() {
-        // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at run time).
-        3 => return unsafe { dense1_avx512(o, x, f) },
-        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
-        2 => return unsafe { dense1_avx2(o, x, f) },
-        _ => {}
-    }
-    dense1_body(o, x, f)
-}
-
-#[inline(always)]
-fn dense2<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) {
-    #[cfg(target_arch = "x86_64")]
-    match super::nn::simd::level() {
-        // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at run time).
-        3 => return unsafe { dense2_avx512(o, x, y, f) },
-        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
-        2 => return unsafe { dense2_avx2(o, x, y, f) },
-        _ => {}
-    }
-    dense2_body(o, x, y, f)
-}
+) => rows2_body);
 
 /// `out[i] = f(a[i])`.
 pub fn map1<A: Element, O: Element>(

@@ -51,26 +51,49 @@ fn detect() -> u8 {
 macro_rules! nn_multiversion {
     ($vis:vis fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) => $body:ident) => {
         $vis fn $name<$($F: $B),+>($($a: $t),*) {
+            $crate::unsafe_multiversion!(unsafe fn dispatch<$($F: $B),+>($($a: $t),*) => $body);
+            // SAFETY: `$body` is a safe function; the dispatcher only adds target features that
+            // it checks at run time.
+            unsafe { dispatch::<$($F),+>($($a),*) }
+        }
+    };
+}
+
+/// Defines `unsafe fn $name<$F: $bound>(args)` that calls the `#[inline(always)]` function
+/// `$body::<$F>(args)` (safe or unsafe, with `$name`'s safety contract) compiled with AVX-512
+/// F/VL/BW/DQ, with AVX2+FMA, or for the baseline target, whichever [`level`] allows. The
+/// crate is built for baseline x86-64 and, like PyTorch's own kernels, picks at run time.
+#[macro_export]
+macro_rules! unsafe_multiversion {
+    ($vis:vis unsafe fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) => $body:ident) => {
+        #[inline(always)]
+        #[allow(unused_unsafe)]
+        $vis unsafe fn $name<$($F: $B),+>($($a: $t),*) {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+                #[allow(unused_unsafe)]
                 unsafe fn v3<$($F: $B),+>($($a: $t),*) {
-                    $body::<$($F),+>($($a),*)
+                    // SAFETY: forwarded from the caller.
+                    unsafe { $body::<$($F),+>($($a),*) }
                 }
                 #[target_feature(enable = "avx2,fma")]
+                #[allow(unused_unsafe)]
                 unsafe fn v2<$($F: $B),+>($($a: $t),*) {
-                    $body::<$($F),+>($($a),*)
+                    // SAFETY: forwarded from the caller.
+                    unsafe { $body::<$($F),+>($($a),*) }
                 }
                 match $crate::kernels::nn::simd::level() {
-                    // SAFETY: the CPU supports AVX-512 F/VL/BW/DQ, AVX2 and FMA (checked at run
-                    // time).
+                    // SAFETY: the CPU has AVX-512 F/VL/BW/DQ, AVX2 and FMA (checked at run
+                    // time); the rest is the caller's contract.
                     3 => return unsafe { v3::<$($F),+>($($a),*) },
-                    // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+                    // SAFETY: the CPU has AVX2 and FMA (checked at run time); as above.
                     2 => return unsafe { v2::<$($F),+>($($a),*) },
                     _ => {}
                 }
             }
-            $body::<$($F),+>($($a),*)
+            // SAFETY: the caller's contract.
+            unsafe { $body::<$($F),+>($($a),*) }
         }
     };
 }
