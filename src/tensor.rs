@@ -89,36 +89,45 @@ fn read_layout(t: &FooTensor) -> FooResult<(Dims, Strides, DType)> {
     let shape =
         Dims::from_slice(unsafe { std::slice::from_raw_parts(t.sizes as *const usize, ndim) });
     let strides = Strides::from_slice(strides);
+    if t.data.is_null() && shape.iter().product::<usize>() > 0 {
+        return invalid_arg!("non-empty tensor with a null data pointer");
+    }
     Ok((shape, strides, dtype))
 }
+
+/// The shape queries both views share.
+macro_rules! view_queries {
+    ($view:ty) => {
+        impl $view {
+            pub fn numel(&self) -> usize {
+                self.shape.iter().product()
+            }
+
+            pub fn ndim(&self) -> usize {
+                self.shape.len()
+            }
+
+            pub fn is_contiguous(&self) -> bool {
+                is_contiguous(&self.shape, &self.strides)
+            }
+        }
+    };
+}
+
+view_queries!(TensorRef);
+view_queries!(TensorMut);
 
 impl TensorRef {
     /// # Safety
     /// `t` must describe live memory valid for reads at every index its sizes/strides reach.
     pub unsafe fn from_ffi(t: &FooTensor) -> FooResult<Self> {
         let (shape, strides, dtype) = read_layout(t)?;
-        let out = TensorRef {
+        Ok(TensorRef {
             ptr: t.data as *const u8,
             shape,
             strides,
             dtype,
-        };
-        if out.numel() > 0 && out.ptr.is_null() {
-            return invalid_arg!("non-empty tensor with a null data pointer");
-        }
-        Ok(out)
-    }
-
-    pub fn numel(&self) -> usize {
-        self.shape.iter().product()
-    }
-
-    pub fn ndim(&self) -> usize {
-        self.shape.len()
-    }
-
-    pub fn is_contiguous(&self) -> bool {
-        is_contiguous(&self.shape, &self.strides)
+        })
     }
 }
 
@@ -127,35 +136,19 @@ impl TensorMut {
     /// `t` must describe live memory valid for reads and writes at every index it reaches.
     pub unsafe fn from_ffi(t: &FooTensor) -> FooResult<Self> {
         let (shape, strides, dtype) = read_layout(t)?;
-        let out = TensorMut {
+        Ok(TensorMut {
             ptr: t.data as *mut u8,
             shape,
             strides,
             dtype,
-        };
-        if out.numel() > 0 && out.ptr.is_null() {
-            return invalid_arg!("non-empty tensor with a null data pointer");
-        }
-        Ok(out)
-    }
-
-    pub fn numel(&self) -> usize {
-        self.shape.iter().product()
-    }
-
-    pub fn ndim(&self) -> usize {
-        self.shape.len()
-    }
-
-    pub fn is_contiguous(&self) -> bool {
-        is_contiguous(&self.shape, &self.strides)
+        })
     }
 
     pub fn as_ref(&self) -> TensorRef {
         TensorRef {
             ptr: self.ptr,
-            shape: self.shape.clone().as_slice().into(),
-            strides: self.strides.clone().as_slice().into(),
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
             dtype: self.dtype,
         }
     }

@@ -385,7 +385,7 @@ pub(crate) mod testing {
         pub fn r(&self) -> TensorRef {
             TensorRef {
                 ptr: self.data.as_ptr() as *const u8,
-                shape: self.shape.clone().as_slice().into(),
+                shape: self.shape.as_slice().into(),
                 strides: contiguous_strides(&self.shape),
                 dtype: T::DTYPE,
             }
@@ -413,7 +413,7 @@ pub(crate) mod testing {
         pub fn m(&mut self) -> TensorMut {
             TensorMut {
                 ptr: self.data.as_mut_ptr() as *mut u8,
-                shape: self.shape.clone().as_slice().into(),
+                shape: self.shape.as_slice().into(),
                 strides: contiguous_strides(&self.shape),
                 dtype: T::DTYPE,
             }
