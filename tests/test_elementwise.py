@@ -433,3 +433,25 @@ def test_clamp_threshold_rsub_zero_size_scalars_and_grads():
         fn(*foo_in).backward()
         for c, f in zip(cpu_in, foo_in):
             assert_same(f.grad, c.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.uint8, torch.bool])
+def test_rows_broadcast_in_every_input_fill(dtype):
+    # Rows along which every input is broadcast (an expanded [N, C, 1, 1] gradient, as mean's
+    # backward makes) are written as one value per row.
+    g = sample((8, 5, 1, 1), dtype, seed=12)
+    e = (8, 5, 6, 7)
+    check(lambda t: t.expand(e).contiguous(), g)
+    if dtype != torch.bool:
+        check(lambda t: t.expand(e) * 3, g)
+        check(lambda t: t.expand(e).to(torch.float32) / 7, g)
+        check(lambda t: torch.addcmul(t.expand(e).double(), t.expand(e).double(), t.expand(e).double(), value=2), g)
+    check(lambda t: torch.where(t.expand(e) != 0, t.expand(e), t.expand(e)), g)
+
+
+def test_mean_backward_of_pooled_activation():
+    x = sample((4, 6, 9, 9), torch.float32, seed=13).requires_grad_()
+    fx = to_foo(x)
+    torch.nn.functional.adaptive_avg_pool2d(fx, 1).square().sum().backward()
+    torch.nn.functional.adaptive_avg_pool2d(x, 1).square().sum().backward()
+    assert_same(fx.grad, x.grad)

@@ -209,6 +209,9 @@ pub fn map1<A: Element, O: Element>(
                     std::slice::from_raw_parts(x as *const A, len),
                 );
                 dense1(o, x, &f);
+            } else if so == 1 && sa == 0 {
+                // A broadcast row (`expand(...).contiguous()`, mean's backward): one value.
+                std::slice::from_raw_parts_mut(o, len).fill(f(*x));
             } else {
                 for i in 0..len as isize {
                     *o.offset(i * so) = f(*x.offset(i * sa));
@@ -295,6 +298,9 @@ pub fn map2<A: Element, B: Element, O: Element>(
                     std::slice::from_raw_parts(y as *const B, len),
                 );
                 dense1(o, y, &|y| f(x, y));
+            } else if o_dense && sa == 0 && sb == 0 {
+                // Both inputs broadcast along the row (an expanded tensor times a scalar).
+                std::slice::from_raw_parts_mut(o, len).fill(f(*x, *y));
             } else {
                 for i in 0..len as isize {
                     *o.offset(i * so) = f(*x.offset(i * sa), *y.offset(i * sb));
@@ -350,6 +356,8 @@ pub fn map3<A: Element, B: Element, C: Element, O: Element>(
                 for i in 0..len {
                     o[i] = f(x[i], y[i], z[i]);
                 }
+            } else if so == 1 && sa == 0 && sb == 0 && sc == 0 {
+                std::slice::from_raw_parts_mut(o, len).fill(f(*x, *y, *z));
             } else {
                 for i in 0..len as isize {
                     *o.offset(i * so) = f(*x.offset(i * sa), *y.offset(i * sb), *z.offset(i * sc));
