@@ -131,43 +131,34 @@ fn dense2_body<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &
 crate::nn_multiversion!(fn dense1<A: Copy, O: Sized, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) => dense1_body);
 crate::nn_multiversion!(fn dense2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) => dense2_body);
 
-/// `rows` rows of `len` elements, row r of each operand at `ptr + r * outer[k]`, all inner
-/// strides 1: the row loop runs inside one multiversioned call, so short rows (a broadcast
-/// add of [10000, 100] + [100]) do not pay a dispatch and an indirect call each.
-///
-/// # Safety
-/// Every row of every operand must be in bounds; output rows must not overlap each other or
-/// the inputs except elementwise.
-#[inline(always)]
-unsafe fn rows2_body<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(
-    o: *mut O,
-    x: *const A,
-    y: *const B,
-    rows: usize,
-    len: usize,
-    outer: [isize; 3],
-    f: &F,
-) {
-    for r in 0..rows as isize {
-        // SAFETY: caller's contract.
-        unsafe {
-            let o = std::slice::from_raw_parts_mut(o.offset(r * outer[0]), len);
-            let x = std::slice::from_raw_parts(x.offset(r * outer[1]), len);
-            let y = std::slice::from_raw_parts(y.offset(r * outer[2]), len);
-            dense2_body(o, x, y, f);
+crate::unsafe_multiversion!(
+    /// `rows` rows of `len` elements, row r of each operand at `ptr + r * outer[k]`, all inner
+    /// strides 1: the row loop runs inside one multiversioned call, so short rows (a broadcast
+    /// add of [10000, 100] + [100]) do not pay a dispatch and an indirect call each.
+    ///
+    /// # Safety
+    /// Every row of every operand must be in bounds; output rows must not overlap each other
+    /// or the inputs except elementwise.
+    unsafe fn rows2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(
+        o: *mut O,
+        x: *const A,
+        y: *const B,
+        rows: usize,
+        len: usize,
+        outer: [isize; 3],
+        f: &F,
+    ) {
+        for r in 0..rows as isize {
+            // SAFETY: caller's contract.
+            unsafe {
+                let o = std::slice::from_raw_parts_mut(o.offset(r * outer[0]), len);
+                let x = std::slice::from_raw_parts(x.offset(r * outer[1]), len);
+                let y = std::slice::from_raw_parts(y.offset(r * outer[2]), len);
+                dense2_body(o, x, y, f);
+            }
         }
     }
-}
-
-crate::unsafe_multiversion!(unsafe fn rows2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(
-    o: *mut O,
-    x: *const A,
-    y: *const B,
-    rows: usize,
-    len: usize,
-    outer: [isize; 3],
-    f: &F,
-) => rows2_body);
+);
 
 /// `out[i] = f(a[i])`.
 pub fn map1<A: Element, O: Element>(

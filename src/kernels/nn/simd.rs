@@ -59,29 +59,40 @@ macro_rules! nn_multiversion {
     };
 }
 
-/// Defines `unsafe fn $name<$F: $bound>(args)` that calls the `#[inline(always)]` function
-/// `$body::<$F>(args)` (safe or unsafe, with `$name`'s safety contract) compiled with AVX-512
-/// F/VL/BW/DQ, with AVX2+FMA, or for the baseline target, whichever [`level`] allows. The
-/// crate is built for baseline x86-64 and, like PyTorch's own kernels, picks at run time.
+/// Defines `unsafe fn $name<$F: $bound>(args)` whose body (a block, or `=> f` for a call of
+/// the `#[inline(always)]` function `f::<$F>(args)`) is compiled with AVX-512 F/VL/BW/DQ, with
+/// AVX2+FMA, and for the baseline target, and runs in whichever [`level`] allows. The crate is
+/// built for baseline x86-64 and, like PyTorch's own kernels, picks at run time. Everything
+/// the body calls must be `#[inline(always)]` to inherit the features.
 #[macro_export]
 macro_rules! unsafe_multiversion {
-    ($vis:vis unsafe fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) => $body:ident) => {
+    ($(#[$m:meta])* $vis:vis unsafe fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) => $body:ident) => {
+        $crate::unsafe_multiversion!($(#[$m])* $vis unsafe fn $name<$($F: $B),+>($($a: $t),*) {
+            // SAFETY: `$name`'s contract is `$body`'s.
+            unsafe { $body::<$($F),+>($($a),*) }
+        });
+    };
+    ($(#[$m:meta])* $vis:vis unsafe fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
         #[inline(always)]
         #[allow(unused_unsafe)]
         $vis unsafe fn $name<$($F: $B),+>($($a: $t),*) {
+            #[inline(always)]
+            #[allow(unused_unsafe, clippy::too_many_arguments)]
+            unsafe fn body<$($F: $B),+>($($a: $t),*) $body
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
-                #[allow(unused_unsafe)]
+                #[allow(clippy::too_many_arguments)]
                 unsafe fn v3<$($F: $B),+>($($a: $t),*) {
                     // SAFETY: forwarded from the caller.
-                    unsafe { $body::<$($F),+>($($a),*) }
+                    unsafe { body::<$($F),+>($($a),*) }
                 }
                 #[target_feature(enable = "avx2,fma")]
-                #[allow(unused_unsafe)]
+                #[allow(clippy::too_many_arguments)]
                 unsafe fn v2<$($F: $B),+>($($a: $t),*) {
                     // SAFETY: forwarded from the caller.
-                    unsafe { $body::<$($F),+>($($a),*) }
+                    unsafe { body::<$($F),+>($($a),*) }
                 }
                 match $crate::kernels::nn::simd::level() {
                     // SAFETY: the CPU has AVX-512 F/VL/BW/DQ, AVX2 and FMA (checked at run
@@ -93,7 +104,7 @@ macro_rules! unsafe_multiversion {
                 }
             }
             // SAFETY: the caller's contract.
-            unsafe { $body::<$($F),+>($($a),*) }
+            unsafe { body::<$($F),+>($($a),*) }
         }
     };
 }

@@ -192,33 +192,24 @@ unsafe fn row_dense<R: Reducer>(
     }
 }
 
-/// [`Reducer::cols_rows`], the body of [`cols_fast`].
-///
-/// # Safety
-/// As [`Reducer::cols_rows`].
-#[inline(always)]
-unsafe fn cols_body<R: Reducer>(
-    r: &R,
-    accs: &mut [R::Acc],
-    p: *const R::In,
-    rows: usize,
-    rs: isize,
-    idx: usize,
-) {
-    // SAFETY: caller's contract.
-    unsafe { r.cols_rows(accs, p, rows, rs, idx) }
-}
-
-// [`Reducer::cols_rows`] compiled for AVX-512 / AVX2 where the CPU has them (the reducers'
-// `cols` are `#[inline(always)]` so they inherit the features). Safety: as `cols_rows`.
-crate::unsafe_multiversion!(unsafe fn cols_fast<R: Reducer>(
-    r: &R,
-    accs: &mut [R::Acc],
-    p: *const R::In,
-    rows: usize,
-    rs: isize,
-    idx: usize,
-) => cols_body);
+crate::unsafe_multiversion!(
+    /// [`Reducer::cols_rows`] compiled for AVX-512 / AVX2 where the CPU has them (the
+    /// reducers' `cols` are `#[inline(always)]` so they inherit the features).
+    ///
+    /// # Safety
+    /// As [`Reducer::cols_rows`].
+    unsafe fn cols_fast<R: Reducer>(
+        r: &R,
+        accs: &mut [R::Acc],
+        p: *const R::In,
+        rows: usize,
+        rs: isize,
+        idx: usize,
+    ) {
+        // SAFETY: caller's contract.
+        unsafe { r.cols_rows(accs, p, rows, rs, idx) }
+    }
+);
 
 /// Dense rows of a reduction: row j starts at input element `j * strides[0]` and has `m`
 /// contiguous elements; its results go to output offsets `j * strides[1]`, `j * strides[2]`.
@@ -228,28 +219,26 @@ struct Rows {
     strides: [isize; 3],
 }
 
-/// Reduces rows `s..e` (the body of [`rows_fast`]).
-///
-/// # Safety
-/// The rows must lie inside the input, the offsets inside the reducer's outputs.
-#[inline(always)]
-unsafe fn rows_body<R: Reducer>(r: &R, rows: &Rows, s: usize, e: usize) {
-    let [ki, ko1, ko2] = rows.strides;
-    for j in s as isize..e as isize {
-        let mut acc = r.init();
-        let p = (rows.base as *const R::In).wrapping_offset(j * ki);
-        // SAFETY: caller's contract.
-        unsafe {
-            r.row(&mut acc, p, rows.m, 1, 0);
-            r.finish(acc, rows.m, j * ko1, j * ko2);
+crate::unsafe_multiversion!(
+    /// Reduces dense rows `s..e`, compiled for AVX-512 / AVX2 where the CPU has them, so the
+    /// per-row folds inline instead of dispatching once per row (1000 rows of 1000: a tenth of
+    /// the time).
+    ///
+    /// # Safety
+    /// The rows must lie inside the input, the offsets inside the reducer's outputs.
+    unsafe fn rows_fast<R: Reducer>(r: &R, rows: &Rows, s: usize, e: usize) {
+        let [ki, ko1, ko2] = rows.strides;
+        for j in s as isize..e as isize {
+            let mut acc = r.init();
+            let p = (rows.base as *const R::In).wrapping_offset(j * ki);
+            // SAFETY: caller's contract.
+            unsafe {
+                r.row(&mut acc, p, rows.m, 1, 0);
+                r.finish(acc, rows.m, j * ko1, j * ko2);
+            }
         }
     }
-}
-
-// Dense rows compiled for AVX-512 / AVX2 where the CPU has them, so the per-row folds inline
-// instead of dispatching once per row (1000 rows of 1000: a tenth of the time). Safety: as
-// `rows_body`.
-crate::unsafe_multiversion!(unsafe fn rows_fast<R: Reducer>(r: &R, rows: &Rows, s: usize, e: usize) => rows_body);
+);
 
 /// Runs `r` over the plan; `input` is the address of input element 0.
 pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
