@@ -19,6 +19,7 @@ use super::linalg::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
 use super::parallel::parallel_for;
 use crate::dtype::DType;
 use crate::error::FooResult;
+use crate::kernels::float::Math;
 use crate::runtime::pool::install;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
@@ -798,29 +799,37 @@ pub fn conv_backward_bias(grad_bias: &TensorMut, grad_output: &TensorRef) -> Foo
     }
 }
 
-fn bias_impl<T: GemmElem>(gb: &TensorMut, go: &TensorRef) -> FooResult<()> {
+fn bias_impl<T: GemmElem + Math>(gb: &TensorMut, go: &TensorRef) -> FooResult<()> {
     let (n, o) = (go.shape[0], go.shape[1]);
     let p: usize = go.shape[2..].iter().product();
     let (gbo, goo) = (Addr::of(gb.ptr), Addr::of(go.ptr));
     let s = gb.strides[0];
     parallel_for(o, (1 << 14) / (n * p).max(1) + 1, &|a, b| {
         for oc in a..b {
-            let mut sum = 0f64;
-            for ni in 0..n {
-                // SAFETY: the [p] plane (ni, oc) of the contiguous grad_output.
-                let plane = unsafe {
-                    std::slice::from_raw_parts(
-                        goo.at::<T>(((ni * o + oc) * p) as isize) as *const T,
-                        p,
-                    )
-                };
-                sum += plane.iter().map(|v| v.to_f64()).sum::<f64>();
-            }
+            // SAFETY: the [p] planes (ni, oc) of the contiguous grad_output.
+            let plane = |ni: usize| unsafe {
+                std::slice::from_raw_parts(goo.at::<T>(((ni * o + oc) * p) as isize) as *const T, p)
+            };
+            // Each plane is summed in T with many lanes (vectorized), the planes in f64.
+            let sum: f64 = (0..n).map(|ni| plane_sum(plane(ni)).to_f64c()).sum();
             // SAFETY: element oc of grad_bias, written by this chunk only.
-            unsafe { *gbo.at::<T>(oc as isize * s) = T::from_f64(sum) };
+            unsafe { *gbo.at::<T>(oc as isize * s) = T::from_f64c(sum) };
         }
     });
     Ok(())
+}
+
+fn plane_sum<M: Math>(x: &[M]) -> M {
+    let mut total = M::zero();
+    plane_sum_into(x, &mut total);
+    total
+}
+
+crate::nn_multiversion!(fn plane_sum_into<M: Math>(x: &[M], total: &mut M) => plane_sum_body);
+
+#[inline(always)]
+fn plane_sum_body<M: Math>(x: &[M], total: &mut M) {
+    *total = crate::kernels::nn::simd::sum(x);
 }
 
 #[cfg(test)]
