@@ -25,6 +25,12 @@ fn device_count() -> usize {
     device::device_count()
 }
 
+/// Why `FOO_RS_DEVICE_COUNT` is unusable, or None.
+#[pyfunction]
+fn device_count_error() -> Option<&'static str> {
+    device::device_count_error()
+}
+
 #[pyfunction]
 fn current_device() -> usize {
     device::current_device()
@@ -191,6 +197,7 @@ fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RNG_STATE_BYTES", rng::STATE_BYTES)?;
     m.add("DEFAULT_SEED", rng::DEFAULT_SEED)?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(device_count_error, m)?)?;
     m.add_function(wrap_pyfunction!(current_device, m)?)?;
     m.add_function(wrap_pyfunction!(set_device, m)?)?;
     m.add_function(wrap_pyfunction!(check_device, m)?)?;

@@ -210,6 +210,20 @@ def test_max_pool2d_ties_nan_inf(k, kw, dtype):
     check(lambda x: F.max_pool2d(x, k, return_indices=True, **kw), x.contiguous(memory_format=torch.channels_last))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("width", [38, 39, 64])
+def test_max_pool2d_2x2_rows_ties_nan(dtype, width):
+    # The 2x2 / stride-2 kernel reads whole row pairs (vectorized over 8+ windows): ties keep
+    # the first tap in window order, the last NaN of a window wins, all -inf keeps the start;
+    # odd widths drop the last column; offset rows (a slice) too.
+    x = torch.randint(0, 3, (2, 3, 7, width)).to(dtype)
+    x[0, 0, 0, 0] = x[0, 0, 1, 1] = x[1, 2, 4, 7] = x[1, 2, 5, 6] = float("nan")
+    x[0, 1, :2, 2:20] = float("-inf")
+    check(lambda x: F.max_pool2d(x, 2, return_indices=True), x)
+    check(lambda x: F.max_pool2d(x[:, :, 1:, 1:], 2, return_indices=True), x)
+    grads_match(lambda x: F.max_pool2d(x, 2), [sample((2, 3, 6, width), dtype, seed=4)], dtype)
+
+
 @pytest.mark.parametrize("k, kw", [(2, {}), (3, {"stride": 1, "padding": 1}), (3, {"stride": 2, "dilation": 2}),
                                    (2, {"stride": 3})])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -116,3 +119,28 @@ def test_events_record_host_time():
     other.record()
     with pytest.raises((RuntimeError, ValueError), match="enable_timing"):
         no_timing.elapsed_time(other)
+
+
+def test_bad_device_count_raises_on_first_use_not_at_import():
+    # Like a bad FOO_RS_MEMORY_LIMIT (reported by the first allocation), a bad count leaves
+    # `import torch` (which autoloads foo_rs) working and is a ValueError on first use.
+    code = """
+import torch
+import foo_rs
+for call in (torch.foo.device_count, torch.foo.is_available, torch.foo.current_device,
+             lambda: torch.foo.set_device(0), torch.foo.get_rng_state, lambda: torch.tensor(1).foo()):
+    try:
+        call()
+        print("no error")
+    except ValueError as e:
+        print(str(e))
+from foo_rs._info import print_info
+print_info()  # `python -m foo_rs info` reports it and still runs
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, FOO_RS_DEVICE_COUNT="1.5"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    expected = 'FOO_RS_DEVICE_COUNT: "1.5" is not a device count (a whole number from 0 to 64; unset for the default 2)'
+    lines = out.stdout.splitlines()
+    assert lines[:6] == [expected] * 6
+    assert f"error: {expected}" in lines and any("native kernels registered" in line for line in lines)

@@ -3,9 +3,22 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import foo_rs
 import pytest
 import torch
+
+
+def _run_fresh(code: str, **env: str) -> list[str]:
+    """Runs ``code`` in a new interpreter (torch autoloads foo_rs); returns its stdout lines."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, **env), timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.splitlines()
 
 
 def test_foo_is_an_ordinary_device_string():
@@ -23,12 +36,33 @@ def test_doc_example_ones():
     assert a.cpu().tolist() == [1.0, 1.0]
 
 
+def test_doc_example_verbatim_in_a_fresh_process():
+    # The example as written, in a process where only `import torch` ran before it (the kernels
+    # of step 1 arrive through torch's backend autoload). Also checks, before anything in the
+    # process could change it, that "the default dtype is torch.float16" for AMP on foo.
+    code = """
+import torch
+print(torch.foo.get_autocast_dtype(), torch.get_autocast_dtype("foo"), torch.foo.is_autocast_enabled())
+torch.utils.rename_privateuse1_backend("foo")
+# This will work, assuming that you've implemented the right C++ kernels
+# to implement torch.ones.
+a = torch.ones(2, device="foo")
+print(a.device, a.cpu().tolist())
+"""
+    assert _run_fresh(code) == ["torch.float16 torch.float16 False", "foo:0 [1.0, 1.0]"]
+
+
 def test_rename_only_once_per_process():
     # "this API can only be called once per process. Attempting to change the external backend
     # after it's already been set will result in an error."
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="has already been set! Current backend: foo"):
         torch.utils.rename_privateuse1_backend("bar")
     assert torch._C._get_privateuse1_backend_name() == "foo"
+    # Naming it "foo" again changes nothing, so it is harmless.
+    torch.utils.rename_privateuse1_backend("foo")
+    assert torch._C._get_privateuse1_backend_name() == "foo"
+    assert str(torch._C._autograd.DeviceType.PrivateUse1) == "DeviceType.FOO"
+    assert torch.ones(2, device="foo").is_foo
     # foo_rs's own registration is idempotent (importing twice is harmless).
     foo_rs.register()
     assert torch._C._get_privateuse1_backend_name() == "foo"
@@ -134,6 +168,47 @@ def test_set_rng_state_round_trip_per_device():
         torch.foo.set_rng_state(torch.zeros(16), 0)  # not a ByteTensor
 
 
+def _seed_of(state: torch.Tensor) -> int:
+    # The state is (seed, offset), each 8 little-endian bytes.
+    return int.from_bytes(state[:8].numpy().tobytes(), "little")
+
+
+def test_rng_state_picks_the_right_device():
+    # "get_rng_state(device='foo')" / "set_rng_state(new_state, device='foo')": the named device,
+    # and for "foo" (no index) the current one.
+    with torch.foo.device(0):
+        torch.foo.manual_seed(11)
+    with torch.foo.device(1):
+        torch.foo.manual_seed(22)
+    s0, s1 = torch.foo.get_rng_state(0), torch.foo.get_rng_state(1)
+    assert (_seed_of(s0), _seed_of(s1)) == (11, 22)
+    for dev in ("foo:1", torch.device("foo", 1), 1):
+        assert torch.equal(torch.foo.get_rng_state(dev), s1)
+    assert torch.equal(torch.foo.get_rng_state(), s0)  # current device: foo:0
+    torch.foo.set_device(1)
+    for dev in ((), ("foo",), (torch.device("foo"),)):
+        assert torch.equal(torch.foo.get_rng_state(*dev), s1)
+    # The same state gives the same numbers on either device; different seeds differ.
+    a0 = torch.rand(8, device="foo:0").cpu()
+    assert not torch.equal(a0, torch.rand(8, device="foo:1").cpu())
+    # set_rng_state defaults to the current device (foo:1 here) and touches no other.
+    torch.foo.set_rng_state(s0)
+    assert torch.equal(torch.foo.get_rng_state(1), s0) and _seed_of(torch.foo.get_rng_state(0)) == 11
+    assert torch.equal(torch.rand(8, device="foo:1").cpu(), a0)
+    torch.foo.set_device(0)
+    torch.foo.set_rng_state(s1, "foo")
+    assert _seed_of(torch.foo.get_rng_state(0)) == 22 and _seed_of(torch.foo.get_rng_state(1)) == 11
+
+
+def test_set_rng_state_rejects_a_bad_length():
+    torch.foo.manual_seed_all(3)
+    before = torch.foo.get_rng_state(0)
+    for n in (0, 15, 17, 32):
+        with pytest.raises(ValueError, match=f"16 bytes \\(seed, offset\\), got {n} bytes"):
+            torch.foo.set_rng_state(torch.zeros(n, dtype=torch.uint8), 0)
+    assert torch.equal(torch.foo.get_rng_state(0), before)  # a refused state changes nothing
+
+
 def test_rng_state_is_the_generator_state():
     # The device module and the C++ generator are handles onto one Rust state.
     torch.foo.manual_seed_all(42)
@@ -161,6 +236,27 @@ def test_fork_rng_restores_state():
 
 def test_is_available():
     assert torch.foo.is_available() is True
+
+
+def test_no_devices():
+    # FOO_RS_DEVICE_COUNT=0: "is_available() -> bool" is False and "device_count()" 0. There is
+    # then no current device to name, so current_device() raises (as torch.cuda does without a
+    # GPU) instead of returning an index that every foo call would refuse.
+    code = """
+import torch
+print(torch.foo.is_available(), torch.foo.device_count(), torch.accelerator.device_count())
+for call in (torch.foo.current_device, lambda: torch.ones(1, device="foo"), lambda: torch.tensor(1).foo()):
+    try:
+        call()
+    except RuntimeError as e:
+        print(type(e).__name__, str(e).splitlines()[0])
+torch.manual_seed(0)  # seeds every foo device: none, no error
+print(torch.foo.get_rng_state_all())
+"""
+    lines = _run_fresh(code, FOO_RS_DEVICE_COUNT="0")
+    no_devices = "RuntimeError No foo devices are available (FOO_RS_DEVICE_COUNT=0)"
+    assert lines[:2] == ["False 0 0", no_devices] and lines[3:] == [no_devices, "[]"], lines
+    assert lines[2] == "RuntimeError Invalid device index 0: foo has no devices (FOO_RS_DEVICE_COUNT=0)", lines
 
 
 def test_current_device():

@@ -22,7 +22,7 @@ import torch  # noqa: E402
 
 from . import _C  # noqa: E402
 from ._accounting import fallback_counts, native_counts, native_ops, reset_op_counts  # noqa: E402
-from ._registration import BACKEND_NAME, UNSUPPORTED_DTYPES, register  # noqa: E402
+from ._registration import BACKEND_NAME, SUPPORTED_DTYPES, UNSUPPORTED_DTYPES, register  # noqa: E402
 
 __version__: str = _C.__version__
 
@@ -30,6 +30,7 @@ register()
 
 __all__ = [
     "BACKEND_NAME",
+    "SUPPORTED_DTYPES",
     "UNSUPPORTED_DTYPES",
     "fallback_counts",
     "native_counts",

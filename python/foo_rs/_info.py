@@ -19,11 +19,18 @@ def print_info() -> None:
     print(
         f"foo_rs {foo_rs.__version__} (built against torch {_C.TORCH_BUILD_VERSION}; running torch {torch.__version__})"
     )
+    # A diagnostic reports a bad FOO_RS_DEVICE_COUNT (which torch.foo raises on) and carries on
+    # with the count the runtime actually uses.
+    env_error = _C.device_count_error()
+    if env_error is not None:
+        print(f"error: {env_error}")
+    n = _C.device_count()
+    current = f"foo:{_C.current_device()}" if n else "none"
     print(
-        f"devices: {dev.device_count()} (FOO_RS_DEVICE_COUNT), current foo:{dev.current_device()}, "
+        f"devices: {n} (FOO_RS_DEVICE_COUNT), current {current}, "
         f"worker threads: {_C.num_threads()}, strict mode: {_C.is_strict()}"
     )
-    for i in range(dev.device_count()):
+    for i in range(n if env_error is None else 0):  # torch.foo.* raise on a bad count
         p = dev.get_device_properties(i)
         limit = dev.get_memory_limit(i)
         print(

@@ -2,35 +2,103 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 BACKEND_NAME = "foo"
 
-# dtypes foo storage does not support: its kernels (copy, fill, item, ...) have no element type
-# for them, so Storage.foo() refuses them up front (torch's generated method honours this list).
-UNSUPPORTED_DTYPES: list[torch.dtype] = [
-    dtype
-    for name in (
-        "complex32",
-        "qint8",
-        "quint8",
-        "qint32",
-        "quint4x2",
-        "quint2x4",
-        "float8_e5m2",
-        "float8_e4m3fn",
-        "float8_e5m2fnuz",
-        "float8_e4m3fnuz",
-        "float8_e8m0fnu",
-        "float4_e2m1fn_x2",
-        "bits1x8",
-        "bits2x4",
-        "bits4x2",
-        "bits8",
-        "bits16",
+# The dtypes a foo tensor can hold: the element types of the Rust kernels (src/dtype.rs, DType),
+# which the C++ glue's is_supported_dtype (src/glue/common.cpp) lists too. This is an allowlist on
+# purpose. A list of exclusions goes stale silently whenever torch adds a dtype (bcomplex32 did:
+# TypedStorage.foo() accepted it and made a storage no kernel could read); with an allowlist a new
+# dtype is refused until the kernels learn it, and tests/test_doc_generate_methods.py fails if the
+# device starts accepting a dtype this list lacks. Probing every dtype at import instead would
+# allocate on the device and run kernels in every `import torch` (autoload), skewing the memory
+# and op statistics, and would take any unrelated failure for "unsupported".
+SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+    torch.bool,
+)
+
+# Every other dtype torch has, so Storage.foo() refuses it up front (torch's generated method
+# honours this list); sorted by name so the list is the same in every process.
+UNSUPPORTED_DTYPES: list[torch.dtype] = sorted(
+    {d for d in vars(torch).values() if isinstance(d, torch.dtype)} - set(SUPPORTED_DTYPES),
+    key=str,
+)
+
+
+def _missing(cls: type, *attrs: str) -> bool:
+    """True when none of ``attrs`` is on ``cls``: torch generates them together and refuses to
+    generate any of them twice, so a group is generated only when all of it is absent."""
+    return not any(hasattr(cls, a) for a in attrs)
+
+
+def _refuse_unsupported_dtypes(generated: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps a TypedStorage.foo that was generated without foo_rs's unsupported-dtype list (the
+    user generated storage methods before importing foo_rs) so it still refuses those dtypes,
+    with the message torch's own check gives."""
+
+    def foo(self: torch.TypedStorage, *args: Any, **kwargs: Any) -> Any:
+        if self.dtype in UNSUPPORTED_DTYPES:
+            raise RuntimeError(
+                f"Cannot create {BACKEND_NAME} storage as {self.dtype} dtype is not supported by this backend"
+            )
+        return generated(self, *args, **kwargs)
+
+    foo.__name__ = BACKEND_NAME
+    foo.__doc__ = getattr(generated, "__doc__", None)
+    foo._foo_rs_checks_dtypes = True  # type: ignore[attr-defined]
+    return foo
+
+
+def _generate_methods() -> None:
+    """Generates whichever of torch's per-backend methods are still missing.
+
+    The user may have called ``torch.utils.generate_methods_for_privateuse1_backend()`` before
+    importing foo_rs (autoload off). Its defaults make the Tensor and Module methods but no
+    Storage ones, so checking only ``Tensor.foo`` would leave ``Storage.foo()`` missing for good;
+    each group is therefore checked and generated on its own."""
+    name = BACKEND_NAME
+    is_name = f"is_{name}"
+    packed = torch.nn.utils.rnn.PackedSequence
+    for_tensor = _missing(torch.Tensor, name, is_name)
+    for_module = _missing(torch.nn.Module, name)
+    for_packed_sequence = _missing(packed, name, is_name)
+    storage_pre_existed = not _missing(torch.storage._StorageBase, name, is_name) or not _missing(
+        torch.TypedStorage, name, is_name
     )
-    if isinstance(dtype := getattr(torch, name, None), torch.dtype)
-]
+    for_storage = not storage_pre_existed
+    if for_tensor or for_module or for_packed_sequence or for_storage:
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=for_tensor,
+            for_module=for_module,
+            for_packed_sequence=for_packed_sequence,
+            for_storage=for_storage,
+            unsupported_dtype=UNSUPPORTED_DTYPES,
+        )
+        if for_storage:
+            # Generated with the list above: mark it so a later register() leaves it as it is.
+            getattr(torch.TypedStorage, name)._foo_rs_checks_dtypes = True
+    # Storage methods someone else generated may lack the unsupported-dtype list: add the check.
+    typed_to = getattr(torch.TypedStorage, name, None)
+    if storage_pre_existed and typed_to is not None and not getattr(typed_to, "_foo_rs_checks_dtypes", False):
+        setattr(torch.TypedStorage, name, _refuse_unsupported_dtypes(typed_to))
 
 
 def register() -> None:
@@ -47,13 +115,8 @@ def register() -> None:
         from . import device_module
 
         torch._register_device_module(BACKEND_NAME, device_module)
-    from . import _exit
+    from . import _exit, _sparse
 
     _exit.install()
-    if not hasattr(torch.Tensor, BACKEND_NAME):
-        torch.utils.generate_methods_for_privateuse1_backend(
-            for_tensor=True,
-            for_module=True,
-            for_storage=True,
-            unsupported_dtype=UNSUPPORTED_DTYPES,
-        )
+    _generate_methods()
+    _sparse.install()

@@ -9,32 +9,61 @@ pub const DEFAULT_DEVICE_COUNT: usize = 2;
 /// c10::DeviceIndex is an int8; stay well inside it.
 pub const MAX_DEVICE_COUNT: usize = 64;
 
-static DEVICE_COUNT: OnceLock<usize> = OnceLock::new();
+/// The parsed `FOO_RS_DEVICE_COUNT`, or why it is unusable.
+static DEVICE_COUNT: OnceLock<Result<usize, String>> = OnceLock::new();
 
 thread_local! {
     static CURRENT: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Parses `FOO_RS_DEVICE_COUNT`; an unusable value falls back to the default (reported by
-/// `python -m foo_rs info`, never a crash at import).
-pub fn parse_device_count(value: Option<&str>) -> usize {
-    match value.map(str::trim).and_then(|v| v.parse::<usize>().ok()) {
-        Some(n) if n <= MAX_DEVICE_COUNT => n,
-        _ => DEFAULT_DEVICE_COUNT,
+/// Parses `FOO_RS_DEVICE_COUNT` (unset or blank: the default): a whole number up to
+/// [`MAX_DEVICE_COUNT`], else the reason it is not one.
+pub fn parse_device_count(value: Option<&str>) -> Result<usize, String> {
+    let Some(text) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(DEFAULT_DEVICE_COUNT);
+    };
+    match text.parse::<usize>() {
+        Ok(n) if n <= MAX_DEVICE_COUNT => Ok(n),
+        _ => Err(format!(
+            "FOO_RS_DEVICE_COUNT: \"{text}\" is not a device count (a whole number from 0 to \
+             {MAX_DEVICE_COUNT}; unset for the default {DEFAULT_DEVICE_COUNT})"
+        )),
     }
 }
 
-pub fn device_count() -> usize {
-    *DEVICE_COUNT
+fn configured() -> &'static Result<usize, String> {
+    DEVICE_COUNT
         .get_or_init(|| parse_device_count(std::env::var("FOO_RS_DEVICE_COUNT").ok().as_deref()))
 }
 
+/// Why `FOO_RS_DEVICE_COUNT` is unusable, if it is: every device access reports it (like a bad
+/// `FOO_RS_MEMORY_LIMIT`), never a crash at import, which `import torch` reaches through the
+/// backend autoload.
+pub fn device_count_error() -> Option<&'static str> {
+    configured().as_ref().err().map(String::as_str)
+}
+
+/// Number of devices. With an unusable `FOO_RS_DEVICE_COUNT` this is the default, so that
+/// torch's own queries (the hooks interface) keep working; [`check_device`] refuses every
+/// device then.
+pub fn device_count() -> usize {
+    configured().clone().unwrap_or(DEFAULT_DEVICE_COUNT)
+}
+
 pub fn check_device(index: i64) -> FooResult<usize> {
+    if let Some(e) = device_count_error() {
+        return Err(FooError::InvalidArgument(e.to_string()));
+    }
     let n = device_count();
+    if n == 0 {
+        return Err(FooError::InvalidDevice(format!(
+            "Invalid device index {index}: foo has no devices (FOO_RS_DEVICE_COUNT=0)"
+        )));
+    }
     if index < 0 || index as usize >= n {
         return Err(FooError::InvalidDevice(format!(
             "Invalid device index {index}: foo has {n} device(s) (foo:0 .. foo:{}); set FOO_RS_DEVICE_COUNT to change",
-            n as i64 - 1
+            n - 1
         )));
     }
     Ok(index as usize)
@@ -62,11 +91,15 @@ mod tests {
 
     #[test]
     fn parse_count() {
-        assert_eq!(parse_device_count(None), 2);
-        assert_eq!(parse_device_count(Some("4")), 4);
-        assert_eq!(parse_device_count(Some(" 1 ")), 1);
-        assert_eq!(parse_device_count(Some("lots")), 2);
-        assert_eq!(parse_device_count(Some("1000")), 2);
+        assert_eq!(parse_device_count(None), Ok(2));
+        assert_eq!(parse_device_count(Some("  ")), Ok(2));
+        assert_eq!(parse_device_count(Some("4")), Ok(4));
+        assert_eq!(parse_device_count(Some(" 1 ")), Ok(1));
+        assert_eq!(parse_device_count(Some("0")), Ok(0));
+        for bad in ["lots", "1000", "-1", "1.5", "65"] {
+            let e = parse_device_count(Some(bad)).unwrap_err();
+            assert!(e.contains(bad) && e.contains("not a device count"), "{e}");
+        }
     }
 
     #[test]

@@ -13,18 +13,27 @@ _BACKEND = "foo"
 
 DeviceLike = int | str | torch.device | None
 
+def _check_env() -> None:
+    """Raises for an unusable FOO_RS_DEVICE_COUNT (the Rust runtime parses it and refuses every
+    device access then). Like a bad FOO_RS_MEMORY_LIMIT it is reported as a ValueError on first
+    use, never at import, which ``import torch`` runs through the backend autoload."""
+    error = _C.device_count_error()
+    if error is not None:
+        raise ValueError(error)
+
 
 def _device_index(device: DeviceLike, optional: bool = True) -> int:
     """The foo device index of ``device`` (int, "foo", "foo:1", torch.device); None = current."""
+    _check_env()
     if device is None:
-        return _C.current_device()
+        return current_device()
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != _BACKEND:
             raise ValueError(f"Expected a foo device, but got: {device}")
         if device.index is None:
-            return _C.current_device()
+            return current_device()
         return device.index
     if isinstance(device, int) and not isinstance(device, bool):
         return device
@@ -33,16 +42,21 @@ def _device_index(device: DeviceLike, optional: bool = True) -> int:
 
 def is_available() -> bool:
     """True when at least one foo device exists."""
-    return _C.device_count() > 0
+    return device_count() > 0
 
 
 def device_count() -> int:
     """Number of foo devices (``FOO_RS_DEVICE_COUNT``, default 2)."""
+    _check_env()
     return _C.device_count()
 
 
 def current_device() -> int:
-    """Index of this thread's current foo device."""
+    """Index of this thread's current foo device. With no devices (FOO_RS_DEVICE_COUNT=0) there
+    is none to name, so this raises, as ``torch.cuda.current_device()`` does without a GPU,
+    rather than returning an index every foo call would then refuse."""
+    if device_count() == 0:
+        raise RuntimeError("No foo devices are available (FOO_RS_DEVICE_COUNT=0)")
     return _C.current_device()
 
 
