@@ -184,3 +184,20 @@ def test_fork_rng_device_type_restores_stream():
     a = torch.rand(10, device="foo")
     torch.manual_seed(6)
     assert torch.equal(torch.rand(10, device="foo").cpu(), a.cpu())
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_checkpoint_recomputes_the_same_dropout_mask(use_reentrant):
+    # Activation checkpointing re-runs the forward in the backward; it restores the device's RNG
+    # state first (only for a device module that reports itself initialized), so the recomputed
+    # dropout must draw the mask of the forward, and the gradient is zero exactly where it is.
+    x = torch.ones(1000, device="foo", requires_grad=True)
+    torch.manual_seed(0)
+    y = torch.utils.checkpoint.checkpoint(
+        lambda t: torch.nn.functional.dropout(t, 0.5) * t, x, use_reentrant=use_reentrant
+    )
+    y.sum().backward()
+    kept = y.detach() != 0
+    assert 300 < int(kept.sum()) < 700
+    assert torch.equal(kept, x.grad != 0)
+    torch.testing.assert_close(x.grad[kept], torch.full_like(x.grad[kept], 4.0))

@@ -51,6 +51,12 @@ from .random import (
     set_rng_state_all,
 )
 
+# ``torch.cuda._initialized``'s counterpart. torch.utils.checkpoint saves and restores a device's
+# RNG state only when its module says it is initialized (getattr(module, "_initialized", False));
+# without it a recomputed dropout drew a new mask and gradients were silently wrong. Nothing on
+# foo is lazy: the runtime is initialized once the extension is loaded.
+_initialized = True
+
 __all__ = [
     "FooDeviceProperties",
     "_is_in_bad_fork",
