@@ -102,6 +102,27 @@ def test_unary_special_values():
         check(fn, x)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_unary_edges_of_the_range(dtype):
+    # asinh/acosh of values past half the type's maximum (a naive x + sqrt(x^2 + 1) overflows),
+    # hard activations at their kinks (-3, 3) and at NaN, forward and backward.
+    big = torch.finfo(dtype).max
+    x = torch.tensor([big, big / 3, -big, 1e30 if dtype != torch.float16 else 6e4, 1.0, 1.5, 0.5, float("nan")])
+    check(torch.asinh, x.to(dtype), rtol=1e-5, atol=0)
+    check(torch.acosh, x.to(dtype), rtol=1e-5, atol=0)
+    kinks = torch.tensor([-3.0, 3.0, -3.0001, 2.9999, 0.0, float("nan"), float("inf"), float("-inf")], dtype=dtype)
+    for fn in [F.hardswish, F.hardsigmoid, F.relu6, F.hardtanh]:
+        check(fn, kinks)
+        # Gradients at NaN are left out: CPU's own differ between its vectorized and scalar
+        # loops there (hardtanh's is 0 in float32, 1 in bfloat16; hardswish's NaN in float64).
+        grads = []
+        for t in (kinks[kinks == kinks].clone(), to_foo(kinks[kinks == kinks])):
+            t.requires_grad_()
+            fn(t).backward(torch.ones_like(t))
+            grads.append(t.grad)
+        assert_same(grads[1], grads[0])
+
+
 @pytest.mark.parametrize("dtype", INT_DTYPES + [torch.bool])
 def test_int_unary(dtype):
     x = sample((7, 5), dtype, low=-50, high=50)
@@ -217,6 +238,29 @@ def test_int_binary(dtype):
         lambda x, y: x >> (y % 4),
     ]:
         check(fn, a, b)
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_shifts_full_range(dtype):
+    # Values with the top bit set (an unsigned right shift must not copy it), shifts by tensors,
+    # 0-dim tensors and Python ints (the Scalar overloads), and amounts at and past the width.
+    info = torch.iinfo(dtype)
+    vals = [info.min, info.max, info.max // 3, 0, 1, 7] + ([-1, -128] if info.min < 0 else [200])
+    x = torch.tensor(vals, dtype=torch.int64).to(dtype)
+    bits = info.bits
+    amounts = torch.tensor([0, 1, 3, bits - 1, bits, bits + 3], dtype=torch.int64).to(dtype)
+    a = x[:, None].expand(-1, len(amounts)).contiguous()
+    for fn in [
+        torch.bitwise_right_shift,
+        torch.bitwise_left_shift,
+        lambda t, s: t >> s,
+        lambda t, s: t << s,
+    ]:
+        check(fn, a, amounts.expand_as(a))
+        check(lambda t: fn(t, 3), x)
+        check(lambda t: fn(t, torch.tensor(3, dtype=dtype, device=t.device)), x)
+    for op in ["__irshift__", "__ilshift__"]:
+        check(lambda t: getattr(t.clone(), op)(3), x)
 
 
 def test_int_division_by_zero_raises():

@@ -65,6 +65,18 @@ def test_mean(dtype, dim, keepdim):
             check(lambda t: torch.mean(t, dim, keepdim=keepdim), x, **red_tol(dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_mean_divides_before_rounding(dtype):
+    # The CPU backend sums f16/bf16 in float32 and divides before rounding once; rounding the
+    # sum first made the mean of 1e5 tens inf in float16 (and adaptive_avg_pool2d(1), a mean).
+    x = torch.full((3, 100000), 10.0, dtype=dtype) + sample((3, 100000), dtype, low=-1, high=1)
+    check(lambda t: t.mean(), x)
+    check(lambda t: t.mean(1), x, rtol=0, atol=0)
+    check(lambda t: t.mean(0), x)
+    check(lambda t: t.mean((0, 1), keepdim=True), x)
+    check(lambda t: torch.nn.functional.adaptive_avg_pool2d(t.view(1, 3, 400, 250), 1), x)
+
+
 @pytest.mark.parametrize("dtype", ALL_REAL_DTYPES)
 @pytest.mark.parametrize("dim", [None, 0, -1, 1])
 def test_prod(dtype, dim):

@@ -122,6 +122,19 @@ at::Tensor lshift(const at::Tensor& self, const at::Tensor& other) { return ops:
 at::Tensor& ilshift(at::Tensor& self, const at::Tensor& other) { return ops::bitwise_left_shift_(self, other); }
 at::Tensor rshift(const at::Tensor& self, const at::Tensor& other) { return ops::bitwise_right_shift(self, other); }
 at::Tensor& irshift(at::Tensor& self, const at::Tensor& other) { return ops::bitwise_right_shift_(self, other); }
+// The Scalar overloads (`t >> 3`) shift by a wrapped scalar, as CPU's do.
+at::Tensor lshift_scalar(const at::Tensor& self, const c10::Scalar& other) {
+  return ops::bitwise_left_shift(self, at::native::wrapped_scalar_tensor(other));
+}
+at::Tensor& ilshift_scalar(at::Tensor& self, const c10::Scalar& other) {
+  return ops::bitwise_left_shift_(self, at::native::wrapped_scalar_tensor(other));
+}
+at::Tensor rshift_scalar(const at::Tensor& self, const c10::Scalar& other) {
+  return ops::bitwise_right_shift(self, at::native::wrapped_scalar_tensor(other));
+}
+at::Tensor& irshift_scalar(at::Tensor& self, const c10::Scalar& other) {
+  return ops::bitwise_right_shift_(self, at::native::wrapped_scalar_tensor(other));
+}
 
 // ---- two-variant binary ops (functional, out) -----------------------------------------------------
 #define FOO_BINARY2(name, builder, code, checks)                                     \

@@ -184,6 +184,10 @@ at::Tensor lshift(const at::Tensor& self, const at::Tensor& other);
 at::Tensor& ilshift(at::Tensor& self, const at::Tensor& other);
 at::Tensor rshift(const at::Tensor& self, const at::Tensor& other);
 at::Tensor& irshift(at::Tensor& self, const at::Tensor& other);
+at::Tensor lshift_scalar(const at::Tensor& self, const c10::Scalar& other);
+at::Tensor& ilshift_scalar(at::Tensor& self, const c10::Scalar& other);
+at::Tensor rshift_scalar(const at::Tensor& self, const c10::Scalar& other);
+at::Tensor& irshift_scalar(at::Tensor& self, const c10::Scalar& other);
 
 // ---- activation backward: (grad, saved) -> grad_input -------------------------------------
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& threshold);

@@ -300,6 +300,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "__ilshift__.Tensor", ops::ilshift);
   FOO_IMPL(m, "__rshift__.Tensor", ops::rshift);
   FOO_IMPL(m, "__irshift__.Tensor", ops::irshift);
+  FOO_IMPL(m, "__lshift__.Scalar", ops::lshift_scalar);
+  FOO_IMPL(m, "__ilshift__.Scalar", ops::ilshift_scalar);
+  FOO_IMPL(m, "__rshift__.Scalar", ops::rshift_scalar);
+  FOO_IMPL(m, "__irshift__.Scalar", ops::irshift_scalar);
   FOO_IMPL(m, "threshold_backward", ops::threshold_backward);
   FOO_IMPL(m, "threshold_backward.grad_input", ops::threshold_backward_out);
   FOO_IMPL(m, "sigmoid_backward", ops::sigmoid_backward);

@@ -384,9 +384,10 @@ fn float_binary<F: FloatStore>(
         }
         HardswishBackward => {
             let (three, half) = (c(3.0), c(0.5));
-            m!(|g, x| if x < -three {
+            // The CPU backend's bounds: the gradient at -3 is 0 and at 3 is `g`.
+            m!(|g, x| if x <= -three {
                 zero
-            } else if x <= three {
+            } else if x < three {
                 g * (x / three + half)
             } else {
                 g

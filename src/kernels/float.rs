@@ -10,6 +10,10 @@ use num_traits::Float;
 pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
     fn erf(self) -> Self;
     fn erfc(self) -> Self;
+    /// `asinh`/`acosh` over the whole range: std's forms compute `x + x` first and overflow
+    /// to inf above half the type's maximum (asinh(3e38) is 89.3); libm's do not.
+    fn asinh_wide(self) -> Self;
+    fn acosh_wide(self) -> Self;
     fn from_f64c(v: f64) -> Self;
     fn to_f64c(self) -> f64;
     fn round_even(self) -> Self;
@@ -33,6 +37,14 @@ impl Math for f32 {
     #[inline(always)]
     fn erfc(self) -> f32 {
         libm::erfcf(self)
+    }
+    #[inline(always)]
+    fn asinh_wide(self) -> f32 {
+        libm::asinhf(self)
+    }
+    #[inline(always)]
+    fn acosh_wide(self) -> f32 {
+        libm::acoshf(self)
     }
     #[inline(always)]
     fn from_f64c(v: f64) -> f32 {
@@ -77,6 +89,14 @@ impl Math for f64 {
     #[inline(always)]
     fn erfc(self) -> f64 {
         libm::erfc(self)
+    }
+    #[inline(always)]
+    fn asinh_wide(self) -> f64 {
+        libm::asinh(self)
+    }
+    #[inline(always)]
+    fn acosh_wide(self) -> f64 {
+        libm::acosh(self)
     }
     #[inline(always)]
     fn from_f64c(v: f64) -> f64 {

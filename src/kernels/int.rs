@@ -117,8 +117,11 @@ pub trait IntElem:
             } else {
                 Self::zero()
             }
-        } else {
+        } else if Self::SIGNED {
             self.signed_shr(s as u32)
+        } else {
+            // `signed_shr` copies the top bit even for unsigned types: uint8 200 >> 3 was 249.
+            self.unsigned_shr(s as u32)
         }
     }
 }
@@ -146,6 +149,9 @@ mod tests {
         assert_eq!((-1i64).ipow(-3), -1);
         assert_eq!(1i8.shl_torch(9), 0);
         assert_eq!((-8i8).shr_torch(10), -1);
+        assert_eq!(200u8.shr_torch(3), 25);
+        assert_eq!(u64::MAX.shr_torch(60), 15);
+        assert_eq!((-128i8).shr_torch(3), -16);
         assert_eq!((-5i16).wabs(), 5);
         assert_eq!(0u8.sign(), 0);
     }

@@ -318,8 +318,8 @@ fn float_unary<F: FloatStore>(
         Atan => m!(|x| x.atan()),
         Sinh => m!(|x| x.sinh()),
         Cosh => m!(|x| x.cosh()),
-        Asinh => m!(|x| x.asinh()),
-        Acosh => m!(|x| x.acosh()),
+        Asinh => m!(|x| x.asinh_wide()),
+        Acosh => m!(|x| x.acosh_wide()),
         Atanh => m!(|x| x.atanh()),
         Sigmoid => m!(|x| x.vsigmoid()),
         Relu => m!(|x| if x > zero || x.is_nan() { x } else { zero }),
@@ -426,7 +426,12 @@ fn float_unary<F: FloatStore>(
         }
         Hardsigmoid => {
             let (three, six) = (c(3.0), c(6.0));
-            m!(|x| ((x + three).max(zero)).min(six) / six)
+            // `max`/`min` drop a NaN operand; the CPU backend returns NaN for NaN.
+            m!(|x| if x.is_nan() {
+                x
+            } else {
+                ((x + three).max(zero)).min(six) / six
+            })
         }
         Hardswish => {
             let (three, six) = (c(3.0), c(6.0));

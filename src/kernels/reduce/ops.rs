@@ -460,8 +460,9 @@ impl<F: FloatStore> Reducer for FloatAcc<F> {
     }
     unsafe fn finish(&self, acc: F::M, n: usize, o1: isize, _o2: isize) {
         let v = if self.op == FOp::Mean {
-            // As ATen: the sum rounded to the output dtype, then divided.
-            F::store(F::store(acc).load() / F::M::from_f64c(n as f64))
+            // As the CPU backend: the sum divided in the accumulation type (f32 for f16/bf16),
+            // then rounded once. Rounding the sum first overflowed f16 (1e5 tens: inf).
+            F::store(acc / F::M::from_f64c(n as f64))
         } else {
             F::store(acc)
         };
