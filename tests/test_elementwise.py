@@ -257,10 +257,10 @@ def test_shifts_full_range(dtype):
         lambda t, s: t << s,
     ]:
         check(fn, a, amounts.expand_as(a))
-        check(lambda t: fn(t, 3), x)
-        check(lambda t: fn(t, torch.tensor(3, dtype=dtype, device=t.device)), x)
+        check(lambda t, fn=fn: fn(t, 3), x)
+        check(lambda t, fn=fn: fn(t, torch.tensor(3, dtype=dtype, device=t.device)), x)
     for op in ["__irshift__", "__ilshift__"]:
-        check(lambda t: getattr(t.clone(), op)(3), x)
+        check(lambda t, op=op: getattr(t.clone(), op)(3), x)
 
 
 def test_int_division_by_zero_raises():
