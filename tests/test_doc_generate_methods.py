@@ -49,6 +49,9 @@ def test_untyped_storage_methods():
 
 
 def test_typed_storage_methods():
+    # torch warns about TypedStorage once per process: re-arm it so that this test does not
+    # depend on running first.
+    torch.storage._reset_warn_typed_storage_removal()
     with pytest.warns(UserWarning, match="TypedStorage is deprecated"):
         ts = torch.arange(3.0).storage()
         fts = ts.foo()
