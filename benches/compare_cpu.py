@@ -114,9 +114,19 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
             return run
         return make
 
-    def pool(dev: torch.device) -> Callable[[], object]:
-        x = torch.randn(32, 32, 64, 64).to(dev)
-        return lambda: torch.nn.functional.max_pool2d(x, 2)
+    def pool(kernel: int, stride: int, padding: int, backward: bool = False) -> Callable[
+            [torch.device], Callable[[], object]]:
+        def make(dev: torch.device) -> Callable[[], object]:
+            x = torch.randn(32, 32, 64, 64).to(dev).requires_grad_(backward)
+
+            def fwd_bwd() -> object:
+                y = torch.nn.functional.max_pool2d(x, kernel, stride, padding)
+                y.backward(torch.ones_like(y))
+                return y
+            if backward:
+                return fwd_bwd
+            return lambda: torch.nn.functional.max_pool2d(x, kernel, stride, padding)
+        return make
 
     def rng(kind: str) -> Callable[[torch.device], Callable[[], object]]:
         def make(dev: torch.device) -> Callable[[], object]:
@@ -186,7 +196,9 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "linear 256x512->512": linear,
         "conv2d fwd [32,16,32,32] 3x3": conv(False),
         "conv2d fwd+bwd [32,16,32,32] 3x3": conv(True),
-        "max_pool2d [32,32,64,64]": pool,
+        "max_pool2d [32,32,64,64]": pool(2, 2, 0),
+        "max_pool2d fwd+bwd [32,32,64,64]": pool(2, 2, 0, backward=True),
+        "max_pool2d 3x3 s2 p1 [32,32,64,64]": pool(3, 2, 1),
         "rand 1e7": rng("rand"),
         "randn 1e7": rng("randn"),
         "dropout 1e7": rng("dropout"),
