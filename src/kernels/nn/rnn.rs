@@ -225,13 +225,17 @@ fn gate_dims(t: &TensorRef, gates: usize, op: &str) -> FooResult<(usize, usize)>
 }
 
 /// Blocks of rows for a backward that sums columns (`nb` blocks of `per` rows; `nb == 0`: no
-/// sums, split by rows).
-fn blocks(rows: usize, sums: bool) -> (usize, usize) {
+/// sums, split by rows). A block is at least half a grain of work, so a small batch keeps few
+/// partial sums (one block per row of a [32, 4 * 256] LSTM step cost more in allocating and
+/// adding the partial sums than the rows themselves), and at most [`COL_BLOCKS`] blocks; both
+/// depend on the shape only.
+fn blocks(rows: usize, row_cost: usize, sums: bool) -> (usize, usize) {
     if !sums {
         return (0, 0);
     }
-    let nb = rows.clamp(1, COL_BLOCKS);
-    (nb, rows.div_ceil(nb))
+    let min_rows = (GRAIN / 2 / row_cost.max(1)).max(1);
+    let per = rows.div_ceil(COL_BLOCKS).max(min_rows);
+    (rows.div_ceil(per).max(1), per)
 }
 
 /// Runs `body(block, row_start, row_end)` over the rows, by column-sum blocks when `nb > 0`.
@@ -390,7 +394,8 @@ pub fn lstm_cell_backward(
     let (b, h) = gate_dims(workspace, 4, "_thnn_fused_lstm_cell_backward_impl")?;
     dispatch_float!(workspace.dtype, F => {
         type M = <F as FloatStore>::M;
-        let (nb, per) = blocks(b, grad_bias.is_some());
+        let row_cost = 4 * h * 2;
+        let (nb, per) = blocks(b, row_cost, grad_bias.is_some());
         let mut parts = vec![M::zero(); nb * 4 * h];
         let a = LstmBwd {
             ws: Mat::of_ref::<F>(workspace, b, 4 * h, "workspace")?,
@@ -405,7 +410,7 @@ pub fn lstm_cell_backward(
             h,
         };
         if b * h > 0 {
-            run_rows(b, 4 * h * 2, nb, per, &|blk, s, e| lstm_bwd_rows::<F>(&a, blk, s, e));
+            run_rows(b, row_cost, nb, per, &|blk, s, e| lstm_bwd_rows::<F>(&a, blk, s, e));
         }
         if let Some(t) = grad_bias {
             write_vec(t, &total(&parts, nb, 4 * h))?;
@@ -628,7 +633,8 @@ pub fn gru_cell_backward(
     )?;
     dispatch_float!(workspace.dtype, F => {
         type M = <F as FloatStore>::M;
-        let (nb, per) = blocks(b, grad_input_bias.is_some() || grad_hidden_bias.is_some());
+        let row_cost = 3 * h * 2;
+        let (nb, per) = blocks(b, row_cost, grad_input_bias.is_some() || grad_hidden_bias.is_some());
         // Per block: the sums of r, z, n input-gate gradients, then of the hidden n-gate
         // gradient (the hidden r and z gradients equal the input ones).
         let mut parts = vec![M::zero(); nb * 4 * h];
@@ -643,7 +649,7 @@ pub fn gru_cell_backward(
             h,
         };
         if b * h > 0 {
-            run_rows(b, 3 * h * 2, nb, per, &|blk, s, e| gru_bwd_rows::<F>(&a, blk, s, e));
+            run_rows(b, row_cost, nb, per, &|blk, s, e| gru_bwd_rows::<F>(&a, blk, s, e));
         }
         let t = total(&parts, nb, 4 * h);
         if let Some(g) = grad_input_bias {
@@ -1087,6 +1093,45 @@ mod tests {
                 1e-7,
             );
         }
+    }
+
+    #[test]
+    fn bias_sums_over_several_row_blocks() {
+        // 200 rows of 4 * 64 gates: blocks of 32 rows, the last one partial.
+        let (b, h) = (200, 64);
+        assert_eq!(blocks(b, 4 * h * 2, true), (7, 32));
+        let (ig, hg, cx) = (vals(b * 4 * h, 31), vals(b * 4 * h, 32), vals(b * h, 33));
+        let f = lstm(b, h, &ig, &hg, &cx, None);
+        let (o_cx, o_cy, o_ws) = (
+            Owned::new(cx, &[b, h]),
+            Owned::new(f.cy, &[b, h]),
+            Owned::new(f.ws, &[b, 4 * h]),
+        );
+        let ghy = Owned::new(vals(b * h, 34), &[b, h]);
+        let mut runs = Vec::new();
+        for sums in [false, true] {
+            let mut gg = Owned::<f64>::zeros(&[b, 4 * h]);
+            let mut gcx = Owned::<f64>::zeros(&[b, h]);
+            let mut gb = Owned::<f64>::zeros(&[4 * h]);
+            lstm_cell_backward(
+                &gg.m(),
+                &gcx.m(),
+                sums.then(|| gb.m()).as_ref(),
+                Some(&ghy.r()),
+                None,
+                &o_cx.r(),
+                &o_cy.r(),
+                &o_ws.r(),
+            )
+            .unwrap();
+            runs.push((gg.data, gcx.data, gb.data));
+        }
+        assert_eq!((&runs[0].0, &runs[0].1), (&runs[1].0, &runs[1].1));
+        let gg = &runs[1].0;
+        let want: Vec<f64> = (0..4 * h)
+            .map(|c| (0..b).map(|r| gg[r * 4 * h + c]).sum())
+            .collect();
+        close(&runs[1].2, &want, 1e-12);
     }
 
     #[test]
