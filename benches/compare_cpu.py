@@ -135,6 +135,21 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
                     "dropout": lambda: torch.nn.functional.dropout(x, 0.5)}[kind]
         return make
 
+    def rnn(kind: str) -> Callable[[torch.device], Callable[[], object]]:
+        def make(dev: torch.device) -> Callable[[], object]:
+            torch.manual_seed(0)
+            cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
+            m = cls(256, 256).to(dev)
+            x = torch.randn(32, 32, 256).to(dev).requires_grad_()
+            g = torch.randn(32, 32, 256).to(dev)
+
+            def run() -> object:
+                y, _ = m(x)
+                y.backward(g)
+                return y
+            return run
+        return make
+
     def train_step(kind: str) -> Callable[[torch.device], Callable[[], object]]:
         from torch import nn
 
@@ -202,6 +217,8 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "rand 1e7": rng("rand"),
         "randn 1e7": rng("randn"),
         "dropout 1e7": rng("dropout"),
+        "LSTM(256,256) fwd+bwd seq32 b32": rnn("lstm"),
+        "GRU(256,256) fwd+bwd seq32 b32": rnn("gru"),
         "train step MLP": train_step("mlp"),
         "train step CNN": train_step("cnn"),
         "train step transformer": train_step("transformer"),

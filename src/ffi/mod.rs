@@ -21,6 +21,7 @@ mod linalg;
 mod nn;
 mod random;
 mod reduce;
+mod rnn;
 
 /// The scalar parameters `params[0..n]` of a kernel call (empty for a null pointer).
 ///

@@ -7,7 +7,7 @@ use crate::tensor::{FooTensor, TensorMut, TensorRef};
 
 /// # Safety
 /// `t` is null or a valid descriptor of live memory.
-unsafe fn opt_ref(t: *const FooTensor) -> FooResult<Option<TensorRef>> {
+pub(super) unsafe fn opt_ref(t: *const FooTensor) -> FooResult<Option<TensorRef>> {
     if t.is_null() {
         return Ok(None);
     }
@@ -17,7 +17,7 @@ unsafe fn opt_ref(t: *const FooTensor) -> FooResult<Option<TensorRef>> {
 
 /// # Safety
 /// `t` is null or a valid descriptor of live writable memory.
-unsafe fn opt_mut(t: *const FooTensor) -> FooResult<Option<TensorMut>> {
+pub(super) unsafe fn opt_mut(t: *const FooTensor) -> FooResult<Option<TensorMut>> {
     if t.is_null() {
         return Ok(None);
     }

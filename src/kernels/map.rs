@@ -45,6 +45,11 @@ pub fn for_each_row<const N: usize>(
     end: usize,
     row: &mut dyn FnMut([isize; N], usize),
 ) {
+    if start >= end {
+        // Nothing to visit; the index split below would also divide by a zero-size dim (a
+        // reduction of a [5, 0] tensor asks for its empty range of reduced elements).
+        return;
+    }
     let nd = l.shape.len();
     if nd == 0 {
         if start < end {
@@ -443,6 +448,17 @@ mod tests {
         let mut o = Owned::<f64>::zeros(&[n]);
         map2(&o.m(), &a.r(), &s.bcast(&[n]), move |x: f64, y: f64| x * y).unwrap();
         assert!(o.data.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f64));
+    }
+
+    #[test]
+    fn empty_range_of_an_empty_layout() {
+        let l = Layout::<1> {
+            shape: smallvec::smallvec![5, 0],
+            strides: [smallvec::smallvec![0, 1]],
+        };
+        let mut rows = 0;
+        for_each_row(&l, 0, 0, &mut |_, _| rows += 1);
+        assert_eq!(rows, 0);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Neural-network kernels: softmax/log_softmax, losses, layer/batch norm, embedding backward.
+//! Neural-network kernels: softmax/log_softmax, losses, layer/batch norm, embedding backward,
+//! fused LSTM/GRU cells.
 //!
 //! Every kernel here takes contiguous operands (the glue calls `.contiguous()`, as ATen's CPU
 //! kernels do) and works row by row: a row is loaded into a small buffer of the math type
@@ -9,6 +10,7 @@
 pub mod embedding;
 pub mod loss;
 pub mod norm;
+pub mod rnn;
 pub mod simd;
 pub mod softmax;
 
@@ -17,6 +19,7 @@ pub use loss::{
     bce_loss, bce_loss_backward, mse_loss, mse_loss_backward, nll_loss, nll_loss_backward,
 };
 pub use norm::{batch_norm, batch_norm_backward, layer_norm, layer_norm_backward};
+pub use rnn::{gru_cell, gru_cell_backward, lstm_cell, lstm_cell_backward};
 pub use softmax::{softmax, softmax_backward};
 
 use crate::error::FooResult;

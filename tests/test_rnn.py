@@ -1,0 +1,344 @@
+"""Fused RNN cells (`_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell` and their backwards), the
+ops PyTorch's LSTM/GRU loop runs on every device but CPU: nn.LSTM / nn.GRU / the cell modules
+on foo against CPU with the same weights and inputs, outputs and every gradient. Strict mode:
+every op the recurrence touches runs natively."""
+
+from __future__ import annotations
+
+import copy
+
+import foo_rs
+import pytest
+import torch
+from helpers import FOO, assert_same
+from torch import nn
+
+Tol = dict[str, float]
+TOL: dict[torch.dtype, Tol] = {
+    torch.float64: {"atol": 1e-10, "rtol": 1e-9},
+    torch.float32: {"atol": 2e-5, "rtol": 2e-5},
+}
+
+
+def _states(h: torch.Tensor | tuple[torch.Tensor, ...] | None, dev: str) -> object:
+    if h is None:
+        return None
+    if isinstance(h, tuple):
+        return tuple(t.detach().to(dev).requires_grad_() for t in h)
+    return h.detach().to(dev).requires_grad_()
+
+
+def _flat(x: object) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for v in x for t in _flat(v)]
+    return []
+
+
+def run(
+    module: nn.Module, x: torch.Tensor, h0: torch.Tensor | tuple[torch.Tensor, ...] | None, dev: str
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Forward and backward of a copy of `module` on `dev` with fixed upstream gradients:
+    (outputs, gradients of x, h0 and every parameter)."""
+    m = copy.deepcopy(module).to(dev)
+    xs = x.detach().to(dev).requires_grad_()
+    hs = _states(h0, dev)
+    out = m(xs) if hs is None else m(xs, hs)
+    outs = _flat(out)
+    gen = torch.Generator().manual_seed(5)
+    ups = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype) for o in outs]
+    torch.autograd.backward(outs, [u.to(dev) for u in ups])
+    leaves = [xs, *_flat(hs)] + list(m.parameters())
+    grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in leaves]
+    return outs, grads
+
+
+def compare(module: nn.Module, x: torch.Tensor, h0: object = None, **tol: float) -> None:
+    tol = tol or TOL[x.dtype]
+    c_out, c_grads = run(module, x, h0, "cpu")  # type: ignore[arg-type]
+    f_out, f_grads = run(module, x, h0, "foo")  # type: ignore[arg-type]
+    assert_same(f_out, c_out, **tol)
+    assert_same(f_grads, c_grads, **tol)
+
+
+def randn(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def make(cls: type[nn.Module], dtype: torch.dtype, seed: int = 0, **kw: object) -> nn.Module:
+    torch.manual_seed(seed)
+    return cls(**kw).to(dtype)  # type: ignore[arg-type]
+
+
+# ---- nn.LSTM / nn.GRU ------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_rnn_layers(
+    cls: type[nn.Module], dtype: torch.dtype, bidirectional: bool, batch_first: bool, bias: bool, with_h0: bool
+) -> None:
+    seq, batch, feat, hidden, layers = 5, 3, 4, 6, 2
+    m = make(
+        cls,
+        dtype,
+        input_size=feat,
+        hidden_size=hidden,
+        num_layers=layers,
+        bias=bias,
+        batch_first=batch_first,
+        bidirectional=bidirectional,
+    )
+    x = randn(batch, seq, feat, dtype=dtype) if batch_first else randn(seq, batch, feat, dtype=dtype)
+    h0: object = None
+    if with_h0:
+        h = randn(layers * (2 if bidirectional else 1), batch, hidden, dtype=dtype, seed=1)
+        h0 = (h, randn(*h.shape, dtype=dtype, seed=2)) if cls is nn.LSTM else h
+    compare(m, x, h0)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_unbatched(cls: type[nn.Module], with_h0: bool) -> None:
+    m = make(cls, torch.float64, input_size=4, hidden_size=5, num_layers=2, bidirectional=True)
+    h0: object = None
+    if with_h0:
+        h = randn(4, 5, dtype=torch.float64, seed=1)
+        h0 = (h, randn(4, 5, dtype=torch.float64, seed=2)) if cls is nn.LSTM else h
+    compare(m, randn(6, 4, dtype=torch.float64), h0)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_lstm_projection(bidirectional: bool, dtype: torch.dtype) -> None:
+    m = make(nn.LSTM, dtype, input_size=4, hidden_size=6, proj_size=3, num_layers=2, bidirectional=bidirectional)
+    d = 2 if bidirectional else 1
+    h0 = (randn(2 * d, 3, 3, dtype=dtype, seed=1), randn(2 * d, 3, 6, dtype=dtype, seed=2))
+    compare(m, randn(5, 3, 4, dtype=dtype), None)
+    compare(m, randn(5, 3, 4, dtype=dtype), h0)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+def test_zero_batch(cls: type[nn.Module]) -> None:
+    m = make(cls, torch.float64, input_size=4, hidden_size=5, num_layers=2)
+    compare(m, torch.zeros(6, 0, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_reduced_precision(cls: type[nn.Module], dtype: torch.dtype) -> None:
+    """Half types store gates, states and the workspace rounded and compute in float32, as
+    CUDA does: compare with float32 CPU on the same (rounded) weights and inputs."""
+    m = make(cls, dtype, input_size=8, hidden_size=16)
+    x = randn(6, 4, 8, dtype=dtype)
+    ref_out, ref_grads = run(copy.deepcopy(m).float(), x.float(), None, "cpu")
+    out, grads = run(m, x, None, "foo")
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.float16 else {"atol": 8e-2, "rtol": 8e-2}
+    assert_same([t.float() for t in out], ref_out, **tol)
+    assert_same([t.float() for t in grads], ref_grads, **tol)
+
+
+# ---- cells -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", [nn.LSTMCell, nn.GRUCell])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("with_h0", [False, True])
+@pytest.mark.parametrize("batched", [True, False])
+def test_cells(cls: type[nn.Module], dtype: torch.dtype, bias: bool, with_h0: bool, batched: bool) -> None:
+    m = make(cls, dtype, input_size=4, hidden_size=7, bias=bias)
+    lead = (3,) if batched else ()
+    x = randn(*lead, 4, dtype=dtype)
+    h0: object = None
+    if with_h0:
+        h = randn(*lead, 7, dtype=dtype, seed=1)
+        h0 = (h, randn(*lead, 7, dtype=dtype, seed=2)) if cls is nn.LSTMCell else h
+    compare(m, x, h0)
+
+
+# ---- the ops themselves ----------------------------------------------------------------------
+def sig(x: torch.Tensor) -> torch.Tensor:
+    return 1 / (1 + torch.exp(-x))
+
+
+def lstm_ref(ig: torch.Tensor, hg: torch.Tensor, cx: torch.Tensor, b1: torch.Tensor | None, b2: torch.Tensor | None):
+    g = ig + hg + (b1 + b2 if b1 is not None and b2 is not None else 0)
+    i, f, c, o = g.chunk(4, 1)
+    i, f, c, o = sig(i), sig(f), torch.tanh(c), sig(o)
+    cy = f * cx + i * c
+    return o * torch.tanh(cy), cy, torch.cat([i, f, c, o], 1)
+
+
+def gru_ref(ig: torch.Tensor, hg: torch.Tensor, hx: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor):
+    xr, xz, xn = (ig + b1).chunk(3, 1)
+    yr, yz, yn = hg.chunk(3, 1)
+    br, bz, bn = b2.chunk(3)
+    r, z = sig(xr + yr + br), sig(xz + yz + bz)
+    hn = yn + bn
+    n = torch.tanh(xn + r * hn)
+    return n + z * (hx - n), torch.cat([r, z, n, hx, hn], 1)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_lstm_op_workspace_and_backward(bias: bool, transposed: bool) -> None:
+    """Outputs and the workspace layout (CUDA's: activated i, f, g, o gates), contiguous and
+    strided (transposed) operands; backward against the analytic gradient."""
+    b, h = 5, 4
+    d = torch.float64
+    ig, hg = randn(b, 4 * h, dtype=d, seed=1), randn(b, 4 * h, dtype=d, seed=2)
+    cx = randn(b, h, dtype=d, seed=3)
+    b1, b2 = (randn(4 * h, dtype=d, seed=4), randn(4 * h, dtype=d, seed=5)) if bias else (None, None)
+
+    def dev(t: torch.Tensor | None) -> torch.Tensor | None:
+        if t is None:
+            return None
+        t = t.to(FOO)
+        return t.t().contiguous().t() if transposed and t.dim() == 2 else t
+
+    hy, cy, ws = torch.ops.aten._thnn_fused_lstm_cell(dev(ig), dev(hg), dev(cx), dev(b1), dev(b2))
+    assert_same([hy, cy, ws], list(lstm_ref(ig, hg, cx, b1, b2)))
+    assert hy.is_contiguous() and ws.is_contiguous()
+
+    ghy, gcy = randn(b, h, dtype=d, seed=6), randn(b, h, dtype=d, seed=7)
+    leaves = [t.clone().requires_grad_() for t in (ig, hg, cx)]
+    rh, rc, _ = lstm_ref(*leaves, b1, b2)
+    torch.autograd.backward([rh, rc], [ghy, gcy])
+    gg, gcx, gb = torch.ops.aten._thnn_fused_lstm_cell_backward_impl(dev(ghy), dev(gcy), dev(cx), cy, ws, bias)
+    assert_same([gg, gcx], [leaves[0].grad, leaves[2].grad])
+    if bias:
+        assert_same(gb, leaves[0].grad.sum(0))
+    else:
+        assert gb is None
+    # One of the two gradients may be missing (autograd passes None for an unused cy).
+    gg1, gcx1, _ = torch.ops.aten._thnn_fused_lstm_cell_backward_impl(dev(ghy), None, dev(cx), cy, ws, bias)
+    gg0, gcx0, _ = torch.ops.aten._thnn_fused_lstm_cell_backward_impl(
+        dev(ghy), torch.zeros(b, h, dtype=d, device=FOO), dev(cx), cy, ws, bias
+    )
+    assert_same([gg1, gcx1], [gg0.cpu(), gcx0.cpu()])
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_gru_op_workspace_and_backward(transposed: bool) -> None:
+    b, h = 5, 4
+    d = torch.float64
+    ig, hg = randn(b, 3 * h, dtype=d, seed=1), randn(b, 3 * h, dtype=d, seed=2)
+    hx = randn(b, h, dtype=d, seed=3)
+    b1, b2 = randn(3 * h, dtype=d, seed=4), randn(3 * h, dtype=d, seed=5)
+
+    def dev(t: torch.Tensor) -> torch.Tensor:
+        t = t.to(FOO)
+        return t.t().contiguous().t() if transposed and t.dim() == 2 else t
+
+    hy, ws = torch.ops.aten._thnn_fused_gru_cell(dev(ig), dev(hg), dev(hx), dev(b1), dev(b2))
+    assert_same([hy, ws], list(gru_ref(ig, hg, hx, b1, b2)))
+
+    ghy = randn(b, h, dtype=d, seed=6)
+    leaves = [t.clone().requires_grad_() for t in (ig, hg, hx, b1, b2)]
+    ry, _ = gru_ref(*leaves)
+    ry.backward(ghy)
+    got = torch.ops.aten._thnn_fused_gru_cell_backward(dev(ghy), ws, True)
+    assert_same(list(got), [t.grad for t in leaves])
+    _, _, _, gib, ghb = torch.ops.aten._thnn_fused_gru_cell_backward(dev(ghy), ws, False)
+    assert gib is None and ghb is None
+
+
+def test_zero_size_ops() -> None:
+    d = torch.float32
+    hy, cy, ws = torch.ops.aten._thnn_fused_lstm_cell(
+        torch.empty(0, 8, device=FOO), torch.empty(0, 8, device=FOO), torch.empty(0, 2, device=FOO)
+    )
+    assert hy.shape == cy.shape == (0, 2) and ws.shape == (0, 8)
+    _, _, gb = torch.ops.aten._thnn_fused_lstm_cell_backward_impl(
+        torch.empty(0, 2, device=FOO), None, torch.empty(0, 2, device=FOO), cy, ws, True
+    )
+    assert_same(gb, torch.zeros(8, dtype=d))
+    hy, ws = torch.ops.aten._thnn_fused_gru_cell(
+        torch.empty(3, 0, device=FOO), torch.empty(3, 0, device=FOO), torch.empty(3, 0, device=FOO)
+    )
+    assert hy.shape == (3, 0) and ws.shape == (3, 0)
+
+
+def test_errors() -> None:
+    ig = torch.zeros(2, 8, device=FOO)
+    cx = torch.zeros(2, 2, device=FOO)
+    lstm = torch.ops.aten._thnn_fused_lstm_cell
+    with pytest.raises(RuntimeError, match="hidden_gates"):
+        lstm(ig, torch.zeros(2, 4, device=FOO), cx)
+    with pytest.raises(RuntimeError, match="prev_hidden"):
+        lstm(ig, ig, torch.zeros(2, 3, device=FOO))
+    with pytest.raises(RuntimeError, match="input_bias"):
+        lstm(ig, ig, cx, torch.zeros(7, device=FOO), torch.zeros(7, device=FOO))
+    with pytest.raises(RuntimeError, match="both"):
+        lstm(ig, ig, cx, torch.zeros(8, device=FOO), None)
+    with pytest.raises(RuntimeError, match="columns"):
+        torch.ops.aten._thnn_fused_gru_cell(ig, ig, cx)
+    with pytest.raises(RuntimeError, match="scalar type|type"):
+        lstm(ig, ig, cx.double())
+    with pytest.raises(NotImplementedError, match="Long"):
+        lstm(ig.long(), ig.long(), cx.long())
+    with pytest.raises(RuntimeError, match="workspace"):
+        torch.ops.aten._thnn_fused_gru_cell_backward(cx, torch.zeros(2, 9, device=FOO), True)
+    with pytest.raises(RuntimeError, match="workspace"):
+        torch.ops.aten._thnn_fused_lstm_cell_backward_impl(cx, None, cx, cx, torch.zeros(2, 4, device=FOO), True)
+
+
+def test_ops_ran_natively() -> None:
+    before = foo_rs.native_counts()
+    m = make(nn.LSTM, torch.float32, input_size=3, hidden_size=4).to(FOO)
+    m(torch.randn(2, 1, 3, device=FOO))[0].sum().backward()
+    g = make(nn.GRU, torch.float32, input_size=3, hidden_size=4).to(FOO)
+    g(torch.randn(2, 1, 3, device=FOO))[0].sum().backward()
+    after = foo_rs.native_counts()
+    for op in (
+        "aten::_thnn_fused_lstm_cell",
+        "aten::_thnn_fused_lstm_cell_backward_impl",
+        "aten::_thnn_fused_gru_cell",
+        "aten::_thnn_fused_gru_cell_backward",
+    ):
+        assert after.get(op, 0) - before.get(op, 0) == 2, op
+
+
+def test_double_backward() -> None:
+    """With create_graph autograd differentiates the cells through composite ops instead."""
+    m = make(nn.LSTM, torch.float64, input_size=3, hidden_size=4)
+    x = randn(4, 2, 3, dtype=torch.float64)
+    res = []
+    for dev in ("cpu", "foo"):
+        mm = copy.deepcopy(m).to(dev)
+        xx = x.detach().to(dev).requires_grad_()
+        (g,) = torch.autograd.grad(mm(xx)[0].pow(2).sum(), xx, create_graph=True)
+        g.pow(2).sum().backward()
+        res.append([g, xx.grad, *[p.grad for p in mm.parameters()]])
+    assert_same(res[1], res[0], **TOL[torch.float64])
+
+
+# ---- training --------------------------------------------------------------------------------
+def train(dev: str, dtype: torch.dtype, steps: int = 20) -> list[float]:
+    torch.manual_seed(0)
+    model = nn.ModuleDict({"lstm": nn.LSTM(3, 8), "head": nn.Linear(8, 1)}).to(dtype)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(10, 6, 3, generator=gen, dtype=dtype)
+    y = x.sum(-1, keepdim=True).cumsum(0).sin()
+    model = model.to(dev)
+    x, y = x.to(dev), y.to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=0.02)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        out, _ = model["lstm"](x)
+        loss = nn.functional.mse_loss(model["head"](out), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("dtype,gap", [(torch.float64, 1e-4), (torch.float32, 1e-3)])
+def test_training_loss_curve(dtype: torch.dtype, gap: float) -> None:
+    cpu, foo = train("cpu", dtype), train("foo", dtype)
+    assert foo[-1] < 0.8 * foo[0]
+    for c, f in zip(cpu, foo, strict=True):
+        assert abs(f - c) <= gap * abs(c), (cpu, foo)
