@@ -113,6 +113,9 @@ def test_cpu_scalars_and_indices_allowed_like_cuda() -> None:
     # ... but not a CPU tensor with dimensions (TensorIterator's own check, as on CUDA).
     with pytest.raises(RuntimeError, match=SAME_DEVICE):
         f + a
+    # A 0-dim tensor on another foo device is no scalar (CUDA's TensorIterator rule).
+    with pytest.raises(RuntimeError, match=SAME_DEVICE):
+        f + torch.tensor(2.0, device="foo:1")
     # Advanced indexing takes CPU indices.
     i = idx(0, 2)
     assert_same(f[i], a[i])
