@@ -248,6 +248,9 @@ DTYPE_CASES: dict[str, Callable[[torch.device], object]] = {
     "topk_int": lambda d: torch.topk(INT.to(d), 2),
     "max_bool": lambda d: torch.max(BOOL.to(d)),
     "sort_bool": lambda d: torch.sort(BOOL.to(d)),
+    "arange_bool": lambda d: torch.arange(3, dtype=torch.bool, device=d),
+    "arange_complex": lambda d: torch.arange(3, dtype=torch.complex64, device=d),
+    "linspace_bool": lambda d: torch.linspace(0, 1, 3, dtype=torch.bool, device=d),
 }
 
 
@@ -269,6 +272,10 @@ COMPLEX: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "mean": torch.mean,
     "neg": torch.neg,
     "add_": lambda x: x.clone().add_(x),
+    "abs_out_real": lambda x: torch.abs(x, out=torch.empty(3, dtype=x.real.dtype, device=x.device)),
+    "linspace": lambda x: torch.linspace(0, 1 + 2j, 5, dtype=x.dtype, device=x.device),
+    "normal_shape": lambda x: torch.randn(4, dtype=x.dtype, device=x.device).abs().ge(0),
+    "uniform_shape": lambda x: torch.empty(4, dtype=x.dtype, device=x.device).uniform_().abs().le(2),
 }
 
 

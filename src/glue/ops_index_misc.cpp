@@ -273,8 +273,8 @@ std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, i
 // ---- factories -------------------------------------------------------------------------------
 
 at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, at::Tensor& out) {
-  TORCH_CHECK(!out.is_complex() && out.scalar_type() != at::kBool, "\"arange_foo\" not implemented for '",
-              out.scalar_type(), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(!out.is_complex() && out.scalar_type() != at::kBool,
+                              "\"arange_cpu\" not implemented for '", out.scalar_type(), "'");
   // The size computation of ATen's CPU arange (in its accumulate type).
   int64_t size = 0;
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange_foo", [&]() {
@@ -318,6 +318,8 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
 
 at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  TORCH_CHECK_NOT_IMPLEMENTED(out.scalar_type() != at::kBool, "\"linspace_cpu\" not implemented for 'Bool'");
+  if (out.is_complex()) needs_fallback("linspace: no foo kernel for complex outputs");
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
   check_scalar_fits(start, out.scalar_type());

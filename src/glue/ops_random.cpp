@@ -85,6 +85,7 @@ uint64_t default_range(at::ScalarType t) {
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+  if (self.is_complex()) needs_fallback("uniform_: no foo kernel for complex tensors");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "uniform_ is only implemented for floating-point types, got ",
               self.scalar_type());
   TORCH_CHECK(std::isfinite(to - from), "uniform_ expects to-from <= std::numeric_limits<",
@@ -94,6 +95,7 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (self.is_complex()) needs_fallback("normal_: no foo kernel for complex tensors");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ is only implemented for floating-point types");
   return fill_random(self, FOO_RANDOM_NORMAL, {f(mean), f(std)}, gen);
 }
