@@ -132,6 +132,12 @@ def test_cpu_scalars_and_indices_allowed_like_cuda() -> None:
     assert one.device == torch.device("foo:1") and torch.equal(one.cpu(), a)
     # bernoulli_ moves p to self's device (CUDA's kernel does too).
     assert torch.zeros(3, device=FOO).bernoulli_(torch.ones(3)).sum().item() == 3
+    # Losses built on TensorIterator on CUDA take a 0-dim CPU target as a scalar.
+    t = torch.tensor(0.25)
+    assert_same(torch.ops.aten.mse_loss(f, t, 1), torch.ops.aten.mse_loss(a, t, 1))
+    # ... but their backward has CUDA's generated device check.
+    with pytest.raises(RuntimeError, match=SAME_DEVICE):
+        torch.ops.aten.mse_loss_backward(torch.tensor(1.0, device=FOO), f, t, 1)
     # fill_ takes a value tensor from another device.
     assert_same(f.clone().fill_(torch.tensor(4.0)), a.clone().fill_(4.0))
 
