@@ -10,6 +10,8 @@ import torch, torch.utils.cpp_extension as ext
 print(torch.__version__)
 print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
 print(ext.library_paths()[0])
+import os, torchgen
+print(os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "native_functions.yaml"))
 for p in ext.include_paths():
     print(p)
 "#;
@@ -68,6 +70,28 @@ fn local_closure(src: &std::path::Path) -> String {
     text
 }
 
+/// The ops whose entry in torch's native_functions.yaml says `device_check: NoCheck`, sorted.
+/// PyTorch's generated CUDA wrappers check that every tensor argument is on one device, except
+/// for these ops, whose kernels check for themselves (TensorIterator lets CPU 0-dim tensors in
+/// as scalars; indexing takes CPU indices; copies cross devices). The glue applies the same rule
+/// to foo's kernels and to the CPU fallback (src/glue/device_check.cpp).
+fn no_device_check_ops(yaml: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut current: Option<&str> = None;
+    for line in yaml.lines() {
+        if let Some(rest) = line.strip_prefix("- func:") {
+            current = rest.trim().split('(').next();
+        } else if let Some(value) = line.trim_start().strip_prefix("device_check:") {
+            if let (Some(name), true) = (current, value.trim_start().starts_with("NoCheck")) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=FOO_RS_PYTHON");
@@ -98,8 +122,29 @@ fn main() {
     let version = lines.next().expect("torch version");
     let cxx11_abi = lines.next().expect("cxx11 abi flag");
     let lib_dir = lines.next().expect("torch lib dir").to_string();
+    let yaml_path = lines
+        .next()
+        .expect("native_functions.yaml path")
+        .to_string();
     let includes: Vec<&str> = lines.collect();
     println!("cargo:rustc-env=FOO_RS_TORCH_VERSION={version}");
+    println!("cargo:rerun-if-changed={yaml_path}");
+
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    let generated = out_dir.join("glue-gen");
+    std::fs::create_dir_all(&generated).expect("glue-gen dir");
+    let yaml = std::fs::read_to_string(&yaml_path)
+        .unwrap_or_else(|e| panic!("foo_rs: cannot read torch's {yaml_path}: {e}"));
+    let no_check: String = no_device_check_ops(&yaml)
+        .iter()
+        .map(|name| format!("\"{name}\",\n"))
+        .collect();
+    assert!(
+        !no_check.is_empty(),
+        "foo_rs: no `device_check: NoCheck` op in {yaml_path}"
+    );
+    std::fs::write(generated.join("device_check_nocheck.inc"), &no_check)
+        .expect("write device_check_nocheck.inc");
 
     let mut glue = cc::Build::new();
     glue.cpp(true)
@@ -110,7 +155,8 @@ fn main() {
         .flag_if_supported("-Wno-missing-field-initializers")
         .flag_if_supported("-Wno-interference-size")
         .warnings(true)
-        .include("src/glue");
+        .include("src/glue")
+        .include(&generated);
     for inc in &includes {
         glue.include(inc);
     }
@@ -129,7 +175,6 @@ fn main() {
     // cc recompiles every file on every build; the glue's files each parse ATen's headers, so
     // keep one object per source keyed by a hash of (source, the glue headers it includes,
     // torch, profile) and recompile only what changed.
-    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     // Beside the profile's build dirs (target/<profile>/foo-glue-objects), not inside this build's
     // OUT_DIR: another clone building into the same target dir reuses the objects.
     let cache = out_dir
@@ -147,6 +192,7 @@ fn main() {
             let text = local_closure(src);
             let key = fnv1a(&[
                 text.as_str(),
+                no_check.as_str(),
                 version,
                 cxx11_abi,
                 &profile,

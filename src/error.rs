@@ -19,6 +19,9 @@ pub enum Status {
     Panic = 5,
     /// Device index out of range (`IndexError`... torch raises `RuntimeError` for cuda; we match).
     InvalidDevice = 6,
+    /// The inputs are valid but this kernel has no code for them (e.g. a complex dtype): the glue
+    /// runs the op through the counted CPU fallback instead of raising.
+    Unsupported = 7,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +30,7 @@ pub enum FooError {
     InvalidArgument(String),
     NotImplemented(String),
     InvalidDevice(String),
+    Unsupported(String),
     Runtime(String),
 }
 
@@ -39,6 +43,7 @@ impl FooError {
             FooError::InvalidArgument(_) => Status::InvalidArgument,
             FooError::NotImplemented(_) => Status::NotImplemented,
             FooError::InvalidDevice(_) => Status::InvalidDevice,
+            FooError::Unsupported(_) => Status::Unsupported,
             FooError::Runtime(_) => Status::Error,
         }
     }
@@ -49,6 +54,7 @@ impl FooError {
             | FooError::InvalidArgument(m)
             | FooError::NotImplemented(m)
             | FooError::InvalidDevice(m)
+            | FooError::Unsupported(m)
             | FooError::Runtime(m) => m,
         }
     }
@@ -72,4 +78,51 @@ macro_rules! invalid_arg {
 #[macro_export]
 macro_rules! not_implemented {
     ($($arg:tt)*) => { Err($crate::error::FooError::NotImplemented(format!($($arg)*))) };
+}
+
+/// `Err(FooError::Unsupported(format!(...)))` in one line: a kernel without code for valid inputs
+/// (the op then runs through the CPU fallback), unlike `not_implemented!` (the CPU raises too).
+#[macro_export]
+macro_rules! unsupported {
+    ($($arg:tt)*) => { Err($crate::error::FooError::Unsupported(format!($($arg)*))) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Status;
+
+    /// `FooStatus` in foo_ffi.h and `Status` must agree: the glue maps each code to an exception
+    /// (or, for FOO_UNSUPPORTED, to the CPU fallback).
+    #[test]
+    fn status_codes_match_the_header() {
+        let header = include_str!("glue/foo_ffi.h");
+        let codes = [
+            ("FOO_OK", Status::Ok),
+            ("FOO_ERROR", Status::Error),
+            ("FOO_OUT_OF_MEMORY", Status::OutOfMemory),
+            ("FOO_INVALID_ARGUMENT", Status::InvalidArgument),
+            ("FOO_NOT_IMPLEMENTED", Status::NotImplemented),
+            ("FOO_PANIC", Status::Panic),
+            ("FOO_INVALID_DEVICE", Status::InvalidDevice),
+            ("FOO_UNSUPPORTED", Status::Unsupported),
+        ];
+        for (name, status) in codes {
+            let line = header
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{name} =")))
+                .unwrap_or_else(|| panic!("{name} missing from foo_ffi.h"));
+            let value: i32 = line
+                .split('=')
+                .nth(1)
+                .unwrap()
+                .trim()
+                .split(',')
+                .next()
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            assert_eq!(value, status as i32, "{name}");
+        }
+    }
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 fn py_err(e: FooError) -> PyErr {
     match e {
         FooError::InvalidArgument(m) => PyValueError::new_err(m),
-        FooError::NotImplemented(m) => PyNotImplementedError::new_err(m),
+        FooError::NotImplemented(m) | FooError::Unsupported(m) => PyNotImplementedError::new_err(m),
         other => PyRuntimeError::new_err(other.message().to_string()),
     }
 }

@@ -15,9 +15,15 @@ void raise_status(int32_t status, const char* what) {
       TORCH_CHECK_VALUE(false, what, ": ", msg);
     case FOO_INVALID_DEVICE:
       TORCH_CHECK(false, msg);
+    case FOO_UNSUPPORTED:
+      needs_fallback(std::string(what) + ": " + msg);
     default:
       TORCH_CHECK(false, what, ": ", msg);
   }
+}
+
+void needs_fallback(const std::string& why) {
+  throw NeedsFallback({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, why);
 }
 
 bool is_supported_dtype(c10::ScalarType t) {
@@ -91,6 +97,31 @@ FooScalar to_ffi(const c10::Scalar& s) {
     r.i = s.toLong();
   }
   return r;
+}
+
+void check_scalar_fits(const c10::Scalar& s, c10::ScalarType t) {
+  switch (t) {
+    case c10::kByte: (void)s.to<uint8_t>(); break;
+    case c10::kChar: (void)s.to<int8_t>(); break;
+    case c10::kShort: (void)s.to<int16_t>(); break;
+    case c10::kInt: (void)s.to<int32_t>(); break;
+    case c10::kLong: (void)s.to<int64_t>(); break;
+    case c10::kUInt16: (void)s.to<uint16_t>(); break;
+    case c10::kUInt32: (void)s.to<uint32_t>(); break;
+    case c10::kUInt64: (void)s.to<uint64_t>(); break;
+    case c10::kHalf: (void)s.to<c10::Half>(); break;
+    case c10::kBFloat16: (void)s.to<c10::BFloat16>(); break;
+    case c10::kFloat: (void)s.to<float>(); break;
+    case c10::kDouble: (void)s.to<double>(); break;
+    case c10::kComplexFloat: (void)s.to<c10::complex<float>>(); break;
+    case c10::kComplexDouble: (void)s.to<c10::complex<double>>(); break;
+    case c10::kBool: (void)s.to<bool>(); break;
+    default: break;
+  }
+}
+
+void check_scalar_fits_opmath(const c10::Scalar& s, c10::ScalarType t) {
+  check_scalar_fits(s, t == c10::kHalf || t == c10::kBFloat16 ? c10::kFloat : t);
 }
 
 c10::Scalar from_ffi(const FooScalar& s) {

@@ -2,10 +2,16 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/op_registration/adaption.h>
 #include <c10/core/Device.h>
 #include <c10/util/Exception.h>
 
+#include <functional>
+#include <initializer_list>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "foo_ffi.h"
@@ -33,6 +39,12 @@ FooTensor describe(const at::Tensor& t);
 FooTensor describe_bytes(void* data, const int64_t* nbytes, const int64_t* one);
 
 FooScalar to_ffi(const c10::Scalar& s);
+// Raises ATen's "value cannot be converted to type T without overflow" (RuntimeError) where a
+// CPU kernel converts `s` with c10::Scalar::to<T>() and it does not fit `t` (fill_, masked_fill,
+// an integer alpha, ...). Rust would wrap or saturate it instead.
+void check_scalar_fits(const c10::Scalar& s, c10::ScalarType t);
+// The same for kernels that compute in float for float16/bfloat16 inputs (at::opmath_type).
+void check_scalar_fits_opmath(const c10::Scalar& s, c10::ScalarType t);
 c10::Scalar from_ffi(const FooScalar& s);
 
 // Grows or shrinks a foo storage to `nbytes`, keeping min(old, new) bytes (copied by Rust).
@@ -41,9 +53,83 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 // Byte copy between two foo (or host) buffers, done by Rust.
 void copy_bytes(void* dst, const void* src, size_t nbytes);
 
-// ---- native-op accounting ----------------------------------------------------------------
-// FOO_IMPL(m, "op.overload", fn) registers fn for PrivateUse1 and counts each call under the
-// op's name (foo_rs.native_counts()).
+// ---- device checks ---------------------------------------------------------------------------
+// The check of PyTorch's generated CUDA wrappers (torchgen's gen_device_check): an op's out
+// arguments, then its positional tensor arguments, must all be on one device; an op whose
+// native_functions.yaml entry says `device_check: NoCheck` checks for itself instead (e.g.
+// TensorIterator, which also takes CPU 0-dim tensors as scalars). FOO_IMPL applies it to every
+// native kernel and fallback.cpp to every op that reaches the CPU fallback.
+struct DeviceCheck {
+  bool enabled = false;
+  uint64_t out = 0;         // bit i: argument i is an out argument
+  uint64_t positional = 0;  // bit i: argument i is positional
+  const c10::FunctionSchema* schema = nullptr;
+  std::string method;
+};
+DeviceCheck device_check_for(const c10::OperatorHandle& op);
+// Checks the arguments of `op` on a boxed stack (the CPU fallback's view of a call).
+void check_stack_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+
+namespace detail {
+inline const char* arg_name(const DeviceCheck& c, size_t i) { return c.schema->arguments()[i].name().c_str(); }
+inline void same_device(std::optional<c10::Device>& common, const at::Tensor& t, const DeviceCheck& c, size_t i) {
+  c10::impl::check_and_update_common_device(common, t, c.method.c_str(), arg_name(c, i));
+}
+inline void same_device(std::optional<c10::Device>& common, const std::optional<at::Tensor>& t, const DeviceCheck& c,
+                        size_t i) {
+  c10::impl::check_and_update_common_device(common, t, c.method.c_str(), arg_name(c, i));
+}
+inline void same_device(std::optional<c10::Device>& common, at::TensorList ts, const DeviceCheck& c, size_t i) {
+  for (const auto& t : ts) same_device(common, t, c, i);
+}
+inline void same_device(std::optional<c10::Device>& common, const at::ITensorListRef& ts, const DeviceCheck& c,
+                        size_t i) {
+  c10::impl::check_and_update_common_device(common, ts, c.method.c_str(), arg_name(c, i));
+}
+inline void same_device(std::optional<c10::Device>& common, const c10::List<std::optional<at::Tensor>>& ts,
+                        const DeviceCheck& c, size_t i) {
+  c10::impl::check_and_update_common_device(common, ts, c.method.c_str(), arg_name(c, i));
+}
+template <typename T>
+void same_device(std::optional<c10::Device>&, const T&, const DeviceCheck&, size_t) {
+  static_assert(!std::is_convertible_v<T, at::ITensorListRef>, "a tensor-list type without a same_device overload");
+}
+}  // namespace detail
+
+template <typename... Args>
+void check_devices(const DeviceCheck& c, const Args&... args) {
+  static_assert(sizeof...(Args) <= 64, "DeviceCheck holds 64 arguments");
+  std::optional<c10::Device> common;
+  size_t i = 0;
+  ((c.out >> i & 1 ? detail::same_device(common, args, c, i) : void(), ++i), ...);
+  i = 0;
+  ((c.positional >> i & 1 ? detail::same_device(common, args, c, i) : void(), ++i), ...);
+}
+
+// The device rule of TensorIterator, for `device_check: NoCheck` ops whose foo kernel builds none
+// (losses, index_fill_): every tensor on self's device, a 0-dim CPU tensor allowed as a scalar
+// when `cpu_scalars`. Undefined tensors are skipped.
+void check_same_device(const at::Tensor& self, std::initializer_list<std::reference_wrapper<const at::Tensor>> others,
+                       bool cpu_scalars);
+
+// ---- CPU fallback for inputs a native kernel cannot handle -----------------------------------
+// Thrown (through raise_status for FOO_UNSUPPORTED, or needs_fallback) by a native kernel that
+// has no code for its inputs, e.g. a complex dtype: FOO_IMPL's wrapper catches it and runs the op
+// through the counted CPU fallback instead (correct, counted, an error under FOO_RS_STRICT=1).
+// Escaping anyway, it is still a NotImplementedError.
+class NeedsFallback : public c10::NotImplementedError {
+ public:
+  using c10::NotImplementedError::NotImplementedError;
+};
+[[noreturn]] void needs_fallback(const std::string& why);
+
+// The boxed CPU fallback (fallback.cpp), saying why a native kernel handed the op over.
+c10::BoxedKernel cpu_fallback_kernel(std::string why);
+
+// ---- native-op accounting --------------------------------------------------------------------
+// FOO_IMPL(m, "op.overload", fn) registers fn for PrivateUse1, checks devices as above, counts
+// each call that ran natively under the op's name (foo_rs.native_counts()), and hands calls the
+// kernel cannot handle (NeedsFallback) to the CPU fallback.
 template <size_t N>
 struct OpName {
   constexpr OpName(const char (&s)[N]) {  // NOLINT(google-explicit-constructor)
@@ -52,15 +138,35 @@ struct OpName {
   char value[N];
 };
 
+struct NativeOp {
+  c10::OperatorHandle handle;
+  const void* slot;
+  DeviceCheck devices;
+};
+// `name` is "op.overload" of the aten namespace; `arity` the kernel's argument count.
+NativeOp native_op(const char* name, size_t arity);
+
 template <OpName Name, auto Fn>
 struct Counted;
 
 template <OpName Name, typename R, typename... Args, R (*Fn)(Args...)>
 struct Counted<Name, Fn> {
   static R call(Args... args) {
-    static const void* slot = foo_native_slot((std::string("aten::") + Name.value).c_str());
-    foo_native_hit(slot);
-    return Fn(std::forward<Args>(args)...);
+    static const NativeOp op = native_op(Name.value, sizeof...(Args));
+    if (op.devices.enabled) check_devices(op.devices, args...);
+    try {
+      if constexpr (std::is_void_v<R>) {
+        Fn(args...);
+        foo_native_hit(op.slot);
+      } else {
+        R result = Fn(args...);
+        foo_native_hit(op.slot);
+        return result;
+      }
+    } catch (const NeedsFallback& e) {
+      return c10::impl::BoxedKernelWrapper<R(Args...)>::call(cpu_fallback_kernel(e.msg()), op.handle,
+                                                             c10::DispatchKeySet(), args...);
+    }
   }
 };
 

@@ -2,6 +2,8 @@
 
 #include <c10/core/DeviceGuard.h>
 
+#include "ops.h"
+
 namespace foo::ew {
 
 const at::Tensor& input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntArrayRef shape,
@@ -12,7 +14,8 @@ const at::Tensor& input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntAr
   at::Tensor x = t;
   if (x.device().is_cpu()) {
     TORCH_CHECK(x.dim() == 0, "foo kernels take CPU tensors only as 0-dim scalars, got shape ", x.sizes());
-    x = at::empty({}, options.dtype(dtype)).fill_(x.item());
+    x = at::empty({}, options.dtype(dtype));
+    ops::fill_wrapping(x, t.item());
   } else if (x.scalar_type() != dtype) {
     x = x.to(dtype);
   }

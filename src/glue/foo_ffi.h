@@ -18,6 +18,7 @@ enum FooStatus {
   FOO_NOT_IMPLEMENTED = 4,
   FOO_PANIC = 5,
   FOO_INVALID_DEVICE = 6,
+  FOO_UNSUPPORTED = 7,  // no kernel for these (valid) inputs: the glue uses the CPU fallback
 };
 
 // data points at element 0; sizes/strides (in elements) have ndim entries; dtype is the

@@ -17,6 +17,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value);
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value);
+// fill_ without ATen's range check: `value` converted as a tensor copy converts it (the glue's own
+// 0-dim operands, e.g. a CPU scalar tensor moved to foo).
+at::Tensor& fill_wrapping(at::Tensor& self, const c10::Scalar& value);
 at::Tensor& zero(at::Tensor& self);
 c10::Scalar local_scalar_dense(const at::Tensor& self);
 

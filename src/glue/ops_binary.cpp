@@ -23,9 +23,15 @@ at::Tensor compare(TensorIterator& it, int32_t op) {
 }
 
 void check_integral_or_bool(const at::Tensor& a, const at::Tensor& b, const char* name) {
-  TORCH_CHECK(!at::isFloatingType(a.scalar_type()) && !at::isComplexType(a.scalar_type()) &&
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isFloatingType(a.scalar_type()) && !at::isComplexType(a.scalar_type()) &&
                   !at::isFloatingType(b.scalar_type()) && !at::isComplexType(b.scalar_type()),
               "\"", name, "\" not implemented for '", at::isFloatingType(a.scalar_type()) || at::isComplexType(a.scalar_type()) ? a.scalar_type() : b.scalar_type(), "'");
+}
+
+// hypot has float kernels only, and (unlike atan2) does not promote integers to float.
+void check_hypot(const at::Tensor& a, const at::Tensor& b) {
+  const auto dt = at::result_type(a, b);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dt), "\"hypot_cpu\" not implemented for '", dt, "'");
 }
 
 void check_not_complex(const at::Tensor& a, const at::Tensor& b, const char* name) {
@@ -39,17 +45,20 @@ at::Tensor add(const at::Tensor& self, const at::Tensor& other, const c10::Scala
   at::Tensor out;
   auto it = TensorIterator::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
+  check_scalar_fits(alpha, it.common_dtype());
   return same(it, FOO_BINARY_ADD, {alpha});
 }
 at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   auto it = TensorIterator::binary_op(self, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
+  check_scalar_fits(alpha, it.common_dtype());
   same(it, FOO_BINARY_ADD, {alpha});
   return self;
 }
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out) {
   auto it = TensorIterator::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
+  check_scalar_fits(alpha, it.common_dtype());
   same(it, FOO_BINARY_ADD, {alpha});
   return out;
 }
@@ -58,12 +67,14 @@ at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const c10::Scala
   at::Tensor out;
   auto it = TensorIterator::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
+  check_scalar_fits(alpha, it.common_dtype());
   return same(it, FOO_BINARY_SUB, {alpha});
 }
 at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   at::native::sub_check(self, other);
   auto it = TensorIterator::binary_op(self, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
+  check_scalar_fits(alpha, it.common_dtype());
   same(it, FOO_BINARY_SUB, {alpha});
   return self;
 }
@@ -71,6 +82,7 @@ at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::
   at::native::sub_check(self, other);
   auto it = TensorIterator::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
+  check_scalar_fits(alpha, it.common_dtype());
   same(it, FOO_BINARY_SUB, {alpha});
   return out;
 }
@@ -108,7 +120,7 @@ FOO_BINARY(remainder, binary_op, FOO_BINARY_REMAINDER, check_not_complex(self, o
 FOO_BINARY(fmod, binary_op, FOO_BINARY_FMOD, check_not_complex(self, other, "fmod"))
 FOO_BINARY(pow, binary_op, FOO_BINARY_POW, (void)0)
 FOO_BINARY(atan2, binary_float_op, FOO_BINARY_ATAN2, (void)0)
-FOO_BINARY(hypot, binary_float_op, FOO_BINARY_HYPOT, (void)0)
+FOO_BINARY(hypot, binary_float_op, FOO_BINARY_HYPOT, check_hypot(self, other))
 FOO_BINARY(copysign, binary_float_op, FOO_BINARY_COPYSIGN, (void)0)
 FOO_BINARY(xlogy, binary_float_op, FOO_BINARY_XLOGY, (void)0)
 FOO_BINARY(bitwise_and, binary_op, FOO_BINARY_BIT_AND, check_integral_or_bool(self, other, "bitwise_and_cpu"))
@@ -227,7 +239,7 @@ at::Tensor div_mode_into(at::Tensor& out, const at::Tensor& self, const at::Tens
   TORCH_CHECK(trunc || *mode == "floor",
               "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
   auto it = TensorIterator::binary_op(out, self, other);
-  TORCH_CHECK(it.common_dtype() != at::kBool, "div ", *mode, " is not supported for bool tensors");
+  TORCH_CHECK_NOT_IMPLEMENTED(it.common_dtype() != at::kBool, "\"div_", *mode, "_cpu\" not implemented for 'Bool'");
   return same(it, trunc ? FOO_BINARY_DIV_TRUNC : FOO_BINARY_DIV_FLOOR);
 }
 }  // namespace
@@ -260,12 +272,14 @@ at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
   at::Tensor out;
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = TensorIterator::binary_op(out, self, e);
+  check_scalar_fits(exponent, it.common_dtype());
   return same(it, FOO_BINARY_POW);
 }
 at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
   check_int_pow(self, exponent);
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = TensorIterator::binary_op(self, self, e);
+  check_scalar_fits(exponent, it.common_dtype());
   same(it, FOO_BINARY_POW);
   return self;
 }
@@ -273,6 +287,7 @@ at::Tensor& pow_scalar_exp_out(const at::Tensor& self, const c10::Scalar& expone
   check_int_pow(self, exponent);
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = TensorIterator::binary_op(out, self, e);
+  check_scalar_fits(exponent, it.common_dtype());
   same(it, FOO_BINARY_POW);
   return out;
 }

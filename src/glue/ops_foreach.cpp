@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "foo_ffi_elementwise.h"
+#include "ops.h"
 #include "ops_foreach.h"
 
 namespace foo::ops::fe {
@@ -60,8 +61,11 @@ void check_sizes(std::initializer_list<TensorList> lists) {
   }
 }
 
+// Converted without a range check, as the CPU's per-tensor ops convert a wrapped scalar.
 Tensor scalar_tensor(const c10::Scalar& s, const Tensor& like) {
-  return at::empty({}, like.options()).fill_(s);
+  Tensor t = at::empty({}, like.options());
+  ops::fill_wrapping(t, s);
+  return t;
 }
 
 Tensor scalar_list_tensor(at::ArrayRef<c10::Scalar> s, const Tensor& like) {

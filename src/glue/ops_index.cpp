@@ -690,9 +690,14 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
 
 at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
   check_supported_dtype(self.scalar_type(), "index_fill_");
+  TORCH_CHECK(self.is_complex() || !value.isComplex(),
+              "index_fill_(): Converting complex Scalar to non-complex type is not supported");
+  check_scalar_fits(value, self.scalar_type());
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK_INDEX(index.dim() <= 1, "Index has to be a vector/scalar");
   TORCH_CHECK(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  // CUDA's kernel iterates over `index` restrided to self's shape: a CPU index is never a scalar.
+  check_same_device(self, {index}, false);
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, index);
   if (self.numel() == 0 || index.numel() == 0) return self;

@@ -68,15 +68,21 @@ at::Tensor& cat_impl(const at::ITensorListRef& tensors, int64_t dim, at::Tensor&
     at::native::resize_output(out, shape);
     at::assert_no_internal_overlap(out);
     for (size_t i = 0; i < materialized.size(); ++i) {
-      TORCH_CHECK(at::get_overlap_status(out, materialized[i].get()) == at::MemOverlapStatus::No,
-                  "unsupported operation: the input tensors cannot refer to any of the output memory locations. "
-                  "Found overlap in input tensor ", i);
+      // ATen's CPU check: only a known overlap is an error; TooHard (a strided out, say) is not.
+      at::assert_no_overlap(out, materialized[i].get());
     }
   }
   if (out.numel() == 0) return out;
+  std::vector<at::Tensor> staged;
+  staged.reserve(materialized.size());
   for (const auto& t : materialized) {
-    if (!at::native::cat_should_skip_tensor(t.get())) descs.push_back(describe(t.get()));
+    if (at::native::cat_should_skip_tensor(t.get())) continue;
+    // An input in out's storage that the overlap test could not rule out is read from a copy:
+    // Rust writes out while it reads the inputs.
+    const bool shared = !allocate && t.get().is_alias_of(out);
+    staged.push_back(shared ? t.get().clone() : t.get());
   }
+  for (const auto& t : staged) descs.push_back(describe(t));
   const c10::DeviceGuard guard(out.device());
   const FooTensor o = describe(out);
   check(foo_cat(&o, descs.data(), static_cast<int32_t>(descs.size()), dim), "cat");
@@ -217,7 +223,7 @@ std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self, 
                                                         int64_t dim, bool descending, at::Tensor& values,
                                                         at::Tensor& indices) {
   // Always stable (a stable order is a valid unstable one).
-  TORCH_CHECK(!self.is_complex(), "Sort currently does not support complex dtypes on CPU.");
+  TORCH_CHECK_TYPE(!self.is_complex(), "Sort does not support complex dtypes on CPU");
   dim = at::maybe_wrap_dim(dim, self.dim());
   check_sort_outputs(self, values, indices, self.sizes(), "sort");
   if (self.numel() == 0) return {values, indices};
@@ -240,6 +246,9 @@ std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::Sy
                                                  bool /*sorted: always sorted*/, at::Tensor& values,
                                                  at::Tensor& indices) {
   const int64_t k = k_sym.expect_int();
+  // The CPU's checks: complex is a TypeError, bool is not implemented.
+  TORCH_CHECK_TYPE(!self.is_complex(), "topk does not support complex dtypes on CPU");
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "topk does not support bool dtypes on CPU");
   dim = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
   const int64_t n = self.dim() == 0 ? 1 : self.size(dim);
   TORCH_CHECK(k >= 0 && k <= n, "selected index k out of range");
@@ -264,8 +273,8 @@ std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, i
 // ---- factories -------------------------------------------------------------------------------
 
 at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, at::Tensor& out) {
-  TORCH_CHECK(!out.is_complex() && out.scalar_type() != at::kBool, "\"arange_foo\" not implemented for '",
-              out.scalar_type(), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(!out.is_complex() && out.scalar_type() != at::kBool,
+                              "\"arange_cpu\" not implemented for '", out.scalar_type(), "'");
   // The size computation of ATen's CPU arange (in its accumulate type).
   int64_t size = 0;
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange_foo", [&]() {
@@ -309,8 +318,12 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
 
 at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  TORCH_CHECK_NOT_IMPLEMENTED(out.scalar_type() != at::kBool, "\"linspace_cpu\" not implemented for 'Bool'");
+  if (out.is_complex()) needs_fallback("linspace: no foo kernel for complex outputs");
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
+  check_scalar_fits(start, out.scalar_type());
+  check_scalar_fits(end, out.scalar_type());
   if (steps == 1) return out.fill_(start);
   const c10::DeviceGuard guard(out.device());
   const FooTensor o = describe(out);

@@ -58,6 +58,8 @@ void launch(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, con
             const c10::Scalar& beta, const c10::Scalar& alpha, MakeA make_a, MakeB make_b, MakeO make_o,
             const char* name) {
   check_supported_dtype(out.scalar_type(), name);
+  check_scalar_fits_opmath(beta, out.scalar_type());
+  check_scalar_fits_opmath(alpha, out.scalar_type());
   if (out.numel() == 0) return;
   at::assert_no_internal_overlap(out);
   const bool beta_zero = beta.isComplex()         ? beta.toComplexDouble() == c10::complex<double>(0.0)

@@ -82,7 +82,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+at::Tensor& fill_wrapping(at::Tensor& self, const c10::Scalar& value) {
   check_supported_dtype(self.scalar_type(), "fill_");
   if (self.numel() == 0) return self;
   TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes,
@@ -94,13 +94,21 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   return self;
 }
 
+at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  check_scalar_fits(value, self.scalar_type());
+  return fill_wrapping(self, value);
+}
+
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0,
               "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(), " dimensions.");
-  return fill_scalar(self, value.item());
+  // As ATen: a value on another device is read as a Scalar (range-checked); one on self's device
+  // is copied, i.e. converted like any tensor.
+  if (value.device() != self.device()) return fill_scalar(self, value.item());
+  return fill_wrapping(self, value.item());
 }
 
-at::Tensor& zero(at::Tensor& self) { return fill_scalar(self, 0); }
+at::Tensor& zero(at::Tensor& self) { return fill_wrapping(self, 0); }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   check_supported_dtype(self.scalar_type(), "item");

@@ -317,13 +317,16 @@ std::vector<int64_t> reduced_shape(c10::IntArrayRef shape, int64_t reduction) {
   return reduction == at::Reduction::None ? shape.vec() : std::vector<int64_t>{};
 }
 
+// `t` on foo, or a 0-dim CPU scalar (check_same_device), moved to the current (self's, under the
+// callers' DeviceGuard) foo device.
 Tensor as_dense(const Tensor& t, at::ScalarType dt, c10::IntArrayRef shape) {
-  Tensor x = t.scalar_type() == dt ? t : t.to(dt);
+  Tensor x = t.device().is_cpu() ? t.to(kFoo, dt) : t.scalar_type() == dt ? t : t.to(dt);
   return (x.sizes().equals(shape) ? x : x.expand(shape)).contiguous();
 }
 
 void mse_run(const Tensor& self, const Tensor& target, int64_t reduction, const Tensor& out,
              c10::IntArrayRef shape, at::ScalarType dt) {
+  check_same_device(self, {target, out}, true);
   const c10::DeviceGuard guard(self.device());
   const Tensor x = as_dense(self, dt, shape), t = as_dense(target, dt, shape);
   const FooTensor dout = describe_maybe(out), dx = describe_maybe(x), dtt = describe_maybe(t);
@@ -351,6 +354,7 @@ Tensor& mse_loss_backward_out(const Tensor& grad_output, const Tensor& self, con
   const auto dt = self.scalar_type();
   check_float(self, "mse_backward_cpu_out");
   const auto shape = at::infer_size(self.sizes(), target.sizes());
+  check_same_device(self, {grad_output, target, grad_input}, true);
   return into(grad_input, shape, dt, "mse_loss_backward", [&](const Tensor& gi) {
     const c10::DeviceGuard guard(self.device());
     const Tensor g = as_dense(grad_output, dt, shape), x = as_dense(self, dt, shape), t = as_dense(target, dt, shape);
@@ -364,7 +368,9 @@ Tensor mse_loss_backward(const Tensor& grad_output, const Tensor& self, const Te
 }
 
 namespace {
-void check_bce(const Tensor& self, const Tensor& target) {
+void check_bce(const Tensor& self, const Tensor& target, const OptT& weight) {
+  const Tensor w = weight.value_or(Tensor());
+  check_same_device(self, {target, w}, true);
   TORCH_CHECK(self.sizes().equals(target.sizes()), "Using a target size (", target.sizes(),
               ") that is different to the input size (", self.sizes(), ") is deprecated. ",
               "Please ensure they have the same size.");
@@ -374,7 +380,7 @@ void check_bce(const Tensor& self, const Tensor& target) {
 
 Tensor& binary_cross_entropy_out(const Tensor& self, const Tensor& target, const OptT& weight, int64_t reduction,
                                  Tensor& out) {
-  check_bce(self, target);
+  check_bce(self, target, weight);
   const auto dt = self.scalar_type();
   return into(out, reduced_shape(self.sizes(), reduction), dt, "binary_cross_entropy", [&](const Tensor& o) {
     const c10::DeviceGuard guard(self.device());
@@ -390,7 +396,7 @@ Tensor binary_cross_entropy(const Tensor& self, const Tensor& target, const OptT
 }
 Tensor& binary_cross_entropy_backward_out(const Tensor& grad_output, const Tensor& self, const Tensor& target,
                                           const OptT& weight, int64_t reduction, Tensor& grad_input) {
-  check_bce(self, target);
+  check_bce(self, target, weight);
   const auto dt = self.scalar_type();
   return into(grad_input, self.sizes(), dt, "binary_cross_entropy_backward", [&](const Tensor& gi) {
     const c10::DeviceGuard guard(self.device());

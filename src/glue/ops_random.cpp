@@ -3,6 +3,7 @@
 // of the tensor's logical order always gets draw i.
 #include <ATen/core/DistributionsHelper.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/native/DistributionTemplates.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <cmath>
@@ -18,6 +19,14 @@ namespace foo::ops {
 namespace {
 
 uint64_t generator_id(const std::optional<at::Generator>& gen, const at::Tensor& self) {
+  // A foo generator (or a foo `p`) sends a CPU tensor's random op here, its dispatch key being
+  // the highest; the CPU kernel would reject the foo generator (at::check_generator), so must this.
+  if (self.device().type() != kFoo) {
+    TORCH_CHECK(!gen.has_value() || !gen->defined(), "Expected a '", self.device().type(),
+                "' device type for generator but found '", gen->device().type(), "'");
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
+                c10::Device(kFoo, 0), " and ", self.device(), "!");
+  }
   auto* g = at::get_generator_or_default<FooGeneratorImpl>(gen, default_generator(self.device().index()));
   return g->rust_id();
 }
@@ -76,6 +85,7 @@ uint64_t default_range(at::ScalarType t) {
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+  if (self.is_complex()) needs_fallback("uniform_: no foo kernel for complex tensors");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "uniform_ is only implemented for floating-point types, got ",
               self.scalar_type());
   TORCH_CHECK(std::isfinite(to - from), "uniform_ expects to-from <= std::numeric_limits<",
@@ -85,6 +95,7 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (self.is_complex()) needs_fallback("normal_: no foo kernel for complex tensors");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ is only implemented for floating-point types");
   return fill_random(self, FOO_RANDOM_NORMAL, {f(mean), f(std)}, gen);
 }
@@ -139,6 +150,7 @@ at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
 at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
   if (to.has_value()) {
     TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    at::native::templates::check_from_to_in_range(from, *to - 1, self.dtype());
     return random_range(self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from), gen);
   }
   // [from, max]: the dtype's upper end.
@@ -149,6 +161,7 @@ at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> 
 
 at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
   TORCH_CHECK(0 < to, "random_ expects 'from' to be less than 'to', but got from=0 >= to=", to);
+  at::native::templates::check_from_to_in_range(0, to - 1, self.dtype());
   return random_range(self, 0, static_cast<uint64_t>(to), gen);
 }
 

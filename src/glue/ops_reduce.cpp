@@ -25,7 +25,7 @@ using at::native::DimMask;
 
 void check_real(const Tensor& self, const char* name) {
   check_supported_dtype(self.scalar_type(), name);
-  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), name, ": complex inputs are not supported on the foo device");
+  if (self.is_complex()) needs_fallback(std::string(name) + ": no foo kernel for complex inputs");
 }
 
 DimMask mask_of(const Tensor& self, at::OptionalIntArrayRef dim, bool allow_empty = false) {
@@ -89,7 +89,7 @@ FooScalar param(double v) { return foo::to_ffi(c10::Scalar(v)); }
 // result dtype first (as ATen casts it), integer results accumulate in int64.
 void sum_like(int32_t op, const Tensor& self, DimMask mask, bool keepdim, const Tensor& result, const char* name) {
   check_real(self, name);
-  TORCH_CHECK_NOT_IMPLEMENTED(!result.is_complex(), name, ": complex results are not supported on the foo device");
+  if (result.is_complex()) needs_fallback(std::string(name) + ": no foo kernel for complex results");
   const auto rt = result.scalar_type();
   const bool fl = at::isFloatingType(rt);
   Tensor in = self;
@@ -113,9 +113,10 @@ at::ScalarType out_dtype(const Tensor& out, std::optional<at::ScalarType> dtype,
 
 at::ScalarType mean_dtype(const Tensor& self, std::optional<at::ScalarType> dtype) {
   const auto in_dtype = at::native::get_dtype_from_self(self, dtype, true);
-  TORCH_CHECK(at::isFloatingType(in_dtype) || at::isComplexType(in_dtype), "mean(): could not infer output dtype. ",
-              (dtype.has_value() ? "Optional" : "Input"), " dtype must be either a floating point or complex dtype. ",
-              "Got: ", in_dtype);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(in_dtype) || at::isComplexType(in_dtype),
+                              "mean(): could not infer output dtype. ", (dtype.has_value() ? "Optional" : "Input"),
+                              " dtype must be either a floating point or complex dtype. ",
+                              "Got: ", dtype.value_or(self.scalar_type()));
   return dtype.value_or(self.scalar_type());
 }
 
@@ -129,6 +130,7 @@ void check_values_out(const Tensor& values, const Tensor& indices, const Tensor&
 
 void minmax_dim_into(bool max, const Tensor& self, int64_t dim, bool keepdim, Tensor& values, Tensor& indices) {
   const char* name = max ? "max()" : "min()";
+  TORCH_CHECK_TYPE(!self.is_complex(), name, ": does not support complex input");
   check_real(self, name);
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   at::native::zero_numel_check_dims(self, d, name);
@@ -165,6 +167,8 @@ void amax_into(bool max, const Tensor& self, at::IntArrayRef dim, bool keepdim, 
 
 void argmax_into(bool max, const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
   const char* name = max ? "argmax()" : "argmin()";
+  TORCH_CHECK_TYPE(!self.is_complex(), name, ": does not support complex input");
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, name, ": does not support bool input");
   check_real(self, name);
   const int32_t op = max ? FOO_REDUCE_ARG_MAX : FOO_REDUCE_ARG_MIN;
   if (dim.has_value()) {
@@ -191,9 +195,9 @@ void argmax_into(bool max, const Tensor& self, std::optional<int64_t> dim, bool 
 void var_into(bool is_std, const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
               bool keepdim, Tensor& out, Tensor* mean) {
   check_supported_dtype(self.scalar_type(), "var/std");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
-              "std and var only support floating point and complex dtypes");
-  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "var/std: complex inputs are not supported on the foo device");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+                              "std and var only support floating point and complex dtypes");
+  if (self.is_complex()) needs_fallback("var/std: no foo kernel for complex inputs");
   const DimMask mask = mask_of(self, dim);
   resize_out(out, self, mask, keepdim);
   const double c = correction.has_value() ? correction->toDouble() : 1.0;
@@ -210,9 +214,10 @@ void var_into(bool is_std, const Tensor& self, at::OptionalIntArrayRef dim, cons
 void vector_norm_into(const Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                       std::optional<at::ScalarType> dtype, Tensor& out) {
   check_supported_dtype(self.scalar_type(), "linalg.vector_norm");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
-              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
-  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "linalg.vector_norm: complex inputs are not supported on the foo device");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+                              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
+                              self.scalar_type());
+  if (self.is_complex()) needs_fallback("linalg.vector_norm: no foo kernel for complex inputs");
   const double p = ord.toDouble();
   if (self.numel() == 0 && (p < 0.0 || p == std::numeric_limits<double>::infinity())) {
     TORCH_CHECK(dim.has_value() && !dim->empty(), "linalg.vector_norm cannot compute the ", ord,
@@ -262,7 +267,7 @@ void logsumexp_into(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tenso
 // ---- cumsum / cumprod ------------------------------------------------------------------------
 void scan_into(int32_t op, const Tensor& self, int64_t dim, const Tensor& result, const char* name) {
   check_real(self, name);
-  TORCH_CHECK_NOT_IMPLEMENTED(!result.is_complex(), name, ": complex results are not supported on the foo device");
+  if (result.is_complex()) needs_fallback(std::string(name) + ": no foo kernel for complex results");
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   if (result.numel() == 0) return;
   const auto rt = result.scalar_type();
@@ -401,6 +406,7 @@ FOO_MINMAX(min, false)
 
 std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& min,
                                          Tensor& max) {
+  TORCH_CHECK_TYPE(!self.is_complex(), "aminmax not implemented for ", self.scalar_type());
   check_real(self, "aminmax");
   DimMask mask;
   if (dim.has_value()) {

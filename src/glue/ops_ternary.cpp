@@ -40,11 +40,19 @@ at::Tensor where_into(at::Tensor& out, const at::Tensor& condition, const at::Te
   return ew::launch_ternary(it, FOO_TERNARY_WHERE, result, at::kBool, result, result);
 }
 
+// lerp has float and complex kernels only.
+void check_lerp(const at::TensorIterator& it, const char* cpu_kernel) {
+  const auto dt = it.common_dtype();
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dt) || at::isComplexType(dt), "\"", cpu_kernel,
+                              "\" not implemented for '", dt, "'");
+}
+
 at::Tensor lerp_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
   TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(), " for `end` but got dtype ", end.dtype());
   TORCH_CHECK(self.dtype() == weight.dtype(), "expected dtype ", self.dtype(), " for `weight` but got dtype ",
               weight.dtype());
   auto it = ternary_iter(out, self, end, weight);
+  check_lerp(it, "lerp_kernel_tensor");
   const auto dt = it.common_dtype();
   return ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
 }
@@ -61,6 +69,7 @@ at::Tensor addc_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& 
   }
   auto it = ternary_iter(out, self, t1, t2);
   const auto dt = it.common_dtype();
+  check_scalar_fits_opmath(value, dt);
   return ew::launch_ternary(it, op, dt, dt, dt, dt, {value});
 }
 
@@ -80,12 +89,16 @@ at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10:
   const auto w = at::native::wrapped_scalar_tensor(weight);
   auto it = ternary_iter(out, self, end, w);
   const auto dt = it.common_dtype();
+  check_lerp(it, "lerp_kernel_scalar");
+  check_scalar_fits_opmath(weight, dt);
   return ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
 }
 at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
   const auto w = at::native::wrapped_scalar_tensor(weight);
   auto it = ternary_iter(self, self, end, w);
   const auto dt = it.common_dtype();
+  check_lerp(it, "lerp_kernel_scalar");
+  check_scalar_fits_opmath(weight, dt);
   ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
   return self;
 }
@@ -93,6 +106,8 @@ at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const
   const auto w = at::native::wrapped_scalar_tensor(weight);
   auto it = ternary_iter(out, self, end, w);
   const auto dt = it.common_dtype();
+  check_lerp(it, "lerp_kernel_scalar");
+  check_scalar_fits_opmath(weight, dt);
   ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
   return out;
 }
@@ -141,6 +156,7 @@ at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const 
               mask.scalar_type());
   TORCH_CHECK(self.device() == mask.device() || mask.dim() == 0, "expected mask to be on ", self.device(),
               " but got mask on ", mask.device());
+  check_scalar_fits(value, self.scalar_type());
   auto it = at::TensorIteratorConfig()
                 .set_check_mem_overlap(false)
                 .check_all_same_dtype(false)

@@ -1,6 +1,9 @@
 // Unary elementwise ops: metadata from TensorIterator (as ATen's CPU kernels build it), values
 // from Rust (foo_unary).
+#include <ATen/Dispatch_v2.h>
 #include <ATen/native/TypeProperties.h>
+
+#include <limits>
 
 #include "elementwise.h"
 #include "ops_elementwise.h"
@@ -20,6 +23,22 @@ at::Tensor predicate(at::Tensor& out, const at::Tensor& self, int32_t op) {
   return ew::launch_unary(it, op, at::kBool, self.scalar_type());
 }
 
+// ATen's CPU kernels have no bool version of these (the integer ones are identities).
+void check_not_bool(const at::Tensor& self, const char* cpu_kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"", cpu_kernel, "\" not implemented for 'Bool'");
+}
+
+// Complex abs has a real result, which the TensorIterator below does not build: the CPU's does.
+void check_abs(const at::Tensor& self) {
+  check_not_bool(self, "abs_cpu");
+  if (self.is_complex()) needs_fallback("abs: no foo kernel for complex inputs");
+}
+
+// Activation parameters, which the CPU kernels convert to their compute type (range-checked).
+void check_params_fit(const TensorIterator& it, std::initializer_list<c10::Scalar> params) {
+  for (const auto& p : params) check_scalar_fits_opmath(p, it.common_dtype());
+}
+
 c10::Scalar approximate_code(c10::string_view approximate) {
   if (approximate == "none") return 0;
   TORCH_CHECK(approximate == "tanh", "approximate argument must be either none or tanh.");
@@ -28,76 +47,82 @@ c10::Scalar approximate_code(c10::string_view approximate) {
 
 }  // namespace
 
-#define FOO_UNARY(name, builder, code)                                        \
+#define FOO_UNARY(name, builder, code, checks)                                \
   at::Tensor name(const at::Tensor& self) {                                   \
+    checks;                                                                   \
     at::Tensor out;                                                           \
     auto it = TensorIterator::builder(out, self);                             \
     return same(it, code);                                                    \
   }                                                                           \
   at::Tensor& name##_(at::Tensor& self) {                                     \
+    checks;                                                                   \
     auto it = TensorIterator::builder(self, self);                            \
     same(it, code);                                                           \
     return self;                                                              \
   }                                                                           \
   at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {           \
+    checks;                                                                   \
     auto it = TensorIterator::builder(out, self);                             \
     same(it, code);                                                           \
     return out;                                                               \
   }
 
-FOO_UNARY(exp, unary_float_op, FOO_UNARY_EXP)
-FOO_UNARY(exp2, unary_float_op, FOO_UNARY_EXP2)
-FOO_UNARY(expm1, unary_float_op, FOO_UNARY_EXPM1)
-FOO_UNARY(log, unary_float_op, FOO_UNARY_LOG)
-FOO_UNARY(log2, unary_float_op, FOO_UNARY_LOG2)
-FOO_UNARY(log10, unary_float_op, FOO_UNARY_LOG10)
-FOO_UNARY(log1p, unary_float_op, FOO_UNARY_LOG1P)
-FOO_UNARY(sqrt, unary_float_op, FOO_UNARY_SQRT)
-FOO_UNARY(rsqrt, unary_float_op, FOO_UNARY_RSQRT)
-FOO_UNARY(reciprocal, unary_float_op, FOO_UNARY_RECIPROCAL)
-FOO_UNARY(sin, unary_float_op, FOO_UNARY_SIN)
-FOO_UNARY(cos, unary_float_op, FOO_UNARY_COS)
-FOO_UNARY(tan, unary_float_op, FOO_UNARY_TAN)
-FOO_UNARY(tanh, unary_float_op, FOO_UNARY_TANH)
-FOO_UNARY(asin, unary_float_op, FOO_UNARY_ASIN)
-FOO_UNARY(acos, unary_float_op, FOO_UNARY_ACOS)
-FOO_UNARY(atan, unary_float_op, FOO_UNARY_ATAN)
-FOO_UNARY(sinh, unary_float_op, FOO_UNARY_SINH)
-FOO_UNARY(cosh, unary_float_op, FOO_UNARY_COSH)
-FOO_UNARY(asinh, unary_float_op, FOO_UNARY_ASINH)
-FOO_UNARY(acosh, unary_float_op, FOO_UNARY_ACOSH)
-FOO_UNARY(atanh, unary_float_op, FOO_UNARY_ATANH)
-FOO_UNARY(sigmoid, unary_float_op, FOO_UNARY_SIGMOID)
-FOO_UNARY(erf, unary_float_op, FOO_UNARY_ERF)
-FOO_UNARY(erfc, unary_float_op, FOO_UNARY_ERFC)
-FOO_UNARY(erfinv, unary_float_op, FOO_UNARY_ERFINV)
-FOO_UNARY(neg, unary_op, FOO_UNARY_NEG)
-FOO_UNARY(abs, unary_op, FOO_UNARY_ABS)
-FOO_UNARY(sign, unary_op, FOO_UNARY_SIGN)
-FOO_UNARY(sgn, unary_op, FOO_UNARY_SGN)
-FOO_UNARY(floor, unary_op, FOO_UNARY_FLOOR)
-FOO_UNARY(ceil, unary_op, FOO_UNARY_CEIL)
-FOO_UNARY(trunc, unary_op, FOO_UNARY_TRUNC)
-FOO_UNARY(frac, unary_op, FOO_UNARY_FRAC)
-FOO_UNARY(round, unary_op, FOO_UNARY_ROUND)
-FOO_UNARY(bitwise_not, unary_op, FOO_UNARY_BITWISE_NOT)
-FOO_UNARY(silu, unary_op, FOO_UNARY_SILU)
-FOO_UNARY(mish, unary_op, FOO_UNARY_MISH)
-FOO_UNARY(hardsigmoid, unary_op, FOO_UNARY_HARDSIGMOID)
-FOO_UNARY(hardswish, unary_op, FOO_UNARY_HARDSWISH)
+FOO_UNARY(exp, unary_float_op, FOO_UNARY_EXP, (void)0)
+FOO_UNARY(exp2, unary_float_op, FOO_UNARY_EXP2, (void)0)
+FOO_UNARY(expm1, unary_float_op, FOO_UNARY_EXPM1, (void)0)
+FOO_UNARY(log, unary_float_op, FOO_UNARY_LOG, (void)0)
+FOO_UNARY(log2, unary_float_op, FOO_UNARY_LOG2, (void)0)
+FOO_UNARY(log10, unary_float_op, FOO_UNARY_LOG10, (void)0)
+FOO_UNARY(log1p, unary_float_op, FOO_UNARY_LOG1P, (void)0)
+FOO_UNARY(sqrt, unary_float_op, FOO_UNARY_SQRT, (void)0)
+FOO_UNARY(rsqrt, unary_float_op, FOO_UNARY_RSQRT, (void)0)
+FOO_UNARY(reciprocal, unary_float_op, FOO_UNARY_RECIPROCAL, (void)0)
+FOO_UNARY(sin, unary_float_op, FOO_UNARY_SIN, (void)0)
+FOO_UNARY(cos, unary_float_op, FOO_UNARY_COS, (void)0)
+FOO_UNARY(tan, unary_float_op, FOO_UNARY_TAN, (void)0)
+FOO_UNARY(tanh, unary_float_op, FOO_UNARY_TANH, (void)0)
+FOO_UNARY(asin, unary_float_op, FOO_UNARY_ASIN, (void)0)
+FOO_UNARY(acos, unary_float_op, FOO_UNARY_ACOS, (void)0)
+FOO_UNARY(atan, unary_float_op, FOO_UNARY_ATAN, (void)0)
+FOO_UNARY(sinh, unary_float_op, FOO_UNARY_SINH, (void)0)
+FOO_UNARY(cosh, unary_float_op, FOO_UNARY_COSH, (void)0)
+FOO_UNARY(asinh, unary_float_op, FOO_UNARY_ASINH, (void)0)
+FOO_UNARY(acosh, unary_float_op, FOO_UNARY_ACOSH, (void)0)
+FOO_UNARY(atanh, unary_float_op, FOO_UNARY_ATANH, (void)0)
+FOO_UNARY(sigmoid, unary_float_op, FOO_UNARY_SIGMOID, (void)0)
+FOO_UNARY(erf, unary_float_op, FOO_UNARY_ERF, (void)0)
+FOO_UNARY(erfc, unary_float_op, FOO_UNARY_ERFC, (void)0)
+FOO_UNARY(erfinv, unary_float_op, FOO_UNARY_ERFINV, (void)0)
+FOO_UNARY(neg, unary_op, FOO_UNARY_NEG, (void)0)
+FOO_UNARY(abs, unary_op, FOO_UNARY_ABS, check_abs(self))
+FOO_UNARY(sign, unary_op, FOO_UNARY_SIGN, (void)0)
+FOO_UNARY(sgn, unary_op, FOO_UNARY_SGN, (void)0)
+FOO_UNARY(floor, unary_op, FOO_UNARY_FLOOR, check_not_bool(self, "floor_vml_cpu"))
+FOO_UNARY(ceil, unary_op, FOO_UNARY_CEIL, check_not_bool(self, "ceil_vml_cpu"))
+FOO_UNARY(trunc, unary_op, FOO_UNARY_TRUNC, check_not_bool(self, "trunc_vml_cpu"))
+FOO_UNARY(frac, unary_op, FOO_UNARY_FRAC, (void)0)
+FOO_UNARY(round, unary_op, FOO_UNARY_ROUND, check_not_bool(self, "round_vml_cpu"))
+FOO_UNARY(bitwise_not, unary_op, FOO_UNARY_BITWISE_NOT, (void)0)
+FOO_UNARY(silu, unary_op, FOO_UNARY_SILU, (void)0)
+FOO_UNARY(mish, unary_op, FOO_UNARY_MISH, (void)0)
+FOO_UNARY(hardsigmoid, unary_op, FOO_UNARY_HARDSIGMOID, (void)0)
+FOO_UNARY(hardswish, unary_op, FOO_UNARY_HARDSWISH, (void)0)
 #undef FOO_UNARY
 
 at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
+  check_not_bool(self, "round_cpu");
   at::Tensor out;
   auto it = TensorIterator::unary_op(out, self);
   return same(it, FOO_UNARY_ROUND, {decimals});
 }
 at::Tensor& round_decimals_(at::Tensor& self, int64_t decimals) {
+  check_not_bool(self, "round_cpu");
   auto it = TensorIterator::unary_op(self, self);
   same(it, FOO_UNARY_ROUND, {decimals});
   return self;
 }
 at::Tensor& round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
+  check_not_bool(self, "round_cpu");
   auto it = TensorIterator::unary_op(out, self);
   same(it, FOO_UNARY_ROUND, {decimals});
   return out;
@@ -163,13 +188,13 @@ at::Tensor& isneginf_out(const at::Tensor& self, at::Tensor& out) {
 
 // ---- activations with parameters ---------------------------------------------------------
 at::Tensor relu(const at::Tensor& self) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   at::Tensor out;
   auto it = TensorIterator::unary_op(out, self);
   return same(it, FOO_UNARY_RELU);
 }
 at::Tensor& relu_(at::Tensor& self) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   auto it = TensorIterator::unary_op(self, self);
   same(it, FOO_UNARY_RELU);
   return self;
@@ -194,47 +219,70 @@ at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::T
 at::Tensor softplus(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold) {
   at::Tensor out;
   auto it = TensorIterator::unary_op(out, self);
+  check_params_fit(it, {beta, threshold});
   return same(it, FOO_UNARY_SOFTPLUS, {beta, threshold});
 }
 at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold, at::Tensor& out) {
   auto it = TensorIterator::unary_op(out, self);
+  check_params_fit(it, {beta, threshold});
   same(it, FOO_UNARY_SOFTPLUS, {beta, threshold});
   return out;
 }
 at::Tensor leaky_relu(const at::Tensor& self, const c10::Scalar& negative_slope) {
   at::Tensor out;
   auto it = TensorIterator::unary_op(out, self);
+  check_params_fit(it, {negative_slope});
   return same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
 }
 at::Tensor& leaky_relu_(at::Tensor& self, const c10::Scalar& negative_slope) {
   auto it = TensorIterator::unary_op(self, self);
+  check_params_fit(it, {negative_slope});
   same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
   return self;
 }
 at::Tensor& leaky_relu_out(const at::Tensor& self, const c10::Scalar& negative_slope, at::Tensor& out) {
   auto it = TensorIterator::unary_op(out, self);
+  check_params_fit(it, {negative_slope});
   same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
   return out;
 }
 at::Tensor elu(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale, const c10::Scalar& input_scale) {
   at::Tensor out;
   auto it = TensorIterator::unary_op(out, self);
+  check_params_fit(it, {alpha, scale, input_scale});
   return same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
 }
 at::Tensor& elu_(at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale, const c10::Scalar& input_scale) {
   auto it = TensorIterator::unary_op(self, self);
+  check_params_fit(it, {alpha, scale, input_scale});
   same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
   return self;
 }
 at::Tensor& elu_out(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale,
                     const c10::Scalar& input_scale, at::Tensor& out) {
   auto it = TensorIterator::unary_op(out, self);
+  check_params_fit(it, {alpha, scale, input_scale});
   same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
   return out;
 }
 
 // ---- clamp family -------------------------------------------------------------------------------
 namespace {
+
+// ATen's range rule for clamp's scalar bounds: one that does not fit a float result dtype is an
+// error; for an integer result, only a bound that no value can satisfy (a min above the dtype's
+// range, a max below it) is, while one on the far side just clamps nothing.
+void check_clamp_bound(const c10::Scalar& bound, at::ScalarType result, bool is_min) {
+  if (!at::isIntegralType(result, true)) return check_scalar_fits(bound, result);
+  double lowest = 0, highest = 0;
+  AT_DISPATCH_V2(result, "clamp", AT_WRAP([&] {
+    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+    highest = static_cast<double>(std::numeric_limits<scalar_t>::max());
+  }), AT_EXPAND(AT_INTEGRAL_TYPES), c10::kBool, c10::kUInt16, c10::kUInt32, c10::kUInt64);
+  const double v = bound.toDouble();
+  TORCH_CHECK(is_min ? v <= highest : v >= lowest, "Clamp ", is_min ? "min" : "max", " value ", v,
+              " is outside the representable range of ", result);
+}
 
 // clamp's type promotion: bounds take part (clamp(int_tensor, 0.5) is float); in-place must
 // not change the dtype.
@@ -253,6 +301,8 @@ at::Tensor clamp_into(at::Tensor& out, const at::Tensor& self, const std::option
                 " can't be cast to the desired output type ", self.scalar_type());
   }
   TORCH_CHECK(!at::isComplexType(result), "clamp is not supported for complex types");
+  if (min) check_clamp_bound(*min, result, true);
+  if (max) check_clamp_bound(*max, result, false);
   const at::Tensor input = self.scalar_type() == result ? self : self.to(result);
   auto it = TensorIterator::unary_op(out, input);
   return ew::launch_unary_raw(it, FOO_UNARY_CLAMP, it.common_dtype(), it.common_dtype(),
@@ -285,15 +335,15 @@ at::Tensor& clamp_max_out(const at::Tensor& self, const c10::Scalar& max, at::Te
   return ops::clamp_out(self, std::nullopt, max, out);
 }
 at::Tensor hardtanh(const at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
   return ops::clamp(self, min_val, max_val);
 }
 at::Tensor& hardtanh_(at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
   return ops::clamp_(self, min_val, max_val);
 }
 at::Tensor& hardtanh_out(const at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val, at::Tensor& out) {
-  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
   return ops::clamp_out(self, min_val, max_val, out);
 }
 
@@ -303,17 +353,24 @@ void check_threshold(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && !self.is_complex(),
                               "\"threshold_cpu\" not implemented for '", self.scalar_type(), "'");
 }
+// As the CPU kernel converts them: the threshold to the compute type, the value to the dtype.
+void check_threshold_params(const at::TensorIterator& it, const c10::Scalar& threshold, const c10::Scalar& value) {
+  check_scalar_fits_opmath(threshold, it.common_dtype());
+  check_scalar_fits(value, it.common_dtype());
+}
 }  // namespace
 
 at::Tensor threshold(const at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value) {
   check_threshold(self);
   at::Tensor out;
   auto it = TensorIterator::unary_op(out, self);
+  check_threshold_params(it, threshold, value);
   return same(it, FOO_UNARY_THRESHOLD, {threshold, value});
 }
 at::Tensor& threshold_(at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value) {
   check_threshold(self);
   auto it = TensorIterator::unary_op(self, self);
+  check_threshold_params(it, threshold, value);
   same(it, FOO_UNARY_THRESHOLD, {threshold, value});
   return self;
 }
@@ -321,6 +378,7 @@ at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& threshold, 
                           at::Tensor& out) {
   check_threshold(self);
   auto it = TensorIterator::unary_op(out, self);
+  check_threshold_params(it, threshold, value);
   same(it, FOO_UNARY_THRESHOLD, {threshold, value});
   return out;
 }

@@ -170,7 +170,7 @@ pub fn binary(
     _ => dispatch_int!(a.dtype, I => int_binary::<I>(op, out, a, b, p),
         _ => match a.dtype {
             crate::DType::Bool => bool_binary(op, out, a, b),
-            other => not_implemented!("foo {op:?} has no kernel for dtype {}", other.name()),
+            other => crate::unsupported!("foo {op:?} has no kernel for dtype {}", other.name()),
         }))
 }
 

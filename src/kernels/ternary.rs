@@ -51,7 +51,7 @@ pub fn ternary(
     }
     dispatch_float!(a.dtype, F => float_ternary::<F>(op, out, a, b, c, p),
         _ => dispatch_int!(a.dtype, I => int_ternary::<I>(op, out, a, b, c, p),
-            _ => not_implemented!("foo {op:?} has no kernel for dtype {}", a.dtype.name())))
+            _ => crate::unsupported!("foo {op:?} has no kernel for dtype {}", a.dtype.name())))
 }
 
 fn float_ternary<F: FloatStore>(

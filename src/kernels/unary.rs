@@ -174,7 +174,7 @@ pub fn unary(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[Scalar]) -> FooRe
     _ => dispatch_int!(a.dtype, I => int_unary::<I>(op, out, a, p),
         _ => match a.dtype {
             crate::DType::Bool => bool_unary(op, out, a),
-            other => not_implemented!("foo {op:?} has no kernel for dtype {}", other.name()),
+            other => crate::unsupported!("foo {op:?} has no kernel for dtype {}", other.name()),
         }))
 }
 
