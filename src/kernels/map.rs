@@ -375,6 +375,21 @@ pub(crate) mod testing {
         pub shape: Vec<usize>,
     }
 
+    /// `n` deterministic pseudo-random values in `[lo, hi)` (an LCG per `seed`).
+    pub fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+        let step = |s: u64| {
+            s.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407)
+        };
+        let mut s = step(seed);
+        (0..n)
+            .map(|_| {
+                s = step(s);
+                lo + ((s >> 11) as f64 / (1u64 << 53) as f64) * (hi - lo)
+            })
+            .collect()
+    }
+
     impl<T: Element> Owned<T> {
         pub fn new(data: Vec<T>, shape: &[usize]) -> Self {
             assert_eq!(data.len(), shape.iter().product::<usize>());

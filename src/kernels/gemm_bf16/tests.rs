@@ -94,17 +94,7 @@ fn ints(n: usize, seed: u64) -> Vec<f64> {
 
 /// Fractions in (-1, 1), deterministic.
 fn fracs(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        })
-        .collect()
+    crate::kernels::map::testing::uniform(n, seed, -1.0, 1.0)
 }
 
 /// `alpha * a @ b + beta * c` in f64 from the operands' stored (bfloat16) values.

@@ -752,17 +752,7 @@ mod tests {
 
     /// Deterministic values in about [-2, 2].
     fn vals(n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0
-            })
-            .collect()
+        crate::kernels::map::testing::uniform(n, seed, -2.0, 2.0)
     }
 
     /// `[rows, cols]` view of `data` stored column-major (a transposed, non-contiguous operand).
