@@ -223,8 +223,17 @@ pub fn fork_join(n: usize, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
 }
 
 /// The helper threads of [`fork_join`], OpenMP-style: after an op each helper polls for the
-/// next one for [`SPIN`] (a thread woken from sleep takes 10+ µs to start, longer than a whole
-/// 1e5-element op), then sleeps on a condition variable until the next op.
+/// next one for [`SPIN`], then sleeps on a condition variable until the next op.
+///
+/// Why poll that long: on this project's 2-vCPU KVM machine a helper woken from sleep starts
+/// 10-100 µs after the op is published (measured: 2/3 of wake-ups took 10-30 µs, most others
+/// 30-100), by which time the caller has done a 20-60 µs GEMM alone. A training step has gaps
+/// of 100+ µs between parallel ops (loss, optimizer, `zero_grad`), so with a 50 µs poll a third
+/// of the MLP step's parallel ops found the helper asleep; with 300 µs almost none did, and the
+/// step went from 1.0-1.2x to 0.7-0.8x the CPU's time (benches/compare_cpu.py, 4 runs each).
+/// libgomp and Intel's OpenMP spin for comparable or longer times (milliseconds by default).
+/// After [`SPIN_HARD`] the poll yields between checks, so a helper sharing a core with a
+/// runnable thread gives the core away instead of taking half of it.
 ///
 /// Why not rayon jobs: a spawned helper job wakes rayon's other idle workers too, and on a
 /// 2-core machine their idle spinning competed with the caller and the helper; once a helper
@@ -242,8 +251,12 @@ struct Hot {
     retire: AtomicU64,
 }
 
-/// How long a helper polls for the next op (the Python overhead between two ops is a few µs).
-const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+/// How long a helper polls for the next op before it sleeps (see [`Hot`]).
+const SPIN: std::time::Duration = std::time::Duration::from_micros(300);
+
+/// How long of [`SPIN`] it polls without yielding: the gap between two ops issued back to back
+/// from Python is a few µs, and a helper that yields may not get the core back that soon.
+const SPIN_HARD: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl Hot {
     fn start(helpers: usize) -> Arc<Hot> {
@@ -293,11 +306,16 @@ impl Hot {
                     idle_since = std::time::Instant::now();
                     continue;
                 }
-                if idle_since.elapsed() > SPIN || self.retire.load(Ordering::Acquire) != retire {
+                let idle = idle_since.elapsed();
+                if idle > SPIN || self.retire.load(Ordering::Acquire) != retire {
                     break;
                 }
-                for _ in 0..64 {
-                    std::hint::spin_loop();
+                if idle > SPIN_HARD {
+                    std::thread::yield_now();
+                } else {
+                    for _ in 0..64 {
+                        std::hint::spin_loop();
+                    }
                 }
             }
             let mut guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
