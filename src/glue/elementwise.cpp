@@ -41,24 +41,28 @@ namespace {
 // Writes into `out` when it already has the kernel's result dtype, else into a temporary that
 // is converted into `out` afterwards (e.g. `torch.add(a, b, out=int_tensor)` after a float add).
 template <typename Kernel>
-at::Tensor run(at::TensorIterator& iter, at::ScalarType result, const Kernel& kernel) {
-  at::Tensor out = iter.output(0);
+const at::Tensor& run(at::TensorIterator& iter, at::ScalarType result, const Kernel& kernel) {
+  const at::Tensor& out = iter.output(0);
   if (out.numel() == 0) return out;
   const c10::DeviceGuard guard(out.device());
-  at::Tensor target = out.scalar_type() == result ? out : at::empty_like(out, out.options().dtype(result));
-  kernel(target);
-  if (!target.is_same(out)) out.copy_(target);
+  if (out.scalar_type() == result) {
+    kernel(out);
+  } else {
+    const at::Tensor target = at::empty_like(out, out.options().dtype(result));
+    kernel(target);
+    out.copy_(target);
+  }
   return out;
 }
 
 }  // namespace
 
-at::Tensor launch_unary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+const at::Tensor& launch_unary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
                         std::initializer_list<c10::Scalar> params) {
   return launch_unary_raw(iter, op, result, input, to_ffi(params));
 }
 
-at::Tensor launch_unary_raw(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+const at::Tensor& launch_unary_raw(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
                             const std::vector<FooScalar>& p) {
   return run(iter, result, [&](const at::Tensor& target) {
     at::Tensor keep_a;
@@ -68,7 +72,7 @@ at::Tensor launch_unary_raw(at::TensorIterator& iter, int32_t op, at::ScalarType
   });
 }
 
-at::Tensor launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
+const at::Tensor& launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
                          std::initializer_list<c10::Scalar> params) {
   const auto p = to_ffi(params);
   return run(iter, result, [&](const at::Tensor& target) {
@@ -81,7 +85,7 @@ at::Tensor launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType re
   });
 }
 
-at::Tensor launch_ternary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a,
+const at::Tensor& launch_ternary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a,
                           at::ScalarType b, at::ScalarType c, std::initializer_list<c10::Scalar> params) {
   const auto p = to_ffi(params);
   return run(iter, result, [&](const at::Tensor& target) {

@@ -19,16 +19,48 @@ const at::Tensor& input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntAr
                            const at::TensorOptions& options, at::Tensor& keep);
 
 // Runs a Rust kernel that writes `result` from inputs read as `inputs` (one dtype per iterator
-// input). Returns the iterator's output.
-at::Tensor launch_unary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+// input). Returns the iterator's output (a reference into `iter`: copying it is the caller's
+// choice, see the borrowing builders above).
+const at::Tensor& launch_unary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
                         std::initializer_list<c10::Scalar> params = {});
 // The same with raw parameters (some may be `absent()`).
-at::Tensor launch_unary_raw(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+const at::Tensor& launch_unary_raw(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
                             const std::vector<FooScalar>& params);
-at::Tensor launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
+const at::Tensor& launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
                          std::initializer_list<c10::Scalar> params = {});
-at::Tensor launch_ternary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a,
+const at::Tensor& launch_ternary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a,
                           at::ScalarType b, at::ScalarType c, std::initializer_list<c10::Scalar> params = {});
+
+// TensorIterator's metadata builders with every operand borrowed, as ATen's own structured
+// kernels build them. Why not `TensorIterator::binary_op` and friends: they copy each operand
+// into the iterator, and copying a tensor that Python owns (refcount 1 -> 2) takes the GIL to
+// incref its PyObject, and again to decref it; on a 1-element add that was 4 GIL round trips,
+// about a quarter of the op. Temporaries are refused at compile time (they would dangle).
+#define FOO_BORROWING_BUILDER3(name)                                                          \
+  inline at::TensorIterator name(const at::TensorBase& out, const at::TensorBase& a,         \
+                                 const at::TensorBase& b) {                                   \
+    at::TensorIterator it;                                                                    \
+    it.build_borrowing_##name(out, a, b);                                                     \
+    return it;                                                                                \
+  }                                                                                           \
+  at::TensorIterator name(at::TensorBase&&, const at::TensorBase&, const at::TensorBase&) = delete; \
+  at::TensorIterator name(const at::TensorBase&, at::TensorBase&&, const at::TensorBase&) = delete; \
+  at::TensorIterator name(const at::TensorBase&, const at::TensorBase&, at::TensorBase&&) = delete;
+#define FOO_BORROWING_BUILDER2(name)                                                          \
+  inline at::TensorIterator name(const at::TensorBase& out, const at::TensorBase& a) {       \
+    at::TensorIterator it;                                                                    \
+    it.build_borrowing_##name(out, a);                                                        \
+    return it;                                                                                \
+  }                                                                                           \
+  at::TensorIterator name(at::TensorBase&&, const at::TensorBase&) = delete;                  \
+  at::TensorIterator name(const at::TensorBase&, at::TensorBase&&) = delete;
+FOO_BORROWING_BUILDER3(binary_op)
+FOO_BORROWING_BUILDER3(binary_float_op)
+FOO_BORROWING_BUILDER3(comparison_op)
+FOO_BORROWING_BUILDER2(unary_op)
+FOO_BORROWING_BUILDER2(unary_float_op)
+#undef FOO_BORROWING_BUILDER3
+#undef FOO_BORROWING_BUILDER2
 
 // A parameter that is absent (e.g. clamp's missing bound).
 FooScalar absent();

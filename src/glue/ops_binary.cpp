@@ -11,13 +11,13 @@ namespace {
 
 using at::TensorIterator;
 
-at::Tensor same(TensorIterator& it, int32_t op, std::initializer_list<c10::Scalar> params = {}) {
+const at::Tensor& same(TensorIterator& it, int32_t op, std::initializer_list<c10::Scalar> params = {}) {
   const auto dt = it.common_dtype();
   return ew::launch_binary(it, op, dt, dt, dt, params);
 }
 
 // Comparisons and logical ops read both inputs in their common dtype and write bool.
-at::Tensor compare(TensorIterator& it, int32_t op) {
+const at::Tensor& compare(TensorIterator& it, int32_t op) {
   const auto dt = it.common_dtype();
   return ew::launch_binary(it, op, at::kBool, dt, dt);
 }
@@ -43,20 +43,20 @@ void check_not_complex(const at::Tensor& a, const at::Tensor& b, const char* nam
 // ---- add / sub ---------------------------------------------------------------------------------
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   at::Tensor out;
-  auto it = TensorIterator::binary_op(out, self, other);
+  auto it = ew::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
   return same(it, FOO_BINARY_ADD, {alpha});
 }
 at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
-  auto it = TensorIterator::binary_op(self, self, other);
+  auto it = ew::binary_op(self, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
   same(it, FOO_BINARY_ADD, {alpha});
   return self;
 }
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out) {
-  auto it = TensorIterator::binary_op(out, self, other);
+  auto it = ew::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
   same(it, FOO_BINARY_ADD, {alpha});
@@ -65,14 +65,14 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   at::native::sub_check(self, other);
   at::Tensor out;
-  auto it = TensorIterator::binary_op(out, self, other);
+  auto it = ew::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
   return same(it, FOO_BINARY_SUB, {alpha});
 }
 at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   at::native::sub_check(self, other);
-  auto it = TensorIterator::binary_op(self, self, other);
+  auto it = ew::binary_op(self, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
   same(it, FOO_BINARY_SUB, {alpha});
@@ -80,7 +80,7 @@ at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& a
 }
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out) {
   at::native::sub_check(self, other);
-  auto it = TensorIterator::binary_op(out, self, other);
+  auto it = ew::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
   same(it, FOO_BINARY_SUB, {alpha});
@@ -93,24 +93,24 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scal
 }
 
 // ---- generic three-variant binary ops ----------------------------------------------------------
-#define FOO_BINARY(name, builder, code, checks)                                      \
-  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                \
-    checks;                                                                          \
-    at::Tensor out;                                                                  \
-    auto it = TensorIterator::builder(out, self, other);                             \
-    return same(it, code);                                                           \
-  }                                                                                  \
-  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                   \
-    checks;                                                                          \
-    auto it = TensorIterator::builder(self, self, other);                            \
-    same(it, code);                                                                  \
-    return self;                                                                     \
-  }                                                                                  \
+#define FOO_BINARY(name, builder, code, checks)                                              \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                         \
+    checks;                                                                                  \
+    at::Tensor out;                                                                          \
+    auto it = ew::builder(out, self, other);                                                 \
+    return same(it, code);                                                                   \
+  }                                                                                          \
+  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                           \
+    checks;                                                                                  \
+    auto it = ew::builder(self, self, other);                                                \
+    same(it, code);                                                                          \
+    return self;                                                                             \
+  }                                                                                          \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
-    checks;                                                                          \
-    auto it = TensorIterator::builder(out, self, other);                             \
-    same(it, code);                                                                  \
-    return out;                                                                      \
+    checks;                                                                                  \
+    auto it = ew::builder(out, self, other);                                                 \
+    same(it, code);                                                                          \
+    return out;                                                                              \
   }
 
 FOO_BINARY(mul, binary_op, FOO_BINARY_MUL, (void)0)
@@ -149,18 +149,18 @@ at::Tensor& irshift_scalar(at::Tensor& self, const c10::Scalar& other) {
 }
 
 // ---- two-variant binary ops (functional, out) -----------------------------------------------------
-#define FOO_BINARY2(name, builder, code, checks)                                     \
-  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                \
-    checks;                                                                          \
-    at::Tensor out;                                                                  \
-    auto it = TensorIterator::builder(out, self, other);                             \
-    return same(it, code);                                                           \
-  }                                                                                  \
+#define FOO_BINARY2(name, builder, code, checks)                                             \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                         \
+    checks;                                                                                  \
+    at::Tensor out;                                                                          \
+    auto it = ew::builder(out, self, other);                                                 \
+    return same(it, code);                                                                   \
+  }                                                                                          \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
-    checks;                                                                          \
-    auto it = TensorIterator::builder(out, self, other);                             \
-    same(it, code);                                                                  \
-    return out;                                                                      \
+    checks;                                                                                  \
+    auto it = ew::builder(out, self, other);                                                 \
+    same(it, code);                                                                          \
+    return out;                                                                              \
   }
 
 FOO_BINARY2(maximum, binary_op, FOO_BINARY_MAXIMUM, check_not_complex(self, other, "maximum"))
@@ -232,13 +232,13 @@ namespace {
 at::Tensor div_mode_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& other,
                          std::optional<c10::string_view> mode) {
   if (!mode.has_value()) {
-    auto it = TensorIterator::binary_float_op(out, self, other);
+    auto it = ew::binary_float_op(out, self, other);
     return same(it, FOO_BINARY_DIV);
   }
   const bool trunc = *mode == "trunc";
   TORCH_CHECK(trunc || *mode == "floor",
               "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
-  auto it = TensorIterator::binary_op(out, self, other);
+  auto it = ew::binary_op(out, self, other);
   TORCH_CHECK_NOT_IMPLEMENTED(it.common_dtype() != at::kBool, "\"div_", *mode, "_cpu\" not implemented for 'Bool'");
   return same(it, trunc ? FOO_BINARY_DIV_TRUNC : FOO_BINARY_DIV_FLOOR);
 }
@@ -271,14 +271,14 @@ at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
   check_int_pow(self, exponent);
   at::Tensor out;
   const auto e = at::native::wrapped_scalar_tensor(exponent);
-  auto it = TensorIterator::binary_op(out, self, e);
+  auto it = ew::binary_op(out, self, e);
   check_scalar_fits(exponent, it.common_dtype());
   return same(it, FOO_BINARY_POW);
 }
 at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
   check_int_pow(self, exponent);
   const auto e = at::native::wrapped_scalar_tensor(exponent);
-  auto it = TensorIterator::binary_op(self, self, e);
+  auto it = ew::binary_op(self, self, e);
   check_scalar_fits(exponent, it.common_dtype());
   same(it, FOO_BINARY_POW);
   return self;
@@ -286,7 +286,7 @@ at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
 at::Tensor& pow_scalar_exp_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
   check_int_pow(self, exponent);
   const auto e = at::native::wrapped_scalar_tensor(exponent);
-  auto it = TensorIterator::binary_op(out, self, e);
+  auto it = ew::binary_op(out, self, e);
   check_scalar_fits(exponent, it.common_dtype());
   same(it, FOO_BINARY_POW);
   return out;
@@ -294,41 +294,41 @@ at::Tensor& pow_scalar_exp_out(const at::Tensor& self, const c10::Scalar& expone
 at::Tensor pow_scalar_base(const c10::Scalar& self, const at::Tensor& exponent) {
   at::Tensor out;
   const auto b = at::native::wrapped_scalar_tensor(self);
-  auto it = TensorIterator::binary_op(out, b, exponent);
+  auto it = ew::binary_op(out, b, exponent);
   return same(it, FOO_BINARY_POW);
 }
 at::Tensor& pow_scalar_base_out(const c10::Scalar& self, const at::Tensor& exponent, at::Tensor& out) {
   const auto b = at::native::wrapped_scalar_tensor(self);
-  auto it = TensorIterator::binary_op(out, b, exponent);
+  auto it = ew::binary_op(out, b, exponent);
   same(it, FOO_BINARY_POW);
   return out;
 }
 
 // ---- comparisons and logical ops (bool results) ------------------------------------------------------
-#define FOO_COMPARE(name, builder, code)                                             \
-  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                \
-    at::Tensor out;                                                                  \
-    auto it = TensorIterator::builder(out, self, other);                             \
-    return compare(it, code);                                                        \
-  }                                                                                  \
-  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                   \
-    auto it = TensorIterator::builder(self, self, other);                            \
-    compare(it, code);                                                               \
-    return self;                                                                     \
-  }                                                                                  \
-  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
-    auto it = TensorIterator::builder(out, self, other);                             \
-    compare(it, code);                                                               \
-    return out;                                                                      \
-  }                                                                                  \
-  at::Tensor name##_scalar(const at::Tensor& self, const c10::Scalar& other) {       \
-    return ops::name(self, at::native::wrapped_scalar_tensor(other));                     \
-  }                                                                                  \
-  at::Tensor& name##_scalar_(at::Tensor& self, const c10::Scalar& other) {           \
-    return ops::name##_(self, at::native::wrapped_scalar_tensor(other));                  \
-  }                                                                                  \
+#define FOO_COMPARE(name, builder, code)                                                             \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                                 \
+    at::Tensor out;                                                                                  \
+    auto it = ew::builder(out, self, other);                                                         \
+    return compare(it, code);                                                                        \
+  }                                                                                                  \
+  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                                   \
+    auto it = ew::builder(self, self, other);                                                        \
+    compare(it, code);                                                                               \
+    return self;                                                                                     \
+  }                                                                                                  \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {         \
+    auto it = ew::builder(out, self, other);                                                         \
+    compare(it, code);                                                                               \
+    return out;                                                                                      \
+  }                                                                                                  \
+  at::Tensor name##_scalar(const at::Tensor& self, const c10::Scalar& other) {                       \
+    return ops::name(self, at::native::wrapped_scalar_tensor(other));                                \
+  }                                                                                                  \
+  at::Tensor& name##_scalar_(at::Tensor& self, const c10::Scalar& other) {                           \
+    return ops::name##_(self, at::native::wrapped_scalar_tensor(other));                             \
+  }                                                                                                  \
   at::Tensor& name##_scalar_out(const at::Tensor& self, const c10::Scalar& other, at::Tensor& out) { \
-    return ops::name##_out(self, at::native::wrapped_scalar_tensor(other), out);          \
+    return ops::name##_out(self, at::native::wrapped_scalar_tensor(other), out);                     \
   }
 
 FOO_COMPARE(eq, comparison_op, FOO_BINARY_EQ)
@@ -339,21 +339,21 @@ FOO_COMPARE(gt, comparison_op, FOO_BINARY_GT)
 FOO_COMPARE(ge, comparison_op, FOO_BINARY_GE)
 #undef FOO_COMPARE
 
-#define FOO_LOGICAL(name, code)                                                      \
-  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                \
-    at::Tensor out;                                                                  \
-    auto it = TensorIterator::comparison_op(out, self, other);                       \
-    return compare(it, code);                                                        \
-  }                                                                                  \
-  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                   \
-    auto it = TensorIterator::comparison_op(self, self, other);                      \
-    compare(it, code);                                                               \
-    return self;                                                                     \
-  }                                                                                  \
+#define FOO_LOGICAL(name, code)                                                              \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                         \
+    at::Tensor out;                                                                          \
+    auto it = ew::comparison_op(out, self, other);                                           \
+    return compare(it, code);                                                                \
+  }                                                                                          \
+  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                           \
+    auto it = ew::comparison_op(self, self, other);                                          \
+    compare(it, code);                                                                       \
+    return self;                                                                             \
+  }                                                                                          \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
-    auto it = TensorIterator::comparison_op(out, self, other);                       \
-    compare(it, code);                                                               \
-    return out;                                                                      \
+    auto it = ew::comparison_op(out, self, other);                                           \
+    compare(it, code);                                                                       \
+    return out;                                                                              \
   }
 
 FOO_LOGICAL(logical_and, FOO_BINARY_LOGICAL_AND)
@@ -362,17 +362,17 @@ FOO_LOGICAL(logical_xor, FOO_BINARY_LOGICAL_XOR)
 #undef FOO_LOGICAL
 
 // ---- activation backward ---------------------------------------------------------------------------
-#define FOO_BACKWARD(name, code, params, ...)                                        \
-  at::Tensor name(const at::Tensor& grad, const at::Tensor& saved __VA_OPT__(, ) __VA_ARGS__) { \
-    at::Tensor out;                                                                  \
-    auto it = TensorIterator::binary_op(out, grad, saved);                           \
-    return same(it, code, params);                                                   \
-  }                                                                                  \
+#define FOO_BACKWARD(name, code, params, ...)                                                        \
+  at::Tensor name(const at::Tensor& grad, const at::Tensor& saved __VA_OPT__(, ) __VA_ARGS__) {      \
+    at::Tensor out;                                                                                  \
+    auto it = ew::binary_op(out, grad, saved);                                                       \
+    return same(it, code, params);                                                                   \
+  }                                                                                                  \
   at::Tensor& name##_out(const at::Tensor& grad, const at::Tensor& saved __VA_OPT__(, ) __VA_ARGS__, \
-                         at::Tensor& grad_input) {                                   \
-    auto it = TensorIterator::binary_op(grad_input, grad, saved);                    \
-    same(it, code, params);                                                          \
-    return grad_input;                                                               \
+                         at::Tensor& grad_input) {                                                   \
+    auto it = ew::binary_op(grad_input, grad, saved);                                                \
+    same(it, code, params);                                                                          \
+    return grad_input;                                                                               \
   }
 
 #define FOO_NO_PARAMS {}
@@ -393,13 +393,13 @@ FOO_BACKWARD(hardsigmoid_backward, FOO_BINARY_HARDSIGMOID_BACKWARD, FOO_NO_PARAM
 at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
   at::Tensor out;
-  auto it = TensorIterator::binary_op(out, grad, self);
+  auto it = ew::binary_op(out, grad, self);
   return same(it, FOO_BINARY_GELU_BACKWARD, {approximate == "tanh" ? 1 : 0});
 }
 at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate,
                               at::Tensor& grad_input) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
-  auto it = TensorIterator::binary_op(grad_input, grad, self);
+  auto it = ew::binary_op(grad_input, grad, self);
   same(it, FOO_BINARY_GELU_BACKWARD, {approximate == "tanh" ? 1 : 0});
   return grad_input;
 }
@@ -411,23 +411,23 @@ at::Tensor leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self, c
               "version instead. File an issue at https://github.com/pytorch/pytorch if you do require supporting "
               "in-place leakRelu backward calculation with negative slope");
   at::Tensor out;
-  auto it = TensorIterator::binary_op(out, grad, self);
+  auto it = ew::binary_op(out, grad, self);
   return same(it, FOO_BINARY_LEAKY_RELU_BACKWARD, {negative_slope});
 }
 at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& negative_slope,
                                     bool self_is_result, at::Tensor& grad_input) {
-  auto it = TensorIterator::binary_op(grad_input, grad, self);
+  auto it = ew::binary_op(grad_input, grad, self);
   same(it, FOO_BINARY_LEAKY_RELU_BACKWARD, {negative_slope});
   return grad_input;
 }
 at::Tensor hardswish_backward(const at::Tensor& grad, const at::Tensor& self) {
   at::Tensor out;
-  auto it = TensorIterator::binary_op(out, grad, self);
+  auto it = ew::binary_op(out, grad, self);
   return same(it, FOO_BINARY_HARDSWISH_BACKWARD);
 }
 at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
   at::Tensor out;
-  auto it = TensorIterator::binary_op(out, grad, self);
+  auto it = ew::binary_op(out, grad, self);
   return same(it, FOO_BINARY_MISH_BACKWARD);
 }
 

@@ -13,7 +13,7 @@ namespace {
 
 using at::TensorIterator;
 
-at::Tensor same(TensorIterator& it, int32_t op, std::initializer_list<c10::Scalar> params = {}) {
+const at::Tensor& same(TensorIterator& it, int32_t op, std::initializer_list<c10::Scalar> params = {}) {
   return ew::launch_unary(it, op, it.common_dtype(), it.common_dtype(), params);
 }
 
@@ -51,18 +51,18 @@ c10::Scalar approximate_code(c10::string_view approximate) {
   at::Tensor name(const at::Tensor& self) {                                   \
     checks;                                                                   \
     at::Tensor out;                                                           \
-    auto it = TensorIterator::builder(out, self);                             \
+    auto it = ew::builder(out, self);                                         \
     return same(it, code);                                                    \
   }                                                                           \
   at::Tensor& name##_(at::Tensor& self) {                                     \
     checks;                                                                   \
-    auto it = TensorIterator::builder(self, self);                            \
+    auto it = ew::builder(self, self);                                        \
     same(it, code);                                                           \
     return self;                                                              \
   }                                                                           \
   at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {           \
     checks;                                                                   \
-    auto it = TensorIterator::builder(out, self);                             \
+    auto it = ew::builder(out, self);                                         \
     same(it, code);                                                           \
     return out;                                                               \
   }
@@ -112,18 +112,18 @@ FOO_UNARY(hardswish, unary_op, FOO_UNARY_HARDSWISH, (void)0)
 at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
   check_not_bool(self, "round_cpu");
   at::Tensor out;
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   return same(it, FOO_UNARY_ROUND, {decimals});
 }
 at::Tensor& round_decimals_(at::Tensor& self, int64_t decimals) {
   check_not_bool(self, "round_cpu");
-  auto it = TensorIterator::unary_op(self, self);
+  auto it = ew::unary_op(self, self);
   same(it, FOO_UNARY_ROUND, {decimals});
   return self;
 }
 at::Tensor& round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
   check_not_bool(self, "round_cpu");
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   same(it, FOO_UNARY_ROUND, {decimals});
   return out;
 }
@@ -190,77 +190,77 @@ at::Tensor& isneginf_out(const at::Tensor& self, at::Tensor& out) {
 at::Tensor relu(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   at::Tensor out;
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   return same(it, FOO_UNARY_RELU);
 }
 at::Tensor& relu_(at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
-  auto it = TensorIterator::unary_op(self, self);
+  auto it = ew::unary_op(self, self);
   same(it, FOO_UNARY_RELU);
   return self;
 }
 
 at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
   at::Tensor out;
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   return same(it, FOO_UNARY_GELU, {approximate_code(approximate)});
 }
 at::Tensor& gelu_(at::Tensor& self, c10::string_view approximate) {
-  auto it = TensorIterator::unary_op(self, self);
+  auto it = ew::unary_op(self, self);
   same(it, FOO_UNARY_GELU, {approximate_code(approximate)});
   return self;
 }
 at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   same(it, FOO_UNARY_GELU, {approximate_code(approximate)});
   return out;
 }
 
 at::Tensor softplus(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold) {
   at::Tensor out;
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   check_params_fit(it, {beta, threshold});
   return same(it, FOO_UNARY_SOFTPLUS, {beta, threshold});
 }
 at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold, at::Tensor& out) {
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   check_params_fit(it, {beta, threshold});
   same(it, FOO_UNARY_SOFTPLUS, {beta, threshold});
   return out;
 }
 at::Tensor leaky_relu(const at::Tensor& self, const c10::Scalar& negative_slope) {
   at::Tensor out;
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   check_params_fit(it, {negative_slope});
   return same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
 }
 at::Tensor& leaky_relu_(at::Tensor& self, const c10::Scalar& negative_slope) {
-  auto it = TensorIterator::unary_op(self, self);
+  auto it = ew::unary_op(self, self);
   check_params_fit(it, {negative_slope});
   same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
   return self;
 }
 at::Tensor& leaky_relu_out(const at::Tensor& self, const c10::Scalar& negative_slope, at::Tensor& out) {
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   check_params_fit(it, {negative_slope});
   same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
   return out;
 }
 at::Tensor elu(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale, const c10::Scalar& input_scale) {
   at::Tensor out;
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   check_params_fit(it, {alpha, scale, input_scale});
   return same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
 }
 at::Tensor& elu_(at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale, const c10::Scalar& input_scale) {
-  auto it = TensorIterator::unary_op(self, self);
+  auto it = ew::unary_op(self, self);
   check_params_fit(it, {alpha, scale, input_scale});
   same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
   return self;
 }
 at::Tensor& elu_out(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale,
                     const c10::Scalar& input_scale, at::Tensor& out) {
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   check_params_fit(it, {alpha, scale, input_scale});
   same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
   return out;
@@ -304,7 +304,7 @@ at::Tensor clamp_into(at::Tensor& out, const at::Tensor& self, const std::option
   if (min) check_clamp_bound(*min, result, true);
   if (max) check_clamp_bound(*max, result, false);
   const at::Tensor input = self.scalar_type() == result ? self : self.to(result);
-  auto it = TensorIterator::unary_op(out, input);
+  auto it = ew::unary_op(out, input);
   return ew::launch_unary_raw(it, FOO_UNARY_CLAMP, it.common_dtype(), it.common_dtype(),
                               {min ? to_ffi(*min) : ew::absent(), max ? to_ffi(*max) : ew::absent()});
 }
@@ -363,13 +363,13 @@ void check_threshold_params(const at::TensorIterator& it, const c10::Scalar& thr
 at::Tensor threshold(const at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value) {
   check_threshold(self);
   at::Tensor out;
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   check_threshold_params(it, threshold, value);
   return same(it, FOO_UNARY_THRESHOLD, {threshold, value});
 }
 at::Tensor& threshold_(at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value) {
   check_threshold(self);
-  auto it = TensorIterator::unary_op(self, self);
+  auto it = ew::unary_op(self, self);
   check_threshold_params(it, threshold, value);
   same(it, FOO_UNARY_THRESHOLD, {threshold, value});
   return self;
@@ -377,7 +377,7 @@ at::Tensor& threshold_(at::Tensor& self, const c10::Scalar& threshold, const c10
 at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value,
                           at::Tensor& out) {
   check_threshold(self);
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   check_threshold_params(it, threshold, value);
   same(it, FOO_UNARY_THRESHOLD, {threshold, value});
   return out;
@@ -388,7 +388,7 @@ namespace {
 at::Tensor nan_to_num_into(at::Tensor& out, const at::Tensor& self, std::optional<double> nan,
                            std::optional<double> posinf, std::optional<double> neginf) {
   TORCH_CHECK(!self.is_complex(), "nan_to_num is not supported for complex tensors");
-  auto it = TensorIterator::unary_op(out, self);
+  auto it = ew::unary_op(out, self);
   return ew::launch_unary_raw(it, FOO_UNARY_NAN_TO_NUM, it.common_dtype(), it.common_dtype(),
                               {to_ffi(c10::Scalar(nan.value_or(0.0))), posinf ? to_ffi(c10::Scalar(*posinf)) : ew::absent(),
                                neginf ? to_ffi(c10::Scalar(*neginf)) : ew::absent()});
