@@ -128,7 +128,8 @@ def test_bad_device_count_raises_on_first_use_not_at_import():
 import torch
 import foo_rs
 for call in (torch.foo.device_count, torch.foo.is_available, torch.foo.current_device,
-             lambda: torch.foo.set_device(0), torch.foo.get_rng_state, lambda: torch.tensor(1).foo()):
+             lambda: torch.foo.set_device(0), torch.foo.get_rng_state, lambda: torch.tensor(1).foo(),
+             torch.foo.synchronize):
     try:
         call()
         print("no error")
@@ -142,5 +143,5 @@ print_info()  # `python -m foo_rs info` reports it and still runs
     assert out.returncode == 0, out.stderr[-2000:]
     expected = 'FOO_RS_DEVICE_COUNT: "1.5" is not a device count (a whole number from 0 to 64; unset for the default 2)'
     lines = out.stdout.splitlines()
-    assert lines[:6] == [expected] * 6
+    assert lines[:7] == [expected] * 7
     assert f"error: {expected}" in lines and any("native kernels registered" in line for line in lines)

@@ -245,7 +245,8 @@ def test_no_devices():
     code = """
 import torch
 print(torch.foo.is_available(), torch.foo.device_count(), torch.accelerator.device_count())
-for call in (torch.foo.current_device, lambda: torch.ones(1, device="foo"), lambda: torch.tensor(1).foo()):
+for call in (torch.foo.current_device, lambda: torch.ones(1, device="foo"), lambda: torch.tensor(1).foo(),
+             torch.foo.synchronize):
     try:
         call()
     except RuntimeError as e:
@@ -255,8 +256,8 @@ print(torch.foo.get_rng_state_all())
 """
     lines = _run_fresh(code, FOO_RS_DEVICE_COUNT="0")
     no_devices = "RuntimeError No foo devices are available (FOO_RS_DEVICE_COUNT=0)"
-    assert lines[:2] == ["False 0 0", no_devices] and lines[3:] == [no_devices, "[]"], lines
-    assert lines[2] == "RuntimeError Invalid device index 0: foo has no devices (FOO_RS_DEVICE_COUNT=0)", lines
+    no_index = "RuntimeError Invalid device index 0: foo has no devices (FOO_RS_DEVICE_COUNT=0)"
+    assert lines == ["False 0 0", no_devices, no_index, no_devices, no_index, "[]"], lines
 
 
 def test_current_device():
