@@ -92,25 +92,28 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scal
   return ops::sub(other, self, alpha);
 }
 
-// ---- generic three-variant binary ops ----------------------------------------------------------
-#define FOO_BINARY(name, builder, code, checks)                                              \
+// ---- generic binary ops: functional and out variants (FOO_BINARY2), plus in-place (FOO_BINARY) ---
+#define FOO_BINARY2(name, builder, code, checks)                                             \
   at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                         \
     checks;                                                                                  \
     at::Tensor out;                                                                          \
     auto it = ew::builder(out, self, other);                                                 \
     return same(it, code);                                                                   \
   }                                                                                          \
-  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                           \
-    checks;                                                                                  \
-    auto it = ew::builder(self, self, other);                                                \
-    same(it, code);                                                                          \
-    return self;                                                                             \
-  }                                                                                          \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
     checks;                                                                                  \
     auto it = ew::builder(out, self, other);                                                 \
     same(it, code);                                                                          \
     return out;                                                                              \
+  }
+
+#define FOO_BINARY(name, builder, code, checks)                                              \
+  FOO_BINARY2(name, builder, code, checks)                                                   \
+  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                           \
+    checks;                                                                                  \
+    auto it = ew::builder(self, self, other);                                                \
+    same(it, code);                                                                          \
+    return self;                                                                             \
   }
 
 FOO_BINARY(mul, binary_op, FOO_BINARY_MUL, (void)0)
@@ -148,21 +151,7 @@ at::Tensor& irshift_scalar(at::Tensor& self, const c10::Scalar& other) {
   return ops::bitwise_right_shift_(self, at::native::wrapped_scalar_tensor(other));
 }
 
-// ---- two-variant binary ops (functional, out) -----------------------------------------------------
-#define FOO_BINARY2(name, builder, code, checks)                                             \
-  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                         \
-    checks;                                                                                  \
-    at::Tensor out;                                                                          \
-    auto it = ew::builder(out, self, other);                                                 \
-    return same(it, code);                                                                   \
-  }                                                                                          \
-  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
-    checks;                                                                                  \
-    auto it = ew::builder(out, self, other);                                                 \
-    same(it, code);                                                                          \
-    return out;                                                                              \
-  }
-
+// ---- binary ops without an in-place variant -------------------------------------------------------
 FOO_BINARY2(maximum, binary_op, FOO_BINARY_MAXIMUM, check_not_complex(self, other, "maximum"))
 FOO_BINARY2(minimum, binary_op, FOO_BINARY_MINIMUM, check_not_complex(self, other, "minimum"))
 FOO_BINARY2(fmax, binary_op, FOO_BINARY_FMAX, check_not_complex(self, other, "fmax"))
@@ -305,22 +294,27 @@ at::Tensor& pow_scalar_base_out(const c10::Scalar& self, const at::Tensor& expon
 }
 
 // ---- comparisons and logical ops (bool results) ------------------------------------------------------
-#define FOO_COMPARE(name, builder, code)                                                             \
+// Functional, in-place and out variants of an op with a bool result (comparisons, logical ops).
+#define FOO_BOOL_BINARY(name, code)                                                                  \
   at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                                 \
     at::Tensor out;                                                                                  \
-    auto it = ew::builder(out, self, other);                                                         \
+    auto it = ew::comparison_op(out, self, other);                                                   \
     return compare(it, code);                                                                        \
   }                                                                                                  \
   at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                                   \
-    auto it = ew::builder(self, self, other);                                                        \
+    auto it = ew::comparison_op(self, self, other);                                                  \
     compare(it, code);                                                                               \
     return self;                                                                                     \
   }                                                                                                  \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {         \
-    auto it = ew::builder(out, self, other);                                                         \
+    auto it = ew::comparison_op(out, self, other);                                                   \
     compare(it, code);                                                                               \
     return out;                                                                                      \
-  }                                                                                                  \
+  }
+
+// Comparisons also take a Scalar `other`.
+#define FOO_COMPARE(name, code)                                                                      \
+  FOO_BOOL_BINARY(name, code)                                                                        \
   at::Tensor name##_scalar(const at::Tensor& self, const c10::Scalar& other) {                       \
     return ops::name(self, at::native::wrapped_scalar_tensor(other));                                \
   }                                                                                                  \
@@ -331,35 +325,18 @@ at::Tensor& pow_scalar_base_out(const c10::Scalar& self, const at::Tensor& expon
     return ops::name##_out(self, at::native::wrapped_scalar_tensor(other), out);                     \
   }
 
-FOO_COMPARE(eq, comparison_op, FOO_BINARY_EQ)
-FOO_COMPARE(ne, comparison_op, FOO_BINARY_NE)
-FOO_COMPARE(lt, comparison_op, FOO_BINARY_LT)
-FOO_COMPARE(le, comparison_op, FOO_BINARY_LE)
-FOO_COMPARE(gt, comparison_op, FOO_BINARY_GT)
-FOO_COMPARE(ge, comparison_op, FOO_BINARY_GE)
+FOO_COMPARE(eq, FOO_BINARY_EQ)
+FOO_COMPARE(ne, FOO_BINARY_NE)
+FOO_COMPARE(lt, FOO_BINARY_LT)
+FOO_COMPARE(le, FOO_BINARY_LE)
+FOO_COMPARE(gt, FOO_BINARY_GT)
+FOO_COMPARE(ge, FOO_BINARY_GE)
 #undef FOO_COMPARE
 
-#define FOO_LOGICAL(name, code)                                                              \
-  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                         \
-    at::Tensor out;                                                                          \
-    auto it = ew::comparison_op(out, self, other);                                           \
-    return compare(it, code);                                                                \
-  }                                                                                          \
-  at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                           \
-    auto it = ew::comparison_op(self, self, other);                                          \
-    compare(it, code);                                                                       \
-    return self;                                                                             \
-  }                                                                                          \
-  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
-    auto it = ew::comparison_op(out, self, other);                                           \
-    compare(it, code);                                                                       \
-    return out;                                                                              \
-  }
-
-FOO_LOGICAL(logical_and, FOO_BINARY_LOGICAL_AND)
-FOO_LOGICAL(logical_or, FOO_BINARY_LOGICAL_OR)
-FOO_LOGICAL(logical_xor, FOO_BINARY_LOGICAL_XOR)
-#undef FOO_LOGICAL
+FOO_BOOL_BINARY(logical_and, FOO_BINARY_LOGICAL_AND)
+FOO_BOOL_BINARY(logical_or, FOO_BINARY_LOGICAL_OR)
+FOO_BOOL_BINARY(logical_xor, FOO_BINARY_LOGICAL_XOR)
+#undef FOO_BOOL_BINARY
 
 // ---- activation backward ---------------------------------------------------------------------------
 #define FOO_BACKWARD(name, code, params, ...)                                                        \
