@@ -8,5 +8,5 @@ venv="$(scripts/venv.sh)"
 export FOO_RS_PYTHON="$venv/bin/python"
 cargo build --release --features python --lib
 suffix="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
-cp target/release/libfoo_rs.so "python/foo_rs/_C$suffix"
+cp "${CARGO_TARGET_DIR:-target}/release/libfoo_rs.so" "python/foo_rs/_C$suffix"
 echo "built python/foo_rs/_C$suffix (use PYTHONPATH=$(pwd)/python)"
