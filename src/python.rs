@@ -189,6 +189,12 @@ fn num_threads() -> usize {
     pool::num_threads()
 }
 
+/// Why FOO_RS_NUM_THREADS / RAYON_NUM_THREADS was ignored or clamped, or None.
+#[pyfunction]
+fn thread_setting_note() -> Option<&'static str> {
+    pool::thread_setting_note()
+}
+
 #[pymodule]
 #[pyo3(name = "_C")]
 fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -222,5 +228,6 @@ fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(generator_set_state, m)?)?;
     m.add_function(wrap_pyfunction!(nondeterministic_seed, m)?)?;
     m.add_function(wrap_pyfunction!(num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(thread_setting_note, m)?)?;
     Ok(())
 }

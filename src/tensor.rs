@@ -14,8 +14,6 @@ pub type Dims = SmallVec<[usize; INLINE_DIMS]>;
 /// Strides in elements (may be 0 or negative), inline up to `INLINE_DIMS` dimensions.
 pub type Strides = SmallVec<[isize; INLINE_DIMS]>;
 
-/// Largest rank a descriptor may carry (PyTorch itself caps TensorIterator at 25 dims).
-pub const MAX_DIMS: usize = 25;
 const _: () = assert!(std::mem::size_of::<isize>() == std::mem::size_of::<i64>());
 
 /// `#[repr(C)]` tensor descriptor, one definition (mirrored by `FooTensor` in `foo_ffi.h`).
@@ -63,8 +61,9 @@ unsafe impl Sync for TensorMut {}
 fn read_layout(t: &FooTensor) -> FooResult<(Dims, Strides, DType)> {
     let dtype = DType::from_code(t.dtype)?;
     let ndim = t.ndim;
-    if ndim < 0 || ndim as usize > MAX_DIMS {
-        return invalid_arg!("tensor rank {ndim} is outside 0..={MAX_DIMS}");
+    // Any rank, as on the CPU: shapes beyond INLINE_DIMS live on the heap.
+    if ndim < 0 {
+        return invalid_arg!("negative tensor rank {ndim}");
     }
     let ndim = ndim as usize;
     if ndim == 0 {

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from . import _C
 
 BACKEND_NAME = "foo"
 
@@ -95,10 +98,25 @@ def _generate_methods() -> None:
         if for_storage:
             # Generated with the list above: mark it so a later register() leaves it as it is.
             getattr(torch.TypedStorage, name)._foo_rs_checks_dtypes = True
+    # Lazy modules' UninitializedParameter lets through `Tensor.cuda`, `.cpu`, `.to`... and
+    # rejects any other method: let `Tensor.foo` through too, so `LazyLinear(2).foo()` works.
+    allowed = torch.nn.parameter.UninitializedTensorMixin._allowed_methods
+    tensor_to = getattr(torch.Tensor, name, None)
+    if tensor_to is not None and tensor_to not in allowed:
+        allowed.append(tensor_to)
     # Storage methods someone else generated may lack the unsupported-dtype list: add the check.
     typed_to = getattr(torch.TypedStorage, name, None)
     if storage_pre_existed and typed_to is not None and not getattr(typed_to, "_foo_rs_checks_dtypes", False):
         setattr(torch.TypedStorage, name, _refuse_unsupported_dtypes(typed_to))
+
+
+def _warn_about_thread_setting() -> None:
+    """A FOO_RS_NUM_THREADS / RAYON_NUM_THREADS that is no thread count, or too large, is
+    ignored or clamped by the Rust pool; say so once instead of silently."""
+    note = _C.thread_setting_note()
+    if note and not getattr(_warn_about_thread_setting, "done", False):
+        _warn_about_thread_setting.done = True  # type: ignore[attr-defined]
+        warnings.warn(f"foo_rs: {note}", RuntimeWarning, stacklevel=3)
 
 
 def register() -> None:
@@ -118,5 +136,6 @@ def register() -> None:
     from . import _exit, _sparse
 
     _exit.install()
+    _warn_about_thread_setting()
     _generate_methods()
     _sparse.install()

@@ -39,5 +39,7 @@ at::Tensor view_as_real(const at::Tensor& self);
 at::Tensor view_as_complex(const at::Tensor& self);
 bool is_set_to(const at::Tensor& self, const at::Tensor& tensor);
 bool equal(const at::Tensor& self, const at::Tensor& other);
+// Whether `self` may take `from`'s data in place (Module.to keeping Parameter identity, `p.data = ...`).
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from);
 
 }  // namespace foo::ops

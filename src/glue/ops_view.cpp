@@ -88,6 +88,20 @@ at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_
 
 bool is_set_to(const at::Tensor& self, const at::Tensor& tensor) { return at::native::is_set_to(self, tensor); }
 
+// c10's TensorImpl::has_compatible_shallow_copy_type knows the dense tensors of CPU, CUDA and a
+// few other backends, not PrivateUse1's: without this, `Module.to("foo")` replaces every
+// Parameter by a new object (tied weights come apart, an optimizer built before the move updates
+// nothing) and `p.data = p.data.to("foo")` raises. A dense foo tensor can take the data of any
+// dense tensor and the reverse, as a CUDA tensor can a CPU tensor's.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto dense = [](const at::Tensor& t) {
+    const auto ks = t.key_set();
+    return ks.has(c10::DispatchKey::Dense) && t.layout() == c10::kStrided && !t.is_quantized() && !t.is_nested();
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 bool equal(const at::Tensor& self, const at::Tensor& other) {
   TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. Got: ", self.device(),
               " and ", other.device());

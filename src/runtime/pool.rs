@@ -21,21 +21,92 @@ struct Owned {
 
 static POOL: Mutex<Option<Owned>> = Mutex::new(None);
 
-/// Worker threads: `FOO_RS_NUM_THREADS`, else `RAYON_NUM_THREADS`, else every core.
+/// The most worker threads a process gets: a few per core at most (more only time-slices the
+/// same cores), and at least [`MIN_THREAD_CAP`] so that tests can check results with more threads
+/// than cores. A larger setting is clamped: 20000 threads once exhausted the machine.
+pub fn max_threads() -> usize {
+    4 * cores()
+}
+
+/// The floor of [`max_threads`].
+pub const MIN_THREAD_CAP: usize = 16;
+
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .max(MIN_THREAD_CAP / 4)
+}
+
+/// The thread count a setting asks for, and a note when it is unusable or clamped.
+/// `None` (unset or blank) means every core.
+pub fn parse_threads(name: &str, value: Option<&str>) -> (Option<usize>, Option<String>) {
+    let Some(text) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return (None, None);
+    };
+    let cap = max_threads();
+    // All digits but too long for u128 is still a (huge) count.
+    let count = match text.parse::<u128>() {
+        Err(_) if text.bytes().all(|b| b.is_ascii_digit()) => Ok(u128::MAX),
+        parsed => parsed,
+    };
+    match count {
+        Ok(0) | Err(_) => (
+            None,
+            Some(format!(
+                "{name}=\"{text}\" is not a thread count (a whole number from 1 to {cap}); \
+                 ignoring it"
+            )),
+        ),
+        Ok(n) if n > cap as u128 => (
+            Some(cap),
+            Some(format!(
+                "{name}={text} is more threads than this machine can use; using {cap} \
+                 (4 per core at most)"
+            )),
+        ),
+        Ok(n) => (Some(n as usize), None),
+    }
+}
+
+struct ThreadConfig {
+    threads: usize,
+    note: Option<String>,
+}
+
+fn thread_config() -> &'static ThreadConfig {
+    static CONFIG: std::sync::OnceLock<ThreadConfig> = std::sync::OnceLock::new();
+    CONFIG.get_or_init(|| {
+        let mut notes = Vec::new();
+        let mut threads = None;
+        for key in ["FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS"] {
+            let (n, note) = parse_threads(key, std::env::var(key).ok().as_deref());
+            notes.extend(note);
+            if n.is_some() {
+                threads = n;
+                break;
+            }
+        }
+        let default = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        ThreadConfig {
+            threads: threads.unwrap_or(default),
+            note: (!notes.is_empty()).then(|| notes.join("; ")),
+        }
+    })
+}
+
+/// Worker threads: `FOO_RS_NUM_THREADS`, else `RAYON_NUM_THREADS`, else every core; a setting
+/// that is not a positive whole number is ignored and one above [`max_threads`] is clamped
+/// (see [`thread_setting_note`]).
 pub fn configured_threads() -> usize {
-    ["FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS"]
-        .iter()
-        .find_map(|k| {
-            std::env::var(k)
-                .ok()
-                .and_then(|v| v.trim().parse::<usize>().ok())
-        })
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
+    thread_config().threads
+}
+
+/// Why the thread setting was ignored or clamped, if it was (`import foo_rs` warns with it).
+pub fn thread_setting_note() -> Option<&'static str> {
+    thread_config().note.as_deref()
 }
 
 fn pool() -> Arc<ThreadPool> {
@@ -331,6 +402,29 @@ impl Hot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thread_settings_are_parsed_clamped_or_ignored() {
+        let cap = max_threads();
+        assert!(cap >= MIN_THREAD_CAP);
+        assert_eq!(parse_threads("X", None), (None, None));
+        assert_eq!(parse_threads("X", Some("  ")), (None, None));
+        assert_eq!(parse_threads("X", Some(" 3 ")), (Some(3), None));
+        for bad in ["0", "-2", "abc", "2.5", "1e3"] {
+            let (n, note) = parse_threads("X", Some(bad));
+            assert_eq!(n, None, "{bad}");
+            assert!(note.unwrap().contains("is not a thread count"), "{bad}");
+        }
+        for huge in [
+            "20000",
+            "99999999999",
+            "3402823669209384634633746074317682114560",
+        ] {
+            let (n, note) = parse_threads("X", Some(huge));
+            assert_eq!(n, Some(cap), "{huge}");
+            assert!(note.unwrap().contains(&format!("using {cap}")), "{huge}");
+        }
+    }
 
     #[test]
     fn helpers_cover_every_chunk_once_and_sleep_when_idle() {
