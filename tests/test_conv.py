@@ -55,6 +55,12 @@ CONV2D_CASES = [
     ((3, 8, 10, 12), (16, 8, 3, 3), {"padding": 1}),
     ((2, 16, 9, 11), (24, 8, 3, 2), {"padding": (2, 1), "dilation": (1, 2), "groups": 2}),
     ((1, 12, 14, 13), (16, 12, 3, 3), {"padding": 0}),
+    # Kernels that reach past the input on every side: some taps read only padding (the input
+    # gradient once computed an address before the input and panicked; ConvNeXt's 7x7 at 64 px).
+    ((1, 1, 2, 2), (1, 1, 7, 7), {"padding": 3}),
+    ((2, 3, 2, 3), (4, 3, 7, 7), {"padding": 3, "stride": 2}),
+    ((1, 2, 1, 1), (2, 2, 3, 3), {"padding": 3, "dilation": 2}),
+    ((2, 8, 3, 3), (8, 1, 7, 7), {"padding": 3, "groups": 8}),
 ]
 
 
@@ -125,6 +131,20 @@ def test_conv_transpose2d(dtype, kw):
     w = sample((4, 6 // kw.get("groups", 1), 3, 3), dtype, seed=2)
     b = sample((6,), dtype, seed=3)
     grads_match(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("fn, shape", [(F.conv_transpose1d, (2, 1, 2)), (F.conv_transpose2d, (2, 1, 2, 2))])
+def test_conv_transpose_with_empty_output(fn, shape):
+    # Padding that eats the whole output: the CPU returns an empty tensor for float32/bfloat16
+    # (its mkldnn path) but raises "Output size is too small" for float64 (its slow path). foo
+    # follows the float32 behaviour for every dtype, forward and backward.
+    for dtype in (torch.float32, torch.float64):
+        x = torch.randn(shape, dtype=dtype, device="foo", requires_grad=True)
+        w = torch.randn((1, 1) + (1,) * (len(shape) - 2), dtype=dtype, device="foo")
+        y = fn(x, w, padding=1)
+        assert y.shape == shape[:2] + (0,) * (len(shape) - 2)
+        y.sum().backward()
+        assert x.grad.shape == x.shape and not x.grad.cpu().any()
 
 
 def test_conv_transpose1d():

@@ -273,6 +273,11 @@ fn col2im<T: GemmElem>(g: &Geometry, x: &mut [T], c0: usize, col: &[T]) {
                     let (w0, w1) = valid_range(ow, g.stride[2], offw, g.isp[2]);
                     let src = &col[row * p..(row + 1) * p];
                     row += 1;
+                    // A tap that reads only padding adds nothing; its first input address
+                    // would lie before the input (a kernel wider than input plus padding).
+                    if d0 == d1 || h0 == h1 || w0 == w1 {
+                        continue;
+                    }
                     for zd in d0..d1 {
                         let xd = xc + (zd as isize * g.stride[0] + offd) as usize * ih * iw;
                         for zh in h0..h1 {
