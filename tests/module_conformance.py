@@ -10,6 +10,7 @@ PyTorch's own module tests do). Checks, each against the CPU run on the same (co
 - forward:          outputs (values, dtype, shape, strides) and the buffers after the call;
 - backward:         sum(output * fixed random cotangent).backward(): gradients of the inputs and of
                     every parameter, by name (values, dtype, shape, strides);
+- no_grad:          forward under torch.no_grad() (inference fast paths: MultiheadAttention, Transformer);
 - noncontig:        forward + backward with every input tensor non-contiguous on foo (NaN in the
                     gaps, so a kernel that reads them shows);
 - noncontig_params: the same with every parameter non-contiguous instead;
@@ -59,12 +60,13 @@ OUT_DIR = os.path.join(HERE, "conformance")
 # (LinearCrossEntropyLoss has 881) and keeps the run near 20 s on 2 cores.
 MAX_INPUTS = 16
 SEED = 0
-CHECKS = ("forward", "backward", "noncontig", "noncontig_params", "gradgrad", "float32", "channels_last",
+CHECKS = ("forward", "backward", "no_grad", "noncontig", "noncontig_params", "gradgrad", "float32", "channels_last",
           "errors")
 # The PyTorch test (in test/test_modules.py) that each check corresponds to, for module_info's decorators.
-_TEST_NAMES = {"forward": "test_forward", "backward": "test_grad", "noncontig": "test_non_contiguous_tensors",
-               "noncontig_params": "test_non_contiguous_tensors", "gradgrad": "test_gradgrad",
-               "float32": "test_forward", "channels_last": "test_memory_format", "errors": "test_errors"}
+_TEST_NAMES = {"forward": "test_forward", "backward": "test_grad", "no_grad": "test_forward",
+               "noncontig": "test_non_contiguous_tensors", "noncontig_params": "test_non_contiguous_tensors",
+               "gradgrad": "test_gradgrad", "float32": "test_forward", "channels_last": "test_memory_format",
+               "errors": "test_errors"}
 
 
 def _expected_cpu_failure(info: Any, check: str, training: bool, dtype: torch.dtype) -> str | None:
@@ -143,6 +145,9 @@ def _case_checks(info: Any, base: torch.nn.Module, foo_base: torch.nn.Module, fi
     ref = run_once(copy.deepcopy(base), *copy_inputs(fi, "cpu"))
     res = against("forward", ref, copy.deepcopy(foo_base), copy_inputs(fi, "foo"), True)
     out["forward"], out["backward"] = res["forward"], res["backward"]
+    with torch.no_grad():  # inference: the path of MultiheadAttention's and Transformer's fast kernels
+        ref_ng = run_once(copy.deepcopy(base), *copy_inputs(fi, "cpu"))
+        out["no_grad"] = against("no_grad", ref_ng, copy.deepcopy(foo_base), copy_inputs(fi, "foo"), True)["forward"]
     out["noncontig"] = worst(against("noncontig", ref, copy.deepcopy(foo_base),
                                      copy_inputs(fi, "foo", noncontig=True), False))
 
@@ -367,8 +372,9 @@ def write(results: dict[str, dict[str, Any]], seconds: float) -> None:
         "# ModuleInfo conformance of the foo backend",
         "",
         f"torch {torch.__version__}, foo_rs {foo_rs.__version__}; every ModuleInfo in `module_db`, up to "
-        f"{MAX_INPUTS} inputs per module and mode, float64, compared with the CPU backend "
-        f"({seconds:.0f} s). Regenerate: `python tests/module_conformance.py --write`.",
+        f"{MAX_INPUTS} inputs per module and mode, float64 (the float32 check: float32), compared with the CPU "
+        f"backend ({seconds:.0f} s on this machine). The checks are described at the top of "
+        "tests/module_conformance.py. Regenerate: `python tests/module_conformance.py --write`.",
         "",
         f"- modules: {n_mod}; rows (module x mode x check): {len(results)}; pass {s['pass']} (of which native, "
         f"i.e. the module ran without the CPU fallback: {s['pass_native']}); fail {s['fail']}; "
