@@ -259,15 +259,16 @@ def _error_inputs(info: Any, dtype: torch.dtype, training: bool) -> Status:
     return status
 
 
-def run_mode(info: Any, training: bool, verbose: bool = False) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """Rows `<module>.<mode>.<check>` for one module and mode, and the ops foo ran through the fallback."""
+def run_mode(info: Any, training: bool, verbose: str | None = None) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """Rows `<module>.<mode>.<check>` for one module and mode, and the ops foo ran through the fallback.
+    verbose: print every non-passing case of that check ("all": of every check)."""
     prefix = f"{info.name}.{'train' if training else 'eval'}"
     dtype = torch.float64 if torch.float64 in info.supported_dtypes("cpu") else torch.float32
     status: dict[str, Status] = {c: ("skip", "no input") for c in CHECKS}
     foo_rs.reset_op_counts()
 
     def record(check: str, st: Status, case: str) -> None:
-        if st[0] != "pass" and verbose:
+        if st[0] != "pass" and verbose in ("all", check):
             print(f"  {prefix}.{check} [{case}]: {st[0]} {st[1]}")
         # Keep the worst status, with the first detail at that level.
         if RANK[st[0]] > RANK[status[check][0]] or status[check][1] == "no input":
@@ -319,7 +320,8 @@ def run_mode(info: Any, training: bool, verbose: bool = False) -> tuple[dict[str
     return rows, set(foo_rs.fallback_counts())
 
 
-def run(infos: Iterable[Any] | None = None, verbose: bool = False) -> dict[str, dict[str, Any]]:
+def run(infos: Iterable[Any] | None = None, verbose: str | None = None,
+        modes: tuple[str, ...] = ("train", "eval")) -> dict[str, dict[str, Any]]:
     """All rows; each carries `native` (no op of the module fell back to the CPU) and `fallbacks`."""
     from torch.testing._internal.common_modules import module_db
 
@@ -330,6 +332,8 @@ def run(infos: Iterable[Any] | None = None, verbose: bool = False) -> dict[str, 
             warnings.simplefilter("ignore")
             for info in infos if infos is not None else module_db:
                 for training in (True, False) if info.train_and_eval_differ else (True,):
+                    if ("train" if training else "eval") not in modes:
+                        continue
                     t0 = time.perf_counter()
                     rows, fb = run_mode(info, training, verbose)
                     if verbose:
@@ -408,7 +412,8 @@ def main() -> int:
     if args.only and not infos:
         p.error(f"no ModuleInfo named {args.only}")
     t0 = time.perf_counter()
-    results = run(infos, args.verbose)
+    results = run(infos, (args.check or "all") if args.verbose else None,
+                  (args.mode,) if args.mode else ("train", "eval"))
     seconds = time.perf_counter() - t0
     for k, v in sorted(results.items()):
         _, mode, check = k.rsplit(".", 2)
