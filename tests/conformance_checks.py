@@ -81,6 +81,27 @@ def is_nondeterministic(op: Any) -> bool:
     return any(k in op.name for k in NONDETERMINISTIC + RANDOMIZED)
 
 
+def to_foo(x: Any, memo: dict[int, torch.Tensor]) -> Any:
+    """conformance._to_foo, but tensors that share a CPU storage share one foo storage too: error
+    inputs alias out= with an input on purpose (memory-overlap checks), and copying each tensor
+    on its own would hide exactly that. memo maps a CPU storage's address to its foo copy."""
+    if isinstance(x, torch.Tensor):
+        if x.layout != torch.strided or x.untyped_storage().nbytes() == 0:
+            return _to_foo(x)
+        storage = x.untyped_storage()
+        if storage.data_ptr() not in memo:
+            n = storage.nbytes() // x.element_size()
+            flat = torch.empty(0, dtype=x.dtype).set_(storage, 0, (n,), (1,))
+            memo[storage.data_ptr()] = flat.detach().to("foo").view(torch.uint8)
+        # A storage may hold tensors of several dtypes: keep the bytes, view them as this dtype.
+        return memo[storage.data_ptr()].view(x.dtype).as_strided(x.size(), x.stride(), x.storage_offset())
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_foo(v, memo) for v in x)
+    if isinstance(x, dict):
+        return {k: to_foo(v, memo) for k, v in x.items()}
+    return x
+
+
 def foo_device(kwargs: dict[str, Any]) -> dict[str, Any]:
     if torch.device(kwargs.get("device") or "meta").type == "cpu":
         return {**kwargs, "device": "foo"}
@@ -91,9 +112,10 @@ def foo_args(op: Any, inp: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Any,
     """The sample's arguments on foo (some ops take CPU-only arguments, as on CUDA); a factory
     sample's device="cpu" becomes "foo" so that the foo side really makes its tensors on foo."""
     kwargs = foo_device(kwargs)
+    memo: dict[int, torch.Tensor] = {}
     if op.name in CPU_ARGS:
-        return _to_foo(inp), args, kwargs
-    return _to_foo(inp), _to_foo(args), _to_foo(kwargs)
+        return to_foo(inp, memo), args, kwargs
+    return to_foo(inp, memo), to_foo(args, memo), to_foo(kwargs, memo)
 
 
 def usable(sample: Any) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from conformance import CPU_ARGS, _flatten, _same, _to_foo
+from conformance import CPU_ARGS, _flatten, _same
 from conformance_checks import (
     MAX_SAMPLES,
     PASS,
@@ -23,6 +23,7 @@ from conformance_checks import (
     is_nondeterministic,
     outcome,
     repro,
+    to_foo,
 )
 
 TOL = {torch.float64: 1e-6, torch.complex128: 1e-6, torch.float32: 1e-4, torch.complex64: 1e-4}
@@ -39,13 +40,14 @@ def _leaves(x: Any) -> Any:
     return x
 
 
-def _on_foo(x: Any) -> Any:
+def _on_foo(x: Any, memo: dict[int, torch.Tensor] | None = None) -> Any:
+    memo = {} if memo is None else memo
     if isinstance(x, torch.Tensor):
-        return _to_foo(x).requires_grad_(x.requires_grad)
+        return to_foo(x, memo).requires_grad_(x.requires_grad)
     if isinstance(x, (list, tuple)):
-        return type(x)(_on_foo(v) for v in x)
+        return type(x)(_on_foo(v, memo) for v in x)
     if isinstance(x, dict):
-        return {k: _on_foo(v) for k, v in x.items()}
+        return {k: _on_foo(v, memo) for k, v in x.items()}
     return x
 
 
