@@ -177,9 +177,10 @@ def check_case(op: Op, args: dict[str, Any]) -> None:
             raise Mismatch(f"backward: CPU {gw_exc!r}, foo {gg_exc!r}{where}")
         if gw is not None:
             gb = _gbound(op, args)
+            low = _lowest_precision(args)
             for k, a, b in zip(names, gg, gw):
                 try:
-                    compare_grad(a, b, gb)
+                    compare_grad(a, b, gb, low)
                 except Mismatch as e:
                     raise Mismatch(f"gradient of {k}: {e}{where}") from None
 
@@ -253,7 +254,8 @@ def _parts(t: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(t).double() if t.is_complex() else t.double()
 
 
-def values(got: torch.Tensor, want: torch.Tensor, tol: str, bound: Any) -> None:
+def values(got: torch.Tensor, want: torch.Tensor, tol: str, bound: Any,
+           tol_dtype: torch.dtype | None = None) -> None:
     """Exact for integers and bools; for floats the same nan and inf positions and finite values
     within the tolerance, except that an inf on one side and a same-signed value beyond max/4 on
     the other agree: whether an intermediate overflows depends on the order of the operations in
@@ -265,12 +267,13 @@ def values(got: torch.Tensor, want: torch.Tensor, tol: str, bound: Any) -> None:
                            f"CPU {[want[tuple(i)].item() for i in bad]}")
         return
     g, w = _parts(got), _parts(want)
-    atol, rtol = BASE_TOL[want.dtype]
+    atol, rtol = BASE_TOL[tol_dtype or want.dtype]
     allowed = atol + rtol * w.abs()
     compared = torch.ones_like(w, dtype=torch.bool)
     if tol != "ew" and isinstance(bound, torch.Tensor):
         real = torch.float32 if want.dtype == torch.complex64 else want.dtype
-        b = bound.detach().double()
+        # A nan bound (inf - inf in the bound expression) or -inf (logsumexp of nothing) bounds nothing.
+        b = torch.nan_to_num(bound.detach().double(), nan=0.0, neginf=0.0)
         b = b.unsqueeze(-1) if want.is_complex() and b.dim() == want.dim() and b.dim() else b
         b = torch.broadcast_to(b, w.shape) if b.dim() <= w.dim() else b.reshape(w.shape)
         finfo = torch.finfo(real)
@@ -292,10 +295,18 @@ def values(got: torch.Tensor, want: torch.Tensor, tol: str, bound: Any) -> None:
                        f"CPU {[w[tuple(i)].item() for i in idx]} ({int(bad.sum())} of {w.numel()} elements)")
 
 
-def compare_grad(got: torch.Tensor | None, want: torch.Tensor | None, extra: float = 0.0) -> None:
-    """Gradients: same presence, dtype, shape; values within the dtype tolerance plus a term
-    relative to the gradient's largest finite element (backward passes accumulate) and `extra`
-    (the op's gbound)."""
+def _lowest_precision(args: dict[str, Any]) -> torch.dtype | None:
+    """The least precise floating dtype among the arguments: backward formulas compute in the
+    operands' dtypes (xlogy's gradient for a float32 a and a float16 b takes log(b) in float16)."""
+    ds = [v.dtype for v in args.values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    return max(ds, key=lambda d: torch.finfo(d).eps) if ds else None
+
+
+def compare_grad(got: torch.Tensor | None, want: torch.Tensor | None, extra: float = 0.0,
+                 low: torch.dtype | None = None) -> None:
+    """Gradients: same presence, dtype, shape; values within the tolerance of the least precise
+    argument dtype `low` plus a term relative to the gradient's largest finite element (backward
+    passes accumulate) and `extra` (the op's gbound)."""
     if want is None or got is None:
         if (want is None) != (got is None):
             raise Mismatch(f"foo {'no' if got is None else 'a'} gradient, CPU {'no' if want is None else 'a'}")
@@ -306,4 +317,6 @@ def compare_grad(got: torch.Tensor | None, want: torch.Tensor | None, extra: flo
     fin = w[w.isfinite()]
     scale = fin.abs().amax() if fin.numel() else torch.zeros((), dtype=torch.float64)
     bound = torch.full_like(want.detach(), 0, dtype=torch.float64) + scale + extra
-    values(got.detach().cpu(), want.detach(), "acc", bound.real if bound.is_complex() else bound)
+    tol_dtype = low if low is not None and want.is_floating_point() and \
+        torch.finfo(low).eps > torch.finfo(want.dtype).eps else None
+    values(got.detach().cpu(), want.detach(), "acc", bound.real if bound.is_complex() else bound, tol_dtype)

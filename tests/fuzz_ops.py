@@ -18,6 +18,8 @@ failing example prints as a runnable repro. Fields:
           accumulate) plus ~eps * `gbound` where given (normalizations divide by the std)
   stride  compare output strides (dims of size > 1): elementwise ops follow TensorIterator's
           layout rule (outputs take the inputs' memory order), and views keep their strides
+  cpu_crash  expression: true for arguments that kill the CPU reference itself (the process dies
+          with SIGFPE), which the fuzzer therefore never runs
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Op:
     grad: str = ""
     stride: bool = False
     gbound: str | None = None
+    cpu_crash: str | None = None
 
 
 FC = FLOATS + (C64,)
@@ -138,6 +141,16 @@ def softmax_bound(x: torch.Tensor, dim: int) -> torch.Tensor:
     return x.amax(dim, keepdim=True) + math.log(max(x.shape[dim] if x.dim() else 1, 1)) + 1
 
 
+def int_min_by_minus_one(a: object, b: object) -> bool:
+    """Integer a holding its dtype's minimum and b holding -1: the CPU's div(rounding_mode='trunc')
+    executes INT_MIN / -1 and the process dies of SIGFPE (torch 2.15)."""
+    if not isinstance(a, torch.Tensor) or a.is_floating_point() or a.is_complex() or a.dtype == torch.bool:
+        return False
+    lo = torch.iinfo(a.dtype).min
+    has_m1 = bool((b == -1).any()) if isinstance(b, torch.Tensor) else b == -1
+    return bool((a == lo).any()) and has_m1
+
+
 # ---- the table ------------------------------------------------------------------------------------
 
 UNARY = [
@@ -221,7 +234,8 @@ BINARY = [
     Op("add_alpha", "binary_b", "torch.add(a, b, alpha=2)", stride=True),
     Op("sub_alpha", "binary_b", "torch.sub(a, b, alpha=-0.5)", stride=True),
     Op("rsub", "binary_b", "torch.rsub(a, b)", stride=True),
-    Op("div_trunc", "binary_b", "torch.div(a, b, rounding_mode='trunc')", stride=True),
+    Op("div_trunc", "binary_b", "torch.div(a, b, rounding_mode='trunc')", stride=True,
+       cpu_crash="int_min_by_minus_one(a, b)"),
     Op("div_floor", "binary_b", "torch.div(a, b, rounding_mode='floor')", stride=True),
     Op("floor_divide", "binary", "a // b", stride=True),
     Op("remainder", "binary", "a % b", stride=True),
@@ -359,5 +373,5 @@ NN = [
 ]
 
 OPS: dict[str, Op] = {op.name: op for op in UNARY + BINARY + REDUCTIONS + INDEXING + LINALG + NN}
-BOUND_HELPERS = {f.__name__: f for f in (prod_ovf, sq_mean, ln_bound, bn_bound, gn_bound, loss_bound, logit_bound,
-                                         class_bound, softmax_bound)}
+BOUND_HELPERS = {f.__name__: f for f in (int_min_by_minus_one, prod_ovf, sq_mean, ln_bound, bn_bound, gn_bound,
+                                         loss_bound, logit_bound, class_bound, softmax_bound)}
