@@ -1,0 +1,428 @@
+"""Differential fuzzer: every op in tests/fuzz_ops.py on hypothesis-drawn inputs (odd shapes,
+layouts, dtypes, special values) on foo and on the CPU; foo must agree (tests/fuzz_check.py).
+
+    pytest tests/test_fuzz.py                                   # profile "ci": fixed, derandomized
+    FOO_RS_FUZZ_EXAMPLES=5000 pytest tests/test_fuzz.py -x      # profile "long": random, N per op
+
+FOO_RS_FUZZ_PROFILE=ci|long picks a profile explicitly; FOO_RS_FUZZ_OPS=name,name narrows the run.
+A difference foo does not fix yet goes into KNOWN (with a minimal repro and a matcher for the
+cases it explains); test_known_defects_still_reproduce fails once it is fixed, so the list empties.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+from fuzz_args import SIGNATURES
+from fuzz_check import STATS, Mismatch, check_case, evaluate
+from fuzz_ops import OPS
+from hypothesis import HealthCheck, assume, event, given, note, settings
+from hypothesis import strategies as st
+
+_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+           HealthCheck.large_base_example]
+settings.register_profile("ci", max_examples=int(os.environ.get("FOO_RS_FUZZ_CI_EXAMPLES", "50")),
+                          derandomize=True, deadline=None, database=None, print_blob=False,
+                          suppress_health_check=_HEALTH)
+settings.register_profile("long", max_examples=int(os.environ.get("FOO_RS_FUZZ_EXAMPLES", "2000")),
+                          derandomize=False, deadline=None, database=None, print_blob=True,
+                          suppress_health_check=_HEALTH)
+PROFILE = os.environ.get("FOO_RS_FUZZ_PROFILE") or ("long" if os.environ.get("FOO_RS_FUZZ_EXAMPLES") else "ci")
+SELECTED = [n for n in os.environ.get("FOO_RS_FUZZ_OPS", "").split(",") if n] or sorted(OPS)
+
+
+def _empty(args: dict[str, Any]) -> bool:
+    """A tensor argument is empty (then foo skips checks the CPU makes, or the other way round)."""
+    return any(isinstance(v, torch.Tensor) and v.numel() == 0 for v in args.values())
+
+
+def _huge(args: dict[str, Any], name: str, limit: float = 1.8e19) -> bool:
+    """args[name] holds a finite element whose square overflows float32."""
+    t = args.get(name)
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and bool(
+        (t.isfinite() & (t.abs() > limit)).any())
+
+
+def _nonfinite(args: dict[str, Any], name: str) -> bool:
+    t = args.get(name)
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(t.isfinite().all())
+
+
+@dataclass(frozen=True)
+class Known:
+    """A known foo-vs-CPU difference. It explains a fuzz failure of one of `ops` whose message
+    contains every fragment in `says` and (if given) for whose arguments `when` holds. `repro`
+    is an op name and its arguments as Python source: a minimal case that shows it."""
+
+    why: str
+    ops: tuple[str, ...]
+    says: tuple[str, ...]
+    repro: tuple[str, str]
+    when: Callable[[dict[str, Any]], bool] | None = None
+
+    def explains(self, op: str, args: dict[str, Any], message: str) -> bool:
+        return op in self.ops and all(p in message for p in self.says) and (self.when is None or self.when(args))
+
+
+_NO_CPLX = ("elu", "floor", "frac", "gelu", "gelu_tanh", "hardsigmoid", "hardswish", "leaky_relu", "mish",
+            "softplus", "silu", "logaddexp", "ceil", "round", "trunc", "sign", "erfinv", "relu", "threshold",
+            "hardtanh", "clamp", "signbit", "sigmoid_", "isposinf", "isneginf", "erf", "erfc", "remainder",
+            "floor_divide", "div_trunc", "div_floor", "fmod", "copysign", "atan2", "hypot", "maximum",
+            "minimum", "fmax", "fmin", "lt", "le", "gt", "ge", "lshift", "rshift", "round_decimals", "xlogy")
+_LOSSES = ("mse_loss", "bce", "nll_loss", "cross_entropy", "smooth_l1_loss", "l1_loss")
+
+# Differences foo has today. The main session removes an entry when it fixes foo;
+# test_known_defects_still_reproduce fails for an entry whose repro no longer shows it.
+KNOWN: dict[str, Known] = {
+    # ---- foo raises where the CPU computes, or computes where the CPU raises
+    "int-conv-pool-no-kernel": Known(
+        "integer conv1d/conv2d/avg_pool2d/max_pool2d raise NotImplementedError on foo; the CPU computes them "
+        "(a kernel without the dtype must fall back)",
+        ("conv1d", "conv2d", "avg_pool2d", "max_pool2d"), ("NotImplementedError", "not implemented for '"),
+        ("max_pool2d", "dict(x=torch.ones(1, 2, 2, dtype=torch.int64), k=(2, 2), s=None, p=0, dil=1, ceil=False, "
+                       "cip=False, div=None)"),
+        lambda a: a["x"].dtype in (torch.int64, torch.int32, torch.uint8)),
+    "empty-input-checks": Known(
+        "on empty inputs foo and the CPU check different things: foo returns a result where the CPU raises "
+        "for the dtype (complex elu/gelu/floor, int64 silu/logaddexp, float bitwise_not, bool neg/pow/"
+        "addcmul, bf16 with a complex scalar, bool bmm with k=0 the other way round) or foo raises where "
+        "the CPU returns an empty result (complex softmax)",
+        tuple(OPS), ("NotImplementedError",), ("elu", "dict(x=torch.zeros(0, dtype=torch.complex64))"), _empty),
+    "complex-logaddexp-refused": Known(
+        "logaddexp of complex64 raises RuntimeError on foo; the CPU computes it",
+        ("logaddexp",), ("foo raised RuntimeError", "logaddexp not implemented for complex"),
+        ("logaddexp", "dict(a=torch.ones(2, dtype=torch.complex64), b=torch.ones(2, dtype=torch.complex64))")),
+    "nan-to-num-complex": Known(
+        "nan_to_num of complex64 raises RuntimeError on foo; the CPU computes it (per real/imag part)",
+        ("nan_to_num", "nan_to_num_args"), ("foo raised RuntimeError", "complex"),
+        ("nan_to_num", "dict(x=torch.ones(2, dtype=torch.complex64))")),
+    "hardtanh-int": Known(
+        "hardtanh of an integer tensor raises RuntimeError (result type Float) on foo; the CPU computes it",
+        ("hardtanh",), ("foo raised RuntimeError", "can't be cast", "CPU did not"),
+        ("hardtanh", "dict(x=torch.arange(-2, 3))")),
+    "pow-scalar-exponent-float32": Known(
+        "pow with a Python-scalar exponent: foo converts it to float32, so 2**31-1 becomes even ((-1)**(2**31-1) "
+        "gives 1, CPU -1; the backward's b-1 likewise) and 1e300 raises RuntimeError (CPU: inf/0)",
+        ("pow",), ("",), ("pow", "dict(a=torch.tensor([-1.0]), b=2**31 - 1)"),
+        lambda a: isinstance(a.get("b"), (int, float)) and not isinstance(a.get("b"), bool) and abs(a["b"]) >= 2**24),
+    "overlap-write-refused": Known(
+        "foo refuses to write into an expanded (overlapping) tensor where the CPU writes or writes nothing "
+        "(index_put_ with an empty index, batch_norm's running stats), and checks the overlap before what the "
+        "CPU reports (an index out of bounds: IndexError; neg_ of bool: NotImplementedError)",
+        ("index_put_", "batch_norm", "neg_", "sigmoid_", "add_", "mul_", "div_"),
+        ("foo", "RuntimeError(unsupported operation: more than one element of the written-to"),
+        ("index_put_", "dict(x=torch.ones(1).expand(2), idx=(torch.zeros(0, dtype=torch.int64),), "
+                       "v=torch.zeros(0), acc=False)")),
+    "nn-loss-empty-contiguous": Known(
+        "mse_loss, binary_cross_entropy, nll_loss (and their backwards) of empty tensors raise ValueError "
+        "'must be contiguous' on foo",
+        _LOSSES, ("ValueError", "must be contiguous"),
+        ("mse_loss", "dict(a=torch.zeros(0, 0, 2), b=torch.zeros(0, 0, 2), red='mean', beta=1.0)"), _empty),
+    "round-decimals-int": Known(
+        "round(x, decimals=2) of an integer tensor computes on foo; the CPU raises NotImplementedError",
+        ("round_decimals",), ("CPU raised NotImplementedError", "round_cpu", "foo did not"),
+        ("round_decimals", "dict(x=torch.ones(3, dtype=torch.int64))")),
+    "complex-group-norm-accepted": Known(
+        "group_norm of complex64 computes on foo; the CPU raises NotImplementedError",
+        ("group_norm",), ("CPU raised NotImplementedError", "ComplexFloat", "foo did not"),
+        ("group_norm", "dict(x=torch.ones(2, 2, dtype=torch.complex64), g=1, w=None, b=None, eps=1e-5)")),
+    "masked-select-uint8-mask": Known(
+        "masked_select with a uint8 mask computes on foo; the CPU raises RuntimeError (expected BoolTensor)",
+        ("masked_select",), ("CPU raised RuntimeError(masked_select: expected BoolTensor", "foo did not"),
+        ("masked_select", "dict(x=torch.ones(3), m=torch.ones(3, dtype=torch.uint8), v=0)")),
+    "batch-norm-mixed-dtype": Known(
+        "batch_norm of float64 input with float32 running stats computes on foo; the CPU raises RuntimeError "
+        "(mixed dtype)",
+        ("batch_norm",), ("CPU raised RuntimeError(mixed dtype", "foo did not"),
+        ("batch_norm", "dict(x=torch.ones(2, 1, dtype=torch.float64), rm=torch.zeros(1), rv=torch.ones(1), w=None, "
+                       "b=None, train=False, mom=0.1, eps=1e-5)")),
+    "index-missing-checks": Known(
+        "foo accepts index calls the CPU refuses: index_add of a 0-dim tensor with a (0,)-shaped source, "
+        "index_select/index_fill with an index into a size-0 dim",
+        ("index_add", "index_select", "index_fill"), ("CPU raised", "foo did not"),
+        ("index_select", "dict(x=torch.zeros(0, 0), dim=0, i=torch.tensor([0]))")),
+    "complex32-unsupported": Known(
+        "a float16 tensor with a complex Python scalar computes in complex32 (ComplexHalf), which foo does "
+        "not support (foo_rs.UNSUPPORTED_DTYPES): NotImplementedError where the CPU computes (on empty inputs foo "
+        "returns a complex32 tensor that cannot be copied to the CPU)",
+        tuple(OPS), ("ComplexHalf",),
+        ("ne", "dict(a=torch.ones(1, dtype=torch.float16), b=1j)")),
+    # ---- another exception class than the CPU's
+    "complex-error-class": Known(
+        "complex inputs to maximum/minimum/fmax/fmin (CPU TypeError) and fmod/signbit/clamp/hardtanh "
+        "(CPU NotImplementedError) raise RuntimeError on foo",
+        _NO_CPLX, ("foo RuntimeError", "complex"),
+        ("maximum", "dict(a=torch.ones(2), b=torch.ones(2, dtype=torch.complex64))")),
+    "bce-error-class": Known(
+        "binary_cross_entropy with an input outside [0, 1] raises ValueError on foo, RuntimeError on the CPU",
+        ("bce",), ("CPU raised RuntimeError", "foo ValueError"),
+        ("bce", "dict(p=torch.tensor([1.5]), y=torch.tensor([0.5]), w=None, red='mean')")),
+    "nll-target-error-class": Known(
+        "nll_loss/cross_entropy with a target out of range raise ValueError on foo, IndexError on the CPU",
+        ("nll_loss", "cross_entropy"), ("CPU raised IndexError", "foo ValueError"),
+        ("cross_entropy", "dict(x=torch.ones(1), t=torch.tensor(1), w=None, ii=-100, red='mean', ls=0.0)")),
+    "index-error-classes": Known(
+        "index checks raise the other class: index_copy with an int32 index (CPU RuntimeError, foo "
+        "IndexError), index_fill with an int32 index (CPU IndexError, foo RuntimeError), index_add of a "
+        "0-dim tensor with index -1 (CPU IndexError, foo RuntimeError), index_select along a size-0 dim "
+        "(CPU RuntimeError 'self indexing axis dim should be positive', foo IndexError)",
+        ("index_copy", "index_fill", "index_add", "index_select"), ("CPU raised", "foo "),
+        ("index_copy", "dict(x=torch.zeros(2), dim=0, i=torch.tensor([0], dtype=torch.int32), "
+                       "src=torch.ones(1), alpha=1)")),
+    "aminmax-empty-error-class": Known(
+        "aminmax over an empty dim raises RuntimeError on foo, IndexError on the CPU",
+        ("aminmax",), ("CPU raised IndexError", "foo RuntimeError"),
+        ("aminmax", "dict(x=torch.zeros(0), dim=0, keepdim=False)")),
+    "mean-check-order": Known(
+        "mean of an int64 tensor with a dim out of range or repeated: the CPU reports the dtype "
+        "(NotImplementedError), foo the dim (IndexError / RuntimeError)",
+        ("mean",), ("CPU raised NotImplementedError", "foo "),
+        ("mean", "dict(x=torch.ones(2, dtype=torch.int64), dim=1, keepdim=False)")),
+    # ---- other values
+    "addmm-alpha-zero": Known(
+        "addmm with alpha=0 propagates nan/inf from a @ b on foo; the CPU ignores the product (BLAS rule)",
+        ("addmm",), ("values differ",), ("addmm", "dict(c=torch.ones(1, 1), a=torch.ones(1, 1), "
+                                           "b=torch.full((1, 1), math.nan), beta=1.0, alpha=0.0)"),
+        lambda a: a.get("alpha") == 0),
+    "div-trunc-half-rounding": Known(
+        "div(rounding_mode='trunc') in float16/bfloat16 rounds the quotient to the half type before "
+        "truncating on foo (the CPU truncates the float32 quotient): bf16 1.0 / 0.1 gives 10, CPU 9",
+        ("div_trunc",), ("values differ",),
+        ("div_trunc", "dict(a=torch.tensor([1.0], dtype=torch.bfloat16), b=torch.tensor([0.1], "
+                      "dtype=torch.bfloat16))"),
+        lambda a: any(isinstance(v, torch.Tensor) and v.dtype in (torch.float16, torch.bfloat16) for v in a.values())),
+    "layer-norm-inf-row": Known(
+        "layer_norm of a row holding inf gives -inf/+inf for its finite elements on foo, nan on the CPU",
+        ("layer_norm",), ("values differ",),
+        ("layer_norm", "dict(x=torch.tensor([math.inf, -0.5]), ns=(2,), w=None, b=None, eps=1e-5)"),
+        lambda a: _nonfinite(a, "x")),
+    "norm-flt-max": Known(
+        "layer_norm/group_norm where x*x overflows float32 (|x| > 1.8e19): the CPU gives nan (forward and "
+        "backward), foo 0 / finite",
+        ("layer_norm", "group_norm"), ("differ",),
+        ("layer_norm", "dict(x=torch.tensor([3.4e38, -0.5]), ns=(2,), w=None, b=None, eps=1e-5)"),
+        lambda a: _huge(a, "x")),
+    "batch-norm-eval-grad-nan": Known(
+        "batch_norm in eval mode: a nan in x makes foo's input gradient nan (it does not depend on x: "
+        "the CPU gives grad * w / sqrt(running_var + eps))",
+        ("batch_norm",), ("gradient of x",),
+        ("batch_norm", "dict(x=torch.tensor([[math.nan]]), rm=torch.zeros(1), rv=torch.ones(1), w=None, b=None, "
+                       "train=False, mom=0.1, eps=1e-5)"),
+        lambda a: not a.get("train") and _nonfinite(a, "x")),
+    "acosh-negative": Known(
+        "acosh of some values below -1 gives finite numbers on foo (float32 acosh(-100) = -2.208, float64 too), "
+        "nan on the CPU",
+        ("acosh",), ("values differ",), ("acosh", "dict(x=torch.tensor([-100.0]))"),
+        lambda a: a["x"].is_floating_point() and bool((a["x"] < -1).any())),
+    "norm-float32-overflow": Known(
+        "vector_norm/norm (p=2 and others) of float32 values whose square overflows (|x| > 1.8e19): foo inf, "
+        "the CPU the right finite norm",
+        ("vector_norm", "norm"), ("values differ",),
+        ("vector_norm", "dict(x=torch.tensor([1.5e30]), dim=None, keepdim=False, p=2)"), lambda a: _huge(a, "x")),
+    "complex-matmul-inf": Known(
+        "complex matrix products with an inf operand give nan+nanj on foo, the CPU inf-infj (naive complex "
+        "multiply)",
+        ("matmul", "mm", "bmm", "addmm"), ("values differ",),
+        ("matmul", "dict(a=torch.tensor([complex(1.5, -0.3)]), b=torch.tensor([complex(math.inf, 0)]))"),
+        lambda a: any(isinstance(v, torch.Tensor) and v.is_complex() and not bool(v.isfinite().all())
+                      for v in a.values())),
+    "complex-addmm-beta-nan": Known(
+        "addmm of complex64 scales c by beta as a real number on foo (nan+0j stays nan+0j), as a complex "
+        "number on the CPU (nan+nanj)",
+        ("addmm",), ("values differ",),
+        ("addmm", "dict(c=torch.tensor([[complex(math.nan, 0)]]), a=torch.zeros(1, 0, dtype=torch.complex64), "
+                  "b=torch.zeros(0, 1, dtype=torch.complex64), beta=1.0, alpha=1.0)"),
+        lambda a: a["c"].is_complex() and not bool(a["c"].isfinite().all())),
+    "bce-half-backward": Known(
+        "binary_cross_entropy backward in float16 rounds intermediates to half on foo (1-2 ulp off; the CPU "
+        "computes in float32 and rounds once)",
+        ("bce",), ("gradient of p", "values differ"),
+        ("bce", "dict(p=torch.tensor([0.513671875, 0.244873046875, 0.95263671875], dtype=torch.float16), "
+                "y=torch.tensor([0.330078125, 0.68701171875, 0.447021484375], dtype=torch.float16), w=None, "
+                "red='mean')"),
+        lambda a: a["p"].dtype in (torch.float16, torch.bfloat16)),
+    "norm-inf-weight": Known(
+        "layer_norm/group_norm with an inf weight: foo gives +-inf (group_norm forward, layer_norm input "
+        "gradient), the CPU nan (its fused scale-and-shift adds inf and -inf)",
+        ("layer_norm", "group_norm"), ("values differ",),
+        ("group_norm", "dict(x=torch.tensor([[1.5, -0.3]]), g=1, w=torch.tensor([math.inf, -0.3]), b=None, eps=1e-5)"),
+        lambda a: _nonfinite(a, "w")),
+    "scatter-reduce-mean-complex": Known(
+        "scatter_reduce(reduce='mean') of complex64 raises RuntimeError (clamp) on foo; the CPU computes it",
+        ("scatter_reduce",), ("foo raised RuntimeError", "complex"),
+        ("scatter_reduce", "dict(x=torch.ones(1, 1, dtype=torch.complex64), dim=0, i=torch.zeros(1, 1, "
+                           "dtype=torch.int64), src=torch.ones(1, 1, dtype=torch.complex64), v=0, red='mean', "
+                           "self=False)")),
+    "rpow-strides": Known(
+        "Python scalar ** tensor: foo's output follows the tensor's layout (strides (1, 2) for a transposed "
+        "input), the CPU's is contiguous",
+        ("rpow",), ("strides",), ("rpow", "dict(x=torch.ones(2, 2).t())")),
+    "group-norm-half-stats": Known(
+        "group_norm in float16 accumulates its statistics in half on foo: x*x overflows for |x| >= 256 "
+        "(output 0, CPU +-1), and its backward is a few ulp off",
+        ("group_norm",), ("differ",),
+        ("group_norm", "dict(x=torch.tensor([[15408.0, -2934.0]], dtype=torch.float16), g=1, w=None, b=None, "
+                       "eps=1e-5)"),
+        lambda a: a["x"].dtype == torch.float16),
+    "pow-half-neg-inf": Known(
+        "(-inf) ** 0.5: the CPU computes x ** 0.5 as sqrt (nan), foo as pow (inf, as C's pow)",
+        ("pow_half", "pow"), ("values differ",), ("pow_half", "dict(x=torch.tensor([-math.inf]))"),
+        lambda a: any(isinstance(v, torch.Tensor) and v.is_floating_point() and bool((v == -math.inf).any())
+                      for v in a.values())),
+    "norm-bf16-precision": Known(
+        "batch_norm/group_norm in bfloat16 differ from the CPU by a few ulp in the output (foo -1.0, CPU -0.977 "
+        "for a 2-element channel) and more in the input gradient: foo computes in lower precision",
+        ("batch_norm", "group_norm"), ("differ",),
+        ("group_norm", "dict(x=torch.tensor([2.65625, 2.0, 2.84375, 2.203125], dtype=torch.bfloat16).reshape(2, 2, 1), "
+                       "g=1, w=None, b=None, eps=1e-5)"),
+        lambda a: a["x"].dtype == torch.bfloat16),
+    "hardswish-backward-nan": Known(
+        "hardswish backward at x = nan: foo passes 1 * grad, the CPU nan",
+        ("hardswish",), ("gradient of x", "values differ"),
+        ("hardswish", "dict(x=torch.tensor([math.nan] + [0.5] * 63))"), lambda a: _nonfinite(a, "x")),
+    "gather-empty-size-check": Known(
+        "gather from an empty tensor with an empty index larger in another dim: foo raises RuntimeError (size "
+        "check), the CPU returns an empty result",
+        ("gather",), ("foo raised RuntimeError(Size does not match", "CPU did not"),
+        ("gather", "dict(x=torch.zeros(0, 0), dim=1, i=torch.zeros(1, 0, dtype=torch.int64))")),
+    "float-to-int-out-of-range": Known(
+        "float -> integer casts of nan/inf/out-of-range values: foo saturates (nan -> 0, 1e30 -> 255 for "
+        "uint8), the CPU gives what x86 conversion gives (INT_MIN for int32, wrapped low bits for uint8)",
+        ("to_i32", "to_u8"), ("values differ",), ("to_i32", "dict(x=torch.tensor([math.nan]))")),
+}
+
+# The CPU's own bugs and inconsistencies: foo behaves better or consistently, and that is accepted
+# (an entry goes once torch changes; test_known_defects_still_reproduce notices).
+CPU_QUIRKS: dict[str, Known] = {
+    "cpu-nll-loss2d-backward-noncontiguous": Known(
+        "nll_loss backward of a non-contiguous 4-D input raises 'grad_input must be contiguous' on the CPU",
+        ("nll_loss", "cross_entropy"), ("backward: CPU RuntimeError('grad_input must be contiguous')", "foo None"),
+        ("nll_loss", "dict(x=torch.arange(4.0).as_strided((2, 1, 2, 1), (1, 4, 2, 1)), "
+                     "t=torch.zeros(2, 2, 1, dtype=torch.int64), w=None, ii=-100, red='mean', ls=0.0)")),
+    "cpu-gelu-rank-26": Known(
+        "gelu of a tensor of rank > 25 raises RuntimeError('dimensions are invalid') on the CPU",
+        ("gelu", "gelu_tanh"), ("dimensions are invalid", "foo did not"),
+        ("gelu", "dict(x=torch.ones([2] + [1] * 25))")),
+    "cpu-gelu-inf": Known(
+        "gelu(+inf) on the CPU: inf for a 1-element tensor, nan from the vectorized path (2+ elements, float32 "
+        "and half); foo gives inf (the limit) always",
+        ("gelu",), ("values differ",), ("gelu", "dict(x=torch.tensor([math.inf, math.inf]))"),
+        lambda a: _nonfinite(a, "x")),
+    "cpu-bce-backward-weight-overflow": Known(
+        "binary_cross_entropy backward with a weight near FLT_MAX: the CPU multiplies by the weight before "
+        "dividing by the element count (inf), foo gets the finite value",
+        ("bce",), ("gradient of p", "inf"),
+        ("bce", "dict(p=torch.full((500,), 0.9), y=torch.full((500,), 0.1), w=torch.full((500,), 3.0e38), "
+                "red='mean')"),
+        lambda a: _huge(a, "w", 1e30)),
+    "cpu-hardtanh-backward-nan": Known(
+        "hardtanh backward at x = nan on the CPU: 0 from the vectorized path (64 elements), the gradient from "
+        "the scalar path (a few elements); foo passes the gradient through always",
+        ("hardtanh",), ("gradient of x", "values differ"),
+        ("hardtanh", "dict(x=torch.tensor([math.nan] + [0.0] * 63))"), lambda a: _nonfinite(a, "x")),
+    "cpu-mse-backward-half-overflow": Known(
+        "mse_loss backward in float16 on the CPU's vectorized path computes input - target in half (inf for "
+        "65504 - -65504); foo in float32 (finite)",
+        ("mse_loss",), ("gradient of", "inf"),
+        ("mse_loss", "dict(a=torch.tensor([65504.0] + [0.0] * 63, dtype=torch.float16), "
+                     "b=torch.tensor([-65504.0] + [0.0] * 63, dtype=torch.float16), red='mean', beta=1.0)"),
+        lambda a: a["a"].dtype == torch.float16),
+    "cpu-index-add-empty-dim": Known(
+        "index_add/index_copy into a size-0 dim with an index (out of range by definition): the CPU accepts it "
+        "(and its backward then raises), foo raises RuntimeError (or, for index_copy's backward, nothing)",
+        ("index_add", "index_copy"), ("CPU",),
+        ("index_add", "dict(x=torch.zeros(0, 1), dim=0, i=torch.tensor([0]), src=torch.ones(1, 1), alpha=1.0)"),
+        lambda a: a["x"].numel() == 0),
+    "cpu-logsumexp-empty-dims": Known(
+        "logsumexp(x, dim=()) raises RuntimeError (output shape) on the CPU; foo reduces over all dims as "
+        "sum(x, dim=()) does",
+        ("logsumexp",), ("CPU raised RuntimeError(output with shape", "foo did not"),
+        ("logsumexp", "dict(x=torch.ones(2, 2), dim=(), keepdim=False)")),
+    "cpu-half-conv-padding": Known(
+        "float16/bfloat16 conv on the CPU treats zero padding as absent (an inf weight over padding gives 0); "
+        "its float32 conv and foo give nan (0 * inf)",
+        ("conv1d", "conv2d"), ("values differ",),
+        ("conv1d", "dict(x=torch.tensor([[1.0]], dtype=torch.float16), w=torch.tensor([[[math.inf]]], "
+                   "dtype=torch.float16), bias=None, stride=1, padding=1, dilation=1, groups=1)"),
+        lambda a: _nonfinite(a, "w") and a["x"].dtype in (torch.float16, torch.bfloat16)),
+    "cpu-batch-norm-strided-float64": Known(
+        "batch_norm training statistics on the CPU: float32 accumulation for contiguous input (overflowing "
+        "like foo's where x*x > FLT_MAX), float64 for other layouts (finite): foo matches the contiguous path",
+        ("batch_norm",), ("values differ",),
+        ("batch_norm", "dict(x=torch.tensor([3.4e38, 0.0, -2.0]).as_strided((2, 1), (2, 2)), rm=None, rv=None, "
+                       "w=None, b=None, train=True, mom=0.1, eps=1e-5)"),
+        lambda a: _huge(a, "x")),
+}
+
+
+def _explained(op: str, args: dict[str, Any], message: str) -> str | None:
+    for table in (KNOWN, CPU_QUIRKS):
+        for key, k in table.items():
+            if k.explains(op, args, message):
+                return key
+    return None
+
+
+@pytest.mark.fallback_ok  # the promise holds for ops that fall back too: they are fuzzed alike
+@pytest.mark.parametrize("name", SELECTED)
+@settings(parent=settings.get_profile(PROFILE))
+@given(data=st.data())
+def test_fuzz(name: str, data: st.DataObject) -> None:
+    op = OPS[name]
+    args = data.draw(SIGNATURES[op.sig](op.dtypes), label="args")
+    assume(op.cpu_crash is None or not evaluate(op.cpu_crash, args))
+    before = dict(args)  # check_case marks gradient inputs; the matchers see the drawn values
+    try:
+        check_case(op, args)
+    except Mismatch as e:
+        key = _explained(name, before, str(e))
+        if key is None:
+            raise
+        event(f"known: {key}")
+        note(f"explained by {key!r}")
+        STATS.known[key] = STATS.known.get(key, 0) + 1
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _report() -> Any:
+    """With FOO_RS_FUZZ_REPORT=path, writes the run's counts there (for long runs)."""
+    yield
+    path = os.environ.get("FOO_RS_FUZZ_REPORT")
+    if path:
+        with open(path, "w") as f:
+            json.dump({"profile": PROFILE, "ops": len(SELECTED), "cases": STATS.cases, "cpu_raised": STATS.raised,
+                       "known": STATS.known, "fallback_ops": STATS.fallback_ops}, f, indent=1, sort_keys=True)
+
+
+@pytest.mark.fallback_ok
+def test_known_defects_still_reproduce() -> None:
+    """Each KNOWN / CPU_QUIRKS entry's repro still shows its difference; once fixed, remove it."""
+    stale = []
+    for key, k in {**KNOWN, **CPU_QUIRKS}.items():
+        op, source = k.repro
+        args = evaluate(source, {})
+        try:
+            check_case(OPS[op], dict(args))
+        except Mismatch as e:
+            assert k.explains(op, args, str(e)), f"{key}: its repro fails differently: {e}"
+            continue
+        stale.append(key)
+    assert not stale, f"fixed (remove from KNOWN/CPU_QUIRKS): {stale}"
+
+
+def test_op_table_is_consistent() -> None:
+    """Every op names an existing signature and its expressions compile."""
+    for op in OPS.values():
+        assert op.sig in SIGNATURES, op.name
+        for expr in (op.expr, op.bound, op.gbound, op.cpu_crash):
+            if expr is not None:
+                compile(expr, op.name, "eval")
+        assert op.tol in ("ew", "acc", "acc_sqrt"), op.name
+        assert op.dtypes, op.name
