@@ -3,6 +3,8 @@
 #   make test   - Rust unit tests + the pytest suite (what .ci/run runs)
 #   make bench  - cargo bench + benches/compare_cpu.py (foo/CPU ratios)
 #   make lint   - cargo fmt --check, clippy -D warnings, ruff
+#   make fuzz   - the differential fuzzer (foo vs CPU) for FUZZ_EXAMPLES examples per op family
+#   make conformance - regenerate the OpInfo/ModuleInfo baselines under tests/conformance/
 SHELL := /bin/bash
 VENV := $(shell scripts/venv.sh)
 PY := $(VENV)/bin/python
@@ -10,7 +12,7 @@ export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 export FOO_RS_PYTHON := $(PY)
 
-.PHONY: build demo test test-rust test-python bench lint info
+.PHONY: build demo test test-rust test-python bench lint info fuzz conformance
 
 build:
 	maturin develop --release --quiet
@@ -38,3 +40,12 @@ lint:
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features python -- -D warnings
 	$(VENV)/bin/ruff check python tests benches
+
+FUZZ_EXAMPLES ?= 2000
+fuzz: build
+	FOO_RS_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py
+
+conformance: build
+	$(PY) tests/conformance.py --write
+	$(PY) tests/conformance_checks_run.py --write
+	$(PY) tests/module_conformance.py --write

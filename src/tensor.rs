@@ -170,6 +170,30 @@ pub fn is_contiguous(shape: &[usize], strides: &[isize]) -> bool {
     true
 }
 
+/// Whether two elements of a view might share an address (an expanded or other overlapping
+/// layout). Conservative: `false` is a proof that they cannot (each |stride|, in increasing
+/// order, passes the extent of the smaller dims), `true` may be a false alarm.
+pub fn may_overlap(shape: &[usize], strides: &[isize]) -> bool {
+    if shape.contains(&0) {
+        return false;
+    }
+    let mut dims: Vec<(usize, usize)> = shape
+        .iter()
+        .zip(strides)
+        .filter(|(&n, _)| n > 1)
+        .map(|(&n, &s)| (s.unsigned_abs(), n))
+        .collect();
+    dims.sort_unstable();
+    let mut extent = 0usize; // largest offset reachable with the smaller dims
+    for (s, n) in dims {
+        if s <= extent {
+            return true;
+        }
+        extent = extent.saturating_add(s.saturating_mul(n - 1));
+    }
+    false
+}
+
 /// Contiguous (row-major) strides for a shape.
 pub fn contiguous_strides(shape: &[usize]) -> Strides {
     let mut strides: Strides = smallvec::smallvec![0isize; shape.len()];

@@ -41,7 +41,10 @@ def _to_foo(x: Any) -> Any:
             return x.to("foo")
         n = x.untyped_storage().nbytes() // max(x.element_size(), 1)
         flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,))
-        return flat.to("foo").as_strided(x.size(), x.stride(), x.storage_offset())
+        y = flat.to("foo").as_strided(x.size(), x.stride(), x.storage_offset())
+        # Conjugate and negative views carry their operation as a bit, not in the storage's bytes.
+        y = y.conj() if x.is_conj() else y
+        return torch._neg_view(y) if x.is_neg() else y
     if isinstance(x, (list, tuple)):
         return type(x)(_to_foo(v) for v in x)
     if isinstance(x, dict):

@@ -81,6 +81,16 @@ def is_nondeterministic(op: Any) -> bool:
     return any(k in op.name for k in NONDETERMINISTIC + RANDOMIZED)
 
 
+def with_view_bits(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """y (a copy of x's physical storage) seen as x is: conjugate and negative views carry their
+    operation as a bit, not in the bytes a storage copy takes."""
+    if x.is_conj():
+        y = y.conj()
+    if x.is_neg():
+        y = torch._neg_view(y)
+    return y
+
+
 def to_foo(x: Any, memo: dict[int, torch.Tensor]) -> Any:
     """conformance._to_foo, but tensors that share a CPU storage share one foo storage too: error
     inputs alias out= with an input on purpose (memory-overlap checks), and copying each tensor
@@ -94,7 +104,8 @@ def to_foo(x: Any, memo: dict[int, torch.Tensor]) -> Any:
             flat = torch.empty(0, dtype=x.dtype).set_(storage, 0, (n,), (1,))
             memo[storage.data_ptr()] = flat.detach().to("foo").view(torch.uint8)
         # A storage may hold tensors of several dtypes: keep the bytes, view them as this dtype.
-        return memo[storage.data_ptr()].view(x.dtype).as_strided(x.size(), x.stride(), x.storage_offset())
+        y = memo[storage.data_ptr()].view(x.dtype).as_strided(x.size(), x.stride(), x.storage_offset())
+        return with_view_bits(y, x)
     if isinstance(x, (list, tuple)):
         return type(x)(to_foo(v, memo) for v in x)
     if isinstance(x, dict):

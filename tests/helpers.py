@@ -24,6 +24,9 @@ def to_foo(x: Any) -> Any:
         n = x.untyped_storage().nbytes() // x.element_size()
         flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,))
         y = flat.to(FOO).as_strided(x.size(), x.stride(), x.storage_offset())
+        # Conjugate and negative views carry their operation as a bit, not in the storage's bytes.
+        y = y.conj() if x.is_conj() else y
+        y = torch._neg_view(y) if x.is_neg() else y
         return y.detach().requires_grad_() if requires_grad else y
     if isinstance(x, (list, tuple)):
         return type(x)(to_foo(v) for v in x)

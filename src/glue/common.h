@@ -33,6 +33,16 @@ inline void check(int32_t status, const char* what) {
 bool is_supported_dtype(c10::ScalarType t);
 void check_supported_dtype(c10::ScalarType t, const char* op);
 
+// The CPU's layout rule for 4-d results of conv, pooling, batch_norm and elementwise losses: a
+// channels-last input gives a channels-last result. foo's kernels write row-major, so such a
+// result is restrided (one copy) to the strides the CPU returns.
+inline at::Tensor in_layout_of(const at::Tensor& out, const at::Tensor& like) {
+  if (out.dim() == 4 && like.dim() == 4 && like.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
+    return out.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  return out;
+}
+
 // A FooTensor describing `t`; `t` must outlive it (the sizes/strides pointers are t's).
 FooTensor describe(const at::Tensor& t);
 // A 1-D uint8 descriptor of `nbytes` bytes at `data`.
@@ -67,6 +77,9 @@ struct DeviceCheck {
   std::string method;
 };
 DeviceCheck device_check_for(const c10::OperatorHandle& op);
+// For `NoCheck` ops with out= arguments (which check devices themselves, as TensorIterator does):
+// an out= tensor off the foo device is an error, as an out= tensor off CUDA is for CUDA kernels.
+[[noreturn]] void out_off_device(const DeviceCheck& c, size_t i, const at::Tensor& t);
 // Checks the arguments of `op` on a boxed stack (the CPU fallback's view of a call).
 void check_stack_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
 
@@ -123,6 +136,10 @@ class NeedsFallback : public c10::NotImplementedError {
 };
 [[noreturn]] void needs_fallback(const std::string& why);
 
+// Counts a call of `op` ("aten::name.overload") that runs on the CPU, warns the first time, and
+// raises NotImplementedError in strict mode; `why` as for needs_fallback (empty: no kernel).
+void count_fallback(const std::string& op, const std::string& why);
+
 // The boxed CPU fallback (fallback.cpp), saying why a native kernel handed the op over.
 c10::BoxedKernel cpu_fallback_kernel(std::string why);
 
@@ -146,6 +163,37 @@ struct NativeOp {
 // `name` is "op.overload" of the aten namespace; `arity` the kernel's argument count.
 NativeOp native_op(const char* name, size_t arity);
 
+namespace detail {
+inline void out_on_foo(const at::Tensor& t, const DeviceCheck& c, size_t i) {
+  if (t.defined() && !t.device().is_privateuseone()) out_off_device(c, i, t);
+}
+template <typename T>
+inline void out_on_foo(const T&, const DeviceCheck&, size_t) {}
+// 1 for an input on foo, 2 for an input of one or more dims elsewhere (a CPU 0-dim one is a scalar).
+inline int input_place(const at::Tensor& t) {
+  if (!t.defined()) return 0;
+  return t.device().is_privateuseone() ? 1 : (t.dim() > 0 ? 2 : 0);
+}
+inline int input_place(const std::optional<at::Tensor>& t) { return t.has_value() ? input_place(*t) : 0; }
+template <typename T>
+inline int input_place(const T&) {
+  return 0;
+}
+}  // namespace detail
+
+// The out= tensors are on foo, and so is at least one input when another input is elsewhere
+// (lgamma(cpu_x, out=foo_y) would read CPU memory as foo's).
+template <typename... Args>
+void check_out_on_foo(const DeviceCheck& c, const Args&... args) {
+  size_t i = 0;
+  ((c.out >> i & 1 ? detail::out_on_foo(args, c, i) : void(), ++i), ...);
+  int places = 0;
+  i = 0;
+  ((places |= (c.out >> i & 1) ? 0 : detail::input_place(args), ++i), ...);
+  TORCH_CHECK(places != 2, "Expected all tensors to be on the same device, but found at least two devices, foo:0 and cpu! ",
+              "(", c.method, " got an out= tensor on foo and its inputs on the CPU)");
+}
+
 template <OpName Name, auto Fn>
 struct Counted;
 
@@ -153,7 +201,11 @@ template <OpName Name, typename R, typename... Args, R (*Fn)(Args...)>
 struct Counted<Name, Fn> {
   static R call(Args... args) {
     static const NativeOp op = native_op(Name.value, sizeof...(Args));
-    if (op.devices.enabled) check_devices(op.devices, args...);
+    if (op.devices.enabled) {
+      check_devices(op.devices, args...);
+    } else if (op.devices.out != 0) {
+      check_out_on_foo(op.devices, args...);
+    }
     try {
       if constexpr (std::is_void_v<R>) {
         Fn(args...);

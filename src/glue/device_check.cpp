@@ -43,12 +43,45 @@ DeviceCheck device_check_for(const c10::OperatorHandle& op) {
   return c;
 }
 
+void out_off_device(const DeviceCheck& c, size_t i, const at::Tensor& t) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, foo:0 and ",
+              t.device(), "! (when checking argument ", c.schema->arguments()[i].name(), " of ", c.method, ")");
+}
+
+namespace {
+// TensorIterator's rule for the `NoCheck` ops with out= arguments that reach the fallback: the out=
+// tensors and every input of one or more dims share one device (a CPU 0-dim input is a scalar).
+// The CPU copy would otherwise accept lgamma(cpu_x, out=foo_y) or cumsum(foo_x, out=cpu_y).
+void check_out_and_inputs(const DeviceCheck& c, const c10::IValue* args, size_t n) {
+  std::optional<c10::Device> common;
+  for (size_t i = 0; i < n && i < 64; ++i) {
+    if (!(c.out >> i & 1) || !args[i].isTensor()) continue;
+    const at::Tensor& t = args[i].toTensor();
+    if (!t.defined()) continue;
+    if (!t.device().is_privateuseone()) out_off_device(c, i, t);
+    common = t.device();
+  }
+  if (!common) return;
+  for (size_t i = 0; i < n && i < 64; ++i) {
+    if ((c.out >> i & 1) || !args[i].isTensor()) continue;
+    const at::Tensor& t = args[i].toTensor();
+    if (!t.defined() || t.device() == *common || (t.device().is_cpu() && t.dim() == 0)) continue;
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *common,
+                " and ", t.device(), "! (when checking argument ", c.schema->arguments()[i].name(), " of ", c.method,
+                ")");
+  }
+}
+}  // namespace
+
 void check_stack_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const DeviceCheck c = device_check_for(op);
-  if (!c.enabled) return;
   const size_t n = c.schema->arguments().size();
   TORCH_INTERNAL_ASSERT(stack.size() >= n);
   const c10::IValue* args = stack.data() + (stack.size() - n);
+  if (!c.enabled) {
+    if (c.out != 0 && c.schema->name().rfind("aten::", 0) == 0) check_out_and_inputs(c, args, n);
+    return;
+  }
   std::optional<c10::Device> common;
   auto visit = [&](size_t i) {
     const char* arg = c.schema->arguments()[i].name().c_str();

@@ -1,5 +1,7 @@
 #include "elementwise.h"
 
+#include <cmath>
+
 #include <c10/core/DeviceGuard.h>
 
 #include "ops.h"
@@ -72,9 +74,35 @@ const at::Tensor& launch_unary_raw(at::TensorIterator& iter, int32_t op, at::Sca
   });
 }
 
+namespace {
+
+// A one-element second operand of another dtype (a Python number, a 0-dim tensor) that `dtype`,
+// float16 or bfloat16, cannot hold exactly. The CPU's mul and div kernels (true, trunc, floor)
+// take such an operand unrounded and compute in float32 ("opmath"): float16 1e-5 * 1e6 is 10, not
+// inf * 0 = nan. Its other kernels (add, sub, pow, remainder, ...) and a scalar *first* operand
+// round it to `dtype` first, as the foo kernels do.
+bool opmath_scalar(int32_t op, const at::Tensor& second, at::ScalarType dtype) {
+  if (op != FOO_BINARY_MUL && op != FOO_BINARY_DIV && op != FOO_BINARY_DIV_TRUNC && op != FOO_BINARY_DIV_FLOOR) {
+    return false;
+  }
+  if ((dtype != at::kHalf && dtype != at::kBFloat16) || second.numel() != 1 || second.scalar_type() == dtype ||
+      second.is_complex()) {
+    return false;
+  }
+  const auto v = static_cast<float>(second.item<double>());
+  const float r = dtype == at::kHalf ? static_cast<float>(c10::Half(v)) : static_cast<float>(c10::BFloat16(v));
+  return r != v && !std::isnan(v);
+}
+
+}  // namespace
+
 const at::Tensor& launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
                          std::initializer_list<c10::Scalar> params) {
   const auto p = to_ffi(params);
+  if (a == result && b == result && opmath_scalar(op, iter.input(1), result)) {
+    // float32 in, float32 out, rounded once into the float16/bfloat16 result: the CPU's bits.
+    result = a = b = at::kFloat;
+  }
   return run(iter, result, [&](const at::Tensor& target) {
     at::Tensor keep_x;
     const at::Tensor& x = input_as(iter.input(0), a, target.sizes(), target.options(), keep_x);

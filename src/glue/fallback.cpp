@@ -2,29 +2,111 @@
 // CPU, run by ATen's CPU kernel and copied back. Every call is counted (foo_rs.fallback_counts),
 // the first call of each op warns, and FOO_RS_STRICT=1 turns it into NotImplementedError. Native
 // kernels hand over inputs they have no code for (NeedsFallback, common.h) the same way.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
 #include "common.h"
 
 namespace foo {
+
+void count_fallback(const std::string& op, const std::string& why) {
+  const std::string kernel = why.empty() ? "' has no native foo kernel" : "' has no native foo kernel for these inputs (" + why + ")";
+  const int32_t verdict = foo_fallback_hit(op.c_str());
+  TORCH_CHECK_NOT_IMPLEMENTED(verdict >= 0, "foo_rs strict mode (FOO_RS_STRICT=1): '", op, kernel,
+                              ", and the CPU fallback is disabled");
+  if (verdict == 1) {
+    TORCH_WARN("foo_rs: '", op, kernel,
+               "; it runs on the CPU through the fallback (copied there and back). "
+               "FOO_RS_STRICT=1 makes this an error.");
+  }
+}
+
 namespace {
+
+// The device of the first foo tensor among the op's arguments, if any.
+std::optional<c10::Device> first_foo_device(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const auto& args = op.schema().arguments();
+  const size_t n = args.size();
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const auto& v = stack[i];
+    // An op told where to put its result (`_to_copy(device=...)`, factories) is left alone.
+    if (args[i - (stack.size() - n)].name() == "device" && !v.isNone()) return std::nullopt;
+    if (v.isTensor()) {
+      const auto& t = v.toTensor();
+      if (t.defined() && t.device().is_privateuseone()) return t.device();
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (t.defined() && t.device().is_privateuseone()) return t.device();
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// ATen's cpu_fallback sends new results to the device of the *first* tensor argument; when that
+// is a CPU 0-dim tensor (`torch.tensor(2.) * z`, or `2 - z`, which rsub turns into a CPU scalar
+// minus z) the result of a foo op would land on the CPU. Results that alias no argument go to the
+// foo device instead, as CUDA's kernels put them on CUDA.
+void return_to_foo(const c10::OperatorHandle& op, torch::jit::Stack& stack, c10::Device device) {
+  const auto& returns = op.schema().returns();
+  const size_t n = returns.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (returns[i].alias_info() != nullptr) continue;  // in-place/out: already the argument itself
+    auto& v = stack[stack.size() - n + i];
+    if (v.isTensor()) {
+      const auto& t = v.toTensor();
+      if (t.defined() && t.device().is_cpu()) v = t.to(device);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) {
+        const at::Tensor t = list[j];
+        if (t.defined() && t.device().is_cpu()) list[j] = t.to(device);
+      }
+    }
+  }
+}
+
+// ATen's LU-based ops factor A^T when A is contiguous and A otherwise, and their backward
+// formulas read the factors the same way, from the foo tensor's own is_contiguous(). The copy to
+// the CPU makes a strided (non-dense) A contiguous, so the CPU would factor A^T while the backward
+// expects A (det's gradient came out transposed). Such an A goes over column-major instead: the
+// same values, and as non-contiguous as on foo.
+void keep_noncontiguous_matrices(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
+  const std::string& name = op.schema().operator_name().name;
+  if (name != "aten::_linalg_det" && name != "aten::_linalg_slogdet" && name != "aten::_linalg_solve_ex") return;
+  const size_t n = op.schema().arguments().size();
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    if (!stack[i].isTensor()) continue;
+    const at::Tensor t = stack[i].toTensor();
+    if (t.defined() && t.device().is_privateuseone() && t.dim() >= 2 && !t.is_contiguous() &&
+        !t.is_non_overlapping_and_dense()) {
+      stack[i] = t.mT().contiguous().mT();
+    }
+  }
+}
+
+// The fallback hands the CPU kernel copies, so aliasing between an out= tensor and an input is
+// lost; the CPU kernels that refuse such aliasing are checked here first.
+void check_out_aliasing(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const auto& schema = op.schema();
+  if (schema.operator_name().name != "aten::kthvalue" || schema.overload_name() != "values") return;
+  const size_t n = schema.arguments().size();
+  const at::Tensor& self = stack[stack.size() - n].toTensor();
+  for (size_t i = stack.size() - 2; i < stack.size(); ++i) at::assert_no_overlap(stack[i].toTensor(), self);
+}
 
 // `why` is empty for ops without a native kernel, else the native kernel's reason.
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& why) {
   const auto& name = op.schema().operator_name();
   std::string full = name.name;
   if (!name.overload_name.empty()) full += "." + name.overload_name;
-  const std::string kernel = why.empty() ? "' has no native foo kernel" : "' has no native foo kernel for these inputs (" + why + ")";
-  const int32_t verdict = foo_fallback_hit(full.c_str());
-  TORCH_CHECK_NOT_IMPLEMENTED(verdict >= 0, "foo_rs strict mode (FOO_RS_STRICT=1): '", full, kernel,
-                              ", and the CPU fallback is disabled");
-  if (verdict == 1) {
-    TORCH_WARN("foo_rs: '", full, kernel,
-               "; it runs on the CPU through the fallback (copied there and back). "
-               "FOO_RS_STRICT=1 makes this an error.");
-  }
+  count_fallback(full, why);
+  const std::optional<c10::Device> foo_device = first_foo_device(op, *stack);
+  keep_noncontiguous_matrices(op, *stack);
+  check_out_aliasing(op, *stack);
   at::native::cpu_fallback(op, stack);
+  if (foo_device) return_to_foo(op, *stack, *foo_device);
 }
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -48,6 +130,13 @@ c10::BoxedKernel cpu_fallback_kernel(std::string why) {
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
+
+// Out variants whose CompositeExplicitAutograd kernel accepts only CPU, CUDA and XPU tensors
+// (mode.values: "mode only supports CPU, CUDA and XPU device type"): foo sends them through the
+// counted CPU fallback explicitly.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
 
 // Autocast: ops without a foo autocast rule run unchanged.
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }

@@ -2,6 +2,9 @@
 // output allocation) exactly as ATen's CPU kernels do; Rust computes (foo_binary).
 #include <ATen/ScalarOps.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/native/Resize.h>
+
+#include <optional>
 
 #include "elementwise.h"
 #include "ops_elementwise.h"
@@ -36,6 +39,11 @@ void check_hypot(const at::Tensor& a, const at::Tensor& b) {
 
 void check_not_complex(const at::Tensor& a, const at::Tensor& b, const char* name) {
   TORCH_CHECK(!a.is_complex() && !b.is_complex(), name, " not implemented for complex tensors.");
+}
+
+// The CPU has a complex kernel; foo has none: the counted CPU fallback runs it.
+void fallback_if_complex(const at::Tensor& a, const at::Tensor& b, const char* name) {
+  if (a.is_complex() || b.is_complex()) needs_fallback(std::string(name) + ": no foo kernel for complex inputs");
 }
 
 }  // namespace
@@ -213,7 +221,7 @@ at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& max, 
   return ops::clamp_tensor_out(self, std::nullopt, max, out);
 }
 FOO_BINARY2(fmin, binary_op, FOO_BINARY_FMIN, check_not_complex(self, other, "fmin"))
-FOO_BINARY2(logaddexp, binary_op, FOO_BINARY_LOG_ADD_EXP, check_not_complex(self, other, "logaddexp"))
+FOO_BINARY2(logaddexp, binary_op, FOO_BINARY_LOG_ADD_EXP, fallback_if_complex(self, other, "logaddexp"))
 #undef FOO_BINARY2
 
 // ---- division with a rounding mode ---------------------------------------------------------------
@@ -254,10 +262,30 @@ void check_int_pow(const at::Tensor& self, const c10::Scalar& exponent) {
     TORCH_CHECK(exponent.toLong() >= 0, "Integers to negative integer powers are not allowed.");
   }
 }
+
+// The CPU's pow with a float32, float64 or bfloat16 tensor and a scalar exponent computes these
+// exponents another way than pow() (PowKernel.cpp), and so do we, for its bits: 0.5, -0.5 and -1
+// as sqrt, rsqrt and reciprocal (rsqrt(-0.0) is -inf, pow's +inf); 2, 3 and -2 as products in the
+// tensor's dtype, each product rounded (bfloat16 x**3 is (x*x)*x, not x cubed rounded once).
+// float16 takes pow() for every exponent.
+std::optional<at::Tensor> pow_special(const at::Tensor& self, const c10::Scalar& exponent) {
+  const auto st = self.scalar_type();
+  if (st != at::kFloat && st != at::kDouble && st != at::kBFloat16) return std::nullopt;
+  if (exponent.isComplex() || exponent.isBoolean()) return std::nullopt;
+  const double e = exponent.toDouble();
+  if (e == 0.5) return at::sqrt(self);
+  if (e == -0.5) return at::rsqrt(self);
+  if (e == -1.0) return at::reciprocal(self);
+  if (e == 2.0) return at::mul(self, self);
+  if (e == 3.0) return at::mul(at::mul(self, self), self);
+  if (e == -2.0) return at::reciprocal(at::mul(self, self));
+  return std::nullopt;
+}
 }  // namespace
 
 at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
   check_int_pow(self, exponent);
+  if (auto r = pow_special(self, exponent)) return *r;
   at::Tensor out;
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(out, self, e);
@@ -266,6 +294,7 @@ at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
 }
 at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
   check_int_pow(self, exponent);
+  if (auto r = pow_special(self, exponent)) return self.copy_(*r);
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(self, self, e);
   check_scalar_fits(exponent, it.common_dtype());
@@ -274,6 +303,12 @@ at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
 }
 at::Tensor& pow_scalar_exp_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
   check_int_pow(self, exponent);
+  if (out.scalar_type() == self.scalar_type() && out.device() == self.device()) {
+    if (auto r = pow_special(self, exponent)) {
+      at::native::resize_output(out, r->sizes());
+      return out.copy_(*r);
+    }
+  }
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(out, self, e);
   check_scalar_fits(exponent, it.common_dtype());

@@ -62,6 +62,7 @@ bool reduced(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
 
 void check_float(const at::Tensor& t, const char* op) {
   const auto st = t.scalar_type();
+
   TORCH_CHECK_NOT_IMPLEMENTED(st == at::kFloat || st == at::kDouble || reduced(st), "\"", op,
                               "\" not implemented for '", st, "'");
 }
@@ -110,6 +111,16 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     const std::optional<at::Tensor>& bias_opt, at::IntArrayRef stride,
                                     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                                     at::IntArrayRef output_padding, int64_t groups) {
+  if (at::isIntegralType(input.scalar_type(), /*includeBool=*/false)) {
+    // The CPU convolves integers (slow_conv2d); foo's kernels are for floats. The boxed fallback
+    // cannot take this op (convolution_overrideable has no CPU kernel), so the CPU's convolution
+    // runs here, counted as a fallback like any other.
+    count_fallback("aten::convolution_overrideable", "foo convolution has no integer kernel");
+    const c10::Device dev = input.device();
+    const at::Tensor b = bias_opt.has_value() && bias_opt->defined() ? bias_opt->cpu() : at::Tensor();
+    return at::convolution(input.cpu(), weight.cpu(), b, stride, padding, dilation, transposed, output_padding, groups)
+        .to(dev);
+  }
   check_float(input, "convolution");
   TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.scalar_type(),
               ") and weight type (", weight.scalar_type(), ") should be the same");
@@ -119,13 +130,17 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   TORCH_CHECK(input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim(),
               "convolution: expected 3-D to 5-D input and weight of the same rank");
   const FooConvParams p = make_params(stride, padding, dilation, groups, input.dim() - 2);
+  // As the CPU's conv: channels-last if the input or the weight is.
+  const at::Tensor& layout = input.suggest_memory_format() == at::MemoryFormat::ChannelsLast ? input : weight;
   if (reduced(input.scalar_type())) {
     const auto ct = at::kFloat;
-    return conv_core(input.to(ct), weight.to(ct), opt_to(bias, ct), p, transposed, stride, padding, dilation,
-                     output_padding, groups)
-        .to(input.scalar_type());
+    return in_layout_of(conv_core(input.to(ct), weight.to(ct), opt_to(bias, ct), p, transposed, stride, padding,
+                                  dilation, output_padding, groups)
+                            .to(input.scalar_type()),
+                        layout);
   }
-  return conv_core(input, weight, bias, p, transposed, stride, padding, dilation, output_padding, groups);
+  return in_layout_of(conv_core(input, weight, bias, p, transposed, stride, padding, dilation, output_padding, groups),
+                      layout);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(

@@ -304,6 +304,8 @@ c10::Scalar reduce_identity(at::ScalarType t, c10::string_view reduce) {
 
 void scatter_reduce_two_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                              c10::string_view reduce, bool include_self) {
+  // The mean's count division has no complex kernel here; the CPU has one.
+  if (reduce == "mean" && self.is_complex()) needs_fallback("scatter_reduce: no foo kernel for a complex mean");
   int32_t code = 0;
   if (reduce == "sum" || reduce == "mean") {
     code = FOO_REDUCE_ADD;
@@ -433,9 +435,11 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
   check_supported_dtype(self.scalar_type(), "index_put_");
   TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", indices.size(), ")");
-  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes,
-              "unsupported operation: more than one element of the written-to tensor refers to a single memory "
-              "location. Please clone() the tensor before performing the operation.");
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    // As the CPU: allowed with a warning (the kernel then writes on one thread, in order).
+    TORCH_WARN("Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
+  }
   at::Tensor value = values;
   if (value.device() != self.device() && value.numel() == 1 && value.dim() == 0) value = value.to(self.device());
   TORCH_CHECK(value.device() == self.device(), "index_put_: expected value on ", self.device(), ", got ",
@@ -553,7 +557,8 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
                        at::Tensor& out) {
   check_supported_dtype(self.scalar_type(), "gather");
   dim = at::maybe_wrap_dim(dim, self.dim());
-  at::native::gather_shape_check(self, dim, index);
+  // As the CPU: an empty index skips the shape check (gather(x1d, 0, zeros(2, 0)) is valid).
+  if (index.numel() != 0) at::native::gather_shape_check(self, dim, index);
   at::native::scatter_gather_dtype_check("gather", self, index, out);
   at::native::resize_output(out, index.sizes());
   at::assert_no_internal_overlap(out);

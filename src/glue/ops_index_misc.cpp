@@ -155,7 +155,11 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   const FooTensor s = describe(self);
   int64_t count = 0;
   check(foo_count_nonzero(&s, &count), "nonzero");
-  at::native::resize_output(out, {count, self.dim()});
+  if (at::native::resize_output(out, {count, self.dim()})) {
+    // As the CPU: a (re)allocated result is column-major (PyTorch gh-46224); the kernel writes
+    // through the strides.
+    out.as_strided_({count, self.dim()}, {1, count});
+  }
   if (out.numel() == 0) return out;
   const FooTensor o = describe(out);
   check(foo_nonzero(&o, &s), "nonzero");
@@ -199,7 +203,7 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
   TORCH_CHECK(self.scalar_type() == source.scalar_type(),
               "masked_scatter_: expected self and source to have same dtypes but got", self.scalar_type(), " and ",
               source.scalar_type());
-  TORCH_CHECK(mask.scalar_type() == at::kBool || mask.scalar_type() == at::kByte,
+  TORCH_CHECK(mask.scalar_type() == at::kBool,  // as the CPU: uint8 masks are refused here
               "masked_scatter_ only supports boolean masks, but got mask with dtype ", mask.scalar_type());
   TORCH_CHECK(at::is_expandable_to(mask.sizes(), self.sizes()), "masked_scatter_: expected mask to be broadcastable to ",
               self.sizes(), ", got ", mask.sizes());

@@ -54,9 +54,15 @@ void call(const at::Tensor& out, const View3& o, const View3& a, const View3& b,
 // out (already sized) = beta * c + alpha * (a @ b), where the operands are given with the
 // view builders above. `c` is undefined when absent. Handles outputs aliasing inputs.
 template <typename MakeA, typename MakeB, typename MakeO>
-void launch(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+void launch(const at::Tensor& out, const at::Tensor& a_view, const at::Tensor& b_view, const at::Tensor& c_view,
             const c10::Scalar& beta, const c10::Scalar& alpha, MakeA make_a, MakeB make_b, MakeO make_o,
             const char* name) {
+  // The Conjugate and Negative keys fall through to these ops (as to the CPU's, whose BLAS calls
+  // take the conjugate bit as a transpose flag): the kernel reads physical values, so a
+  // conjugate or negative view is materialized first (x.conj() @ y was x @ y).
+  const at::Tensor a = a_view.resolve_conj().resolve_neg();
+  const at::Tensor b = b_view.resolve_conj().resolve_neg();
+  const at::Tensor c = c_view.defined() ? c_view.resolve_conj().resolve_neg() : c_view;
   check_supported_dtype(out.scalar_type(), name);
   check_scalar_fits_opmath(beta, out.scalar_type());
   check_scalar_fits_opmath(alpha, out.scalar_type());
@@ -67,7 +73,8 @@ void launch(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, con
                                                   : beta.toLong() == 0;
   const bool use_c = c.defined() && !beta_zero;
   const bool out_is_c = use_c && c.is_same(out);
-  const bool alias = at::get_overlap_status(out, a) != at::MemOverlapStatus::No ||
+  const bool alias = out.is_conj() || out.is_neg() || (use_c && !c.is_same(c_view) && c_view.is_same(out)) ||
+                     at::get_overlap_status(out, a) != at::MemOverlapStatus::No ||
                      at::get_overlap_status(out, b) != at::MemOverlapStatus::No ||
                      (use_c && !out_is_c && at::get_overlap_status(out, c) != at::MemOverlapStatus::No);
   if (alias) {

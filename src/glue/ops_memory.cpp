@@ -1,5 +1,6 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/native/TensorFactories.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "common.h"
@@ -16,6 +17,17 @@ void check_factory_args(c10::Device device, std::optional<c10::Layout> layout, s
 }
 
 bool on_foo_or_cpu(const at::Tensor& t) { return t.device().is_privateuseone() || t.device().is_cpu(); }
+
+// As the CPU's empty: under torch.use_deterministic_algorithms(True) (with
+// torch.utils.deterministic.fill_uninitialized_memory, on by default) new memory holds NaN or the
+// dtype's largest value instead of whatever was there.
+at::Tensor fill_if_deterministic(at::Tensor t) {
+  if (C10_UNLIKELY(at::globalContext().deterministicAlgorithms() &&
+                   at::globalContext().deterministicFillUninitializedMemory())) {
+    at::native::fill_empty_deterministic_(t);
+  }
+  return t;
+}
 }  // namespace
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
@@ -24,8 +36,9 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   const auto dev = c10::device_or_default(device);
   check_factory_args(dev, layout, pin_memory);
   const c10::DeviceGuard guard(dev);
-  return at::detail::empty_generic(size, c10::GetAllocator(kFoo), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   c10::dtype_or_default(dtype), memory_format);
+  return fill_if_deterministic(at::detail::empty_generic(size, c10::GetAllocator(kFoo),
+                                                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                         c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -34,8 +47,9 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   const auto dev = c10::device_or_default(device);
   check_factory_args(dev, layout, pin_memory);
   const c10::DeviceGuard guard(dev);
-  return at::detail::empty_strided_generic(size, stride, c10::GetAllocator(kFoo),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype));
+  return fill_if_deterministic(at::detail::empty_strided_generic(size, stride, c10::GetAllocator(kFoo),
+                                                                 c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                                 c10::dtype_or_default(dtype)));
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking: foo is synchronous*/) {
@@ -50,10 +64,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   TORCH_CHECK(at::has_internal_overlap(dst) != at::MemOverlap::Yes,
               "unsupported operation: more than one element of the written-to tensor refers to a single memory "
               "location. Please clone() the tensor before performing the operation.");
-  if (dst.is_alias_of(src) && !dst.is_same(src) && at::get_overlap_status(dst, src) != at::MemOverlapStatus::No) {
-    // Reading and writing the same memory in one pass would read already-written values:
-    // stage the source first.
-    src = src.clone(at::MemoryFormat::Contiguous);
+  if (dst.is_alias_of(src) && !dst.is_same(src)) {
+    const auto overlap = at::get_overlap_status(dst, src);
+    // As the CPU's TensorIterator: a partial overlap (a[1:].copy_(a[:-1])) is refused.
+    TORCH_CHECK(overlap != at::MemOverlapStatus::Partial,
+                "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single "
+                "memory location. Please clone() the tensor before performing the operation.");
+    // The same memory seen another way (a.copy_(a.t())), or a layout too hard to tell: reading
+    // and writing it in one pass would read already-written values, so the source is staged.
+    if (overlap != at::MemOverlapStatus::No) src = src.clone(at::MemoryFormat::Contiguous);
   }
   const FooTensor d = describe(dst);
   const FooTensor s = describe(src);

@@ -12,6 +12,19 @@
 
 namespace foo::ops::nn {
 namespace {
+// A class index out of range is an IndexError, as on the CPU (code catching it breaks otherwise);
+// the kernel's other refusals keep check()'s classes.
+void check_nll_targets(int32_t status) {
+  if (status == FOO_INVALID_ARGUMENT) {
+    const std::string msg = foo_last_error();
+    TORCH_CHECK_INDEX(msg.rfind("Target ", 0) != 0, msg);
+    TORCH_CHECK_VALUE(false, "nll_loss: ", msg);
+  }
+  check(status, "nll_loss");
+}
+}  // namespace
+
+namespace {
 
 // Fills `out` (resized to `shape`, dtype checked) through `fill(contiguous target)`.
 template <typename Fill>
@@ -49,7 +62,8 @@ at::ScalarType softmax_dtype(const Tensor& self, bool half_to_float) {
                 "conversion is supported for Half type only");
     return at::kFloat;
   }
-  check_float(self, "softmax_lastdim_kernel_impl");
+  // As the CPU: an empty input never reaches a kernel, so its dtype is not checked.
+  if (self.numel() != 0) check_float(self, "softmax_lastdim_kernel_impl");
   return self.scalar_type();
 }
 
@@ -221,7 +235,7 @@ void nll_fwd_run(const NllGeom& g, int64_t reduction, int64_t ignore_index, Tens
   auto fill = [&](const Tensor& o, const Tensor& tw) {
     const FooTensor dout = describe_maybe(o), dtw = describe_maybe(tw), dx = describe_maybe(g.x), dt = describe_maybe(g.t),
                     dw = describe_maybe(g.w);
-    check(foo_nll_loss(&dout, &dtw, &dx, &dt, opt(dw, g.w), reduction, ignore_index), "nll_loss");
+    check_nll_targets(foo_nll_loss(&dout, &dtw, &dx, &dt, opt(dw, g.w), reduction, ignore_index));
   };
   at::native::resize_output(output, shape);
   Tensor o = output.is_contiguous() ? output : at::empty(shape, output.options());
@@ -341,7 +355,7 @@ Tensor mse_loss(const Tensor& self, const Tensor& target, int64_t reduction) {
   const auto shape = at::infer_size(self.sizes(), target.sizes());
   Tensor out = at::empty(reduced_shape(shape, reduction), self.options().dtype(dt));
   mse_run(self, target, reduction, out, shape, dt);
-  return out;
+  return in_layout_of(out, self);
 }
 Tensor& mse_loss_out(const Tensor& self, const Tensor& target, int64_t reduction, Tensor& out) {
   const auto dt = at::result_type(self, target);
@@ -498,6 +512,20 @@ void check_param(const Tensor& p, int64_t c, const char* what) {
               p.defined() ? p.numel() : 0);
 }
 
+// As the CPU: parameters and running statistics of another dtype than the input are allowed only
+// as float32 ones for a float16/bfloat16 (or float32) input; any other mix raises.
+void check_bn_mixed_dtypes(const Tensor& input, std::initializer_list<const Tensor*> params) {
+  bool mixed = false;
+  for (const Tensor* p : params) mixed |= p->defined() && p->scalar_type() != input.scalar_type();
+  if (!mixed) return;
+  const auto dt = input.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || at::isReducedFloatingType(dt), "mixed dtype (CPU): all inputs must share same datatype.");
+  for (const Tensor* p : params) {
+    TORCH_CHECK(!p->defined() || p->scalar_type() == at::kFloat,
+                "mixed dtype (CPU): expect parameter to have scalar type of Float");
+  }
+}
+
 at::ScalarType bn_stat_dtype(const Tensor& input, const Tensor& weight, const Tensor& running_mean) {
   return stat_dtype(input, weight.defined() ? weight : running_mean);
 }
@@ -514,6 +542,7 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor& input, const OptT& w
   check_param(bias, g.c, "bias");
   check_param(running_mean, g.c, "running_mean");
   check_param(running_var, g.c, "running_var");
+  check_bn_mixed_dtypes(input, {&weight, &bias, &running_mean, &running_var});
   TORCH_CHECK(training || (running_mean.defined() && running_var.defined()),
               "running_mean and running_var must be defined in evaluation mode");
   const c10::DeviceGuard guard(input.device());
@@ -536,7 +565,7 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor& input, const OptT& w
     if (rm.defined() && !rm.is_same(running_mean)) running_mean.copy_(rm);
     if (rv.defined() && !rv.is_same(running_var)) running_var.copy_(rv);
   }
-  return {out, save_mean, save_invstd};
+  return {in_layout_of(out, input), save_mean, save_invstd};
 }
 
 Tensor value_or_undefined(const OptT& t) { return t.has_value() ? *t : Tensor(); }

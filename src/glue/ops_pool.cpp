@@ -65,8 +65,16 @@ void check_input(const at::Tensor& t, const char* name) {
               "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:",
               t.sizes());
   const auto st = t.scalar_type();
+  // The CPU pools integers too; foo's kernels are for floats.
+  if (at::isIntegralType(st, /*includeBool=*/false)) needs_fallback(std::string(name) + ": no foo kernel for integer inputs");
   TORCH_CHECK_NOT_IMPLEMENTED(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
                               "\"", name, "\" not implemented for '", st, "'");
+}
+
+// An out= tensor of another dtype is a RuntimeError, as on the CPU (not the kernel's ValueError).
+void check_out_dtype(const at::Tensor& out, const at::Tensor& self, const char* name) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), name, ": expected out to have dtype ", self.scalar_type(),
+              ", but got ", out.scalar_type());
 }
 
 std::vector<int64_t> out_shape(const at::Tensor& input, const Window& w, bool ceil_mode) {
@@ -117,8 +125,10 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(const at::Tenso
                                                                  at::IntArrayRef stride, at::IntArrayRef padding,
                                                                  at::IntArrayRef dilation, bool ceil_mode,
                                                                  at::Tensor& out, at::Tensor& indices) {
-  check_input(self, "max_pool2d");
+  // The window's checks first, as the CPU's (pad must be non-negative, ...), then the input's.
   const Window w = window("max_pool2d", kernel_size, stride, padding, dilation);
+  check_input(self, "max_pool2d");
+  check_out_dtype(out, self, "max_pool2d");
   const auto shape = out_shape(self, w, ceil_mode);
   const FooPool2dParams p = make_params(w, true, std::nullopt);
   at::native::resize_output(indices, shape);
@@ -136,7 +146,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(const at::Tensor& sel
   at::Tensor out = at::empty({0}, self.options());
   at::Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
   max_pool2d_with_indices_out(self, kernel_size, stride, padding, dilation, ceil_mode, out, indices);
-  return {out, indices};
+  return {in_layout_of(out, self), in_layout_of(indices, self)};
 }
 at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                                  at::IntArrayRef kernel_size, at::IntArrayRef stride,
@@ -171,9 +181,10 @@ at::Tensor max_pool2d_with_indices_backward(const at::Tensor& grad_output, const
 at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor_override, at::Tensor& out) {
-  check_input(self, "avg_pool2d");
-  TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0, "divisor must be not zero");
   const Window w = window("avg_pool2d", kernel_size, stride, padding, at::IntArrayRef{1});
+  check_input(self, "avg_pool2d");
+  check_out_dtype(out, self, "avg_pool2d");
+  TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0, "divisor must be not zero");
   const auto shape = out_shape(self, w, ceil_mode);
   const FooPool2dParams p = make_params(w, count_include_pad, divisor_override);
   into(out, shape, [&](const at::Tensor& dst) {
@@ -186,7 +197,8 @@ at::Tensor avg_pool2d(const at::Tensor& self, at::IntArrayRef kernel_size, at::I
                       at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                       std::optional<int64_t> divisor_override) {
   at::Tensor out = at::empty({0}, self.options());
-  return avg_pool2d_out(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out);
+  return in_layout_of(
+      avg_pool2d_out(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out), self);
 }
 at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
@@ -239,7 +251,7 @@ at::Tensor& adaptive_avg_pool2d_out(const at::Tensor& self, c10::SymIntArrayRef 
 }
 at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
   at::Tensor out = at::empty({0}, self.options());
-  return adaptive_avg_pool2d_out(self, output_size, out);
+  return in_layout_of(adaptive_avg_pool2d_out(self, output_size, out), self);
 }
 at::Tensor& adaptive_avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                              at::Tensor& out) {

@@ -116,6 +116,7 @@ at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> 
 }
 
 at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> gen) {
+  TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
   return fill_random(self, FOO_RANDOM_CAUCHY, {f(median), f(sigma)}, gen);
 }
 
@@ -205,6 +206,8 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t num_samples, bool re
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
               self.scalar_type());
   TORCH_CHECK(num_samples > 0, "cannot sample n_sample <= 0 samples");
+  // The CPU's limit (its sampler works on float32 cumulative sums).
+  TORCH_CHECK(self.size(-1) <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
   TORCH_CHECK(replacement || num_samples <= self.size(-1),
               "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   TORCH_CHECK(out.scalar_type() == at::kLong, "multinomial expects Long tensor out, got: ", out.scalar_type());

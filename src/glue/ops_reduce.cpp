@@ -46,6 +46,9 @@ Tensor new_result(const Tensor& self, DimMask mask, bool keepdim, at::ScalarType
 }
 
 void resize_out(Tensor& out, const Tensor& self, DimMask mask, bool keepdim) {
+  // TensorIterator's device rule (these ops are `device_check: NoCheck`): an out= tensor on the
+  // CPU for a foo reduction is an error, as for CUDA.
+  check_same_device(self, {out}, /*cpu_scalars=*/false);
   at::native::resize_output(out, shape_of(self, mask, keepdim));
 }
 
@@ -197,6 +200,9 @@ void var_into(bool is_std, const Tensor& self, at::OptionalIntArrayRef dim, cons
   check_supported_dtype(self.scalar_type(), "var/std");
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
                               "std and var only support floating point and complex dtypes");
+  const auto real = c10::toRealValueType(self.scalar_type());
+  TORCH_CHECK(at::canCast(real, out.scalar_type()), "result type ", real, " can't be cast to the desired output type ",
+              out.scalar_type());
   if (self.is_complex()) needs_fallback("var/std: no foo kernel for complex inputs");
   const DimMask mask = mask_of(self, dim);
   resize_out(out, self, mask, keepdim);
@@ -230,6 +236,8 @@ void vector_norm_into(const Tensor& self, const c10::Scalar& ord, at::OptionalIn
   }
   const auto rt = dtype.value_or(self.scalar_type());
   TORCH_CHECK(at::isFloatingType(rt), "linalg.vector_norm: dtype should be floating point, but got ", rt);
+  TORCH_CHECK(out.scalar_type() == rt, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(rt), ", but got ",
+              out.dtype(), " instead");
   const DimMask mask = mask_of(self, dim);
   resize_out(out, self, mask, keepdim);
   const Tensor in = self.scalar_type() == rt ? self : self.to(rt);
@@ -317,6 +325,11 @@ Tensor nansum(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std
 Tensor& nansum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
                    Tensor& out) {
   out_dtype(out, dtype, "nansum");
+  // As the CPU: the kernel is chosen by the out dtype, and there is no integer nansum kernel for
+  // floating inputs (an integer input is summed by sum's kernel).
+  TORCH_CHECK_NOT_IMPLEMENTED(dtype.has_value() || !at::isIntegralType(out.scalar_type(), true) ||
+                                  at::isIntegralType(self.scalar_type(), true),
+                              "\"nansum_cpu\" not implemented for '", out.scalar_type(), "'");
   const DimMask mask = mask_of(self, dim);
   resize_out(out, self, mask, keepdim);
   sum_like(FOO_REDUCE_NAN_SUM, self, mask, keepdim, out, "nansum");
@@ -333,8 +346,10 @@ Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, s
 }
 Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
                  Tensor& out) {
-  mean_dtype(self, dtype);
+  const auto rt = mean_dtype(self, dtype);
   out_dtype(out, dtype, "mean");
+  TORCH_CHECK(at::canCast(rt, out.scalar_type()), "result type ", rt, " can't be cast to the desired output type ",
+              out.scalar_type());
   const DimMask mask = mask_of(self, dim);
   resize_out(out, self, mask, keepdim);
   sum_like(FOO_REDUCE_MEAN, self, mask, keepdim, out, "mean");
@@ -368,6 +383,8 @@ Tensor& prod_out(const Tensor& self, int64_t dim, bool keepdim, std::optional<at
     return out;                                                                                               \
   }                                                                                                           \
   Tensor& name##_unary_out(const Tensor& self, Tensor& out) {                                                 \
+    TORCH_CHECK(at::canCast(self.scalar_type(), out.scalar_type()), #name "(): the result type ",            \
+                self.scalar_type(), " can't be cast to the desired output type ", out.scalar_type());        \
     full_minmax_into(is_max, self, out);                                                                      \
     return out;                                                                                               \
   }                                                                                                           \
@@ -418,6 +435,12 @@ std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64
     TORCH_CHECK(self.numel() > 0,
                 "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
     mask = mask_of(self, std::nullopt);
+  }
+  TORCH_CHECK_VALUE(at::get_overlap_status(min, max) == at::MemOverlapStatus::No,
+                    "aminmax(): the `min` and `max` out= tensors must not overlap.");
+  for (const Tensor* t : {&min, &max}) {
+    TORCH_CHECK(t->scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.dtype(), ", but got ",
+                t->dtype(), " instead");
   }
   resize_out(min, self, mask, keepdim);
   resize_out(max, self, mask, keepdim);

@@ -47,10 +47,15 @@ void check_lerp(const at::TensorIterator& it, const char* cpu_kernel) {
                               "\" not implemented for '", dt, "'");
 }
 
-at::Tensor lerp_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+void check_lerp_end(const at::Tensor& self, const at::Tensor& end) {
   TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(), " for `end` but got dtype ", end.dtype());
-  TORCH_CHECK(self.dtype() == weight.dtype(), "expected dtype ", self.dtype(), " for `weight` but got dtype ",
-              weight.dtype());
+}
+
+at::Tensor lerp_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+  check_lerp_end(self, end);
+  // As the CPU: a 0-dim weight may have another dtype (it does not take part in promotion).
+  TORCH_CHECK(self.dtype() == weight.dtype() || weight.dim() == 0, "expected dtype ", self.dtype(),
+              " for `weight` but got dtype ", weight.dtype());
   auto it = ternary_iter(out, self, end, weight);
   check_lerp(it, "lerp_kernel_tensor");
   const auto dt = it.common_dtype();
@@ -85,6 +90,7 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
 }
 
 at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
+  check_lerp_end(self, end);
   at::Tensor out;
   const auto w = at::native::wrapped_scalar_tensor(weight);
   auto it = ternary_iter(out, self, end, w);
@@ -94,6 +100,7 @@ at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10:
   return ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
 }
 at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
+  check_lerp_end(self, end);
   const auto w = at::native::wrapped_scalar_tensor(weight);
   auto it = ternary_iter(self, self, end, w);
   const auto dt = it.common_dtype();
@@ -103,6 +110,7 @@ at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const c10::Sca
   return self;
 }
 at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight, at::Tensor& out) {
+  check_lerp_end(self, end);
   const auto w = at::native::wrapped_scalar_tensor(weight);
   auto it = ternary_iter(out, self, end, w);
   const auto dt = it.common_dtype();

@@ -334,16 +334,27 @@ at::Tensor& clamp_max_(at::Tensor& self, const c10::Scalar& max) { return ops::c
 at::Tensor& clamp_max_out(const at::Tensor& self, const c10::Scalar& max, at::Tensor& out) {
   return ops::clamp_out(self, std::nullopt, max, out);
 }
-at::Tensor hardtanh(const at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val) {
+namespace {
+// The CPU's hardtanh writes clamp's result into a tensor of the input's dtype: an integer input
+// stays integer, clamped in float when a bound is a float and then truncated (hardtanh of int64
+// [-3, 0, 5] to [-1.5, 2.5] is [-1, 0, 2]); clamp alone would return float32 or, in place, refuse.
+void check_hardtanh(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
-  return ops::clamp(self, min_val, max_val);
+}
+}  // namespace
+
+at::Tensor hardtanh(const at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val) {
+  check_hardtanh(self);
+  at::Tensor r = ops::clamp(self, min_val, max_val);
+  return r.scalar_type() == self.scalar_type() ? r : r.to(self.scalar_type());
 }
 at::Tensor& hardtanh_(at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val) {
-  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  check_hardtanh(self);
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) return self.copy_(ops::clamp(self, min_val, max_val));
   return ops::clamp_(self, min_val, max_val);
 }
 at::Tensor& hardtanh_out(const at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val, at::Tensor& out) {
-  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  check_hardtanh(self);
   return ops::clamp_out(self, min_val, max_val, out);
 }
 
@@ -387,7 +398,7 @@ at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& threshold, 
 namespace {
 at::Tensor nan_to_num_into(at::Tensor& out, const at::Tensor& self, std::optional<double> nan,
                            std::optional<double> posinf, std::optional<double> neginf) {
-  TORCH_CHECK(!self.is_complex(), "nan_to_num is not supported for complex tensors");
+  if (self.is_complex()) needs_fallback("nan_to_num: no foo kernel for complex inputs");
   auto it = ew::unary_op(out, self);
   return ew::launch_unary_raw(it, FOO_UNARY_NAN_TO_NUM, it.common_dtype(), it.common_dtype(),
                               {to_ffi(c10::Scalar(nan.value_or(0.0))), posinf ? to_ffi(c10::Scalar(*posinf)) : ew::absent(),

@@ -2,6 +2,7 @@
 // so autograd, functionalization and fake tensors see ordinary strided tensors. Storage growth
 // goes through resize_storage_bytes (Rust allocates and copies).
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
@@ -48,7 +49,13 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size, std::
     TORCH_CHECK(storage, "resize_: foo tensor without storage");
     if (needed > storage.nbytes()) {
       const c10::DeviceGuard guard(self.device());
+      const auto old_nbytes = static_cast<int64_t>(storage.nbytes());
       resize_storage_bytes(storage.unsafeGetStorageImpl(), needed);
+      // As the CPU: the grown part is NaN/max under deterministic algorithms.
+      if (C10_UNLIKELY(at::globalContext().deterministicAlgorithms() &&
+                       at::globalContext().deterministicFillUninitializedMemory())) {
+        at::native::fill_resize_deterministic_(self, old_nbytes);
+      }
     }
   }
   return self;

@@ -645,6 +645,9 @@ pub fn conv_backward_weight(
     }
 }
 
+/// Sample blocks of the weight gradient (see `backward_weight_impl`): enough for 16 threads.
+const WEIGHT_GRAD_BLOCKS: usize = 16;
+
 fn backward_weight_impl<T: GemmElem>(
     g: &Geometry,
     gw_t: &TensorMut,
@@ -772,18 +775,37 @@ fn backward_weight_impl<T: GemmElem>(
             }
         }
     };
+    // Fixed blocks of samples, summed in block order: the bits do not depend on the thread
+    // count or on which thread finishes first (a shared accumulator added to in completion order
+    // differed from run to run). Each block's partial is a sum of samples in sample order.
+    let nb = g.n.min(WEIGHT_GRAD_BLOCKS);
+    let block = |b: usize| (b * g.n / nb, (b + 1) * g.n / nb);
     if split {
-        let shared = Mutex::new(gw);
-        parallel_for(g.n, 1, &|s, e| {
-            let mut acc = vec![T::ZERO; total];
-            accumulate(s, e, &mut acc, false);
-            let mut gw = shared.lock().unwrap_or_else(|e| e.into_inner());
-            add_transposed(&mut gw, &acc);
-        });
+        // Waves of as many blocks as threads, computed in parallel and added in order.
+        let wave = crate::runtime::pool::num_threads().min(nb);
+        let partials: Vec<Mutex<Vec<T>>> = (0..wave)
+            .map(|_| Mutex::new(vec![T::ZERO; total]))
+            .collect();
+        for w0 in (0..nb).step_by(wave) {
+            let w1 = (w0 + wave).min(nb);
+            parallel_for(w1 - w0, 1, &|s, e| {
+                for i in s..e {
+                    let mut acc = partials[i].lock().unwrap_or_else(|e| e.into_inner());
+                    let (bs, be) = block(w0 + i);
+                    accumulate(bs, be, &mut acc, false);
+                }
+            });
+            for acc in &partials[..w1 - w0] {
+                add_transposed(gw, &acc.lock().unwrap_or_else(|e| e.into_inner()));
+            }
+        }
     } else {
         let mut acc = vec![T::ZERO; total];
-        install(g.rayon_gemms(split), || accumulate(0, g.n, &mut acc, true));
-        add_transposed(gw, &acc);
+        for b in 0..nb {
+            let (bs, be) = block(b);
+            install(g.rayon_gemms(split), || accumulate(bs, be, &mut acc, true));
+            add_transposed(gw, &acc);
+        }
     }
     Ok(())
 }

@@ -14,6 +14,9 @@ pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
     /// to inf above half the type's maximum (asinh(3e38) is 89.3); libm's do not.
     fn asinh_wide(self) -> Self;
     fn acosh_wide(self) -> Self;
+    /// `atanh` accurate near +-1: std's form takes `ln_1p` of a value near -1, whose rounding
+    /// error it magnifies (float32 atanh(-0.999999) was -7.2192, not -7.2477); libm's is not.
+    fn atanh_accurate(self) -> Self;
     fn from_f64c(v: f64) -> Self;
     fn to_f64c(self) -> f64;
     fn round_even(self) -> Self;
@@ -45,6 +48,10 @@ impl Math for f32 {
     #[inline(always)]
     fn acosh_wide(self) -> f32 {
         libm::acoshf(self)
+    }
+    #[inline(always)]
+    fn atanh_accurate(self) -> f32 {
+        libm::atanhf(self)
     }
     #[inline(always)]
     fn from_f64c(v: f64) -> f32 {
@@ -97,6 +104,10 @@ impl Math for f64 {
     #[inline(always)]
     fn acosh_wide(self) -> f64 {
         libm::acosh(self)
+    }
+    #[inline(always)]
+    fn atanh_accurate(self) -> f64 {
+        libm::atanh(self)
     }
     #[inline(always)]
     fn from_f64c(v: f64) -> f64 {

@@ -320,7 +320,7 @@ fn float_unary<F: FloatStore>(
         Cosh => m!(|x| x.cosh()),
         Asinh => m!(|x| x.asinh_wide()),
         Acosh => m!(|x| x.acosh_wide()),
-        Atanh => m!(|x| x.atanh()),
+        Atanh => m!(|x| x.atanh_accurate()),
         Sigmoid => m!(|x| x.vsigmoid()),
         Relu => m!(|x| if x > zero || x.is_nan() { x } else { zero }),
         Gelu if pf(p, 0, 0.0) != 0.0 => {

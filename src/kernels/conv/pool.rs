@@ -16,7 +16,7 @@ use half::{bf16, f16};
 use num_traits::{Float, Zero};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Pooling window parameters (mirrors `FooPool2dParams`); `divisor_override <= 0` means none.
+/// Pooling window parameters (mirrors `FooPool2dParams`); `divisor_override == 0` means none.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct Pool2dParams {
@@ -499,7 +499,8 @@ fn avg_window(p: &Pool2dParams, y: usize, x: usize, ih: i64, iw: i64) -> Option<
     if h0 >= h1 || w0 >= w1 {
         return None;
     }
-    let div = if p.divisor_override > 0 {
+    // Any non-zero override, negative ones included (the CPU divides by -2 too).
+    let div = if p.divisor_override != 0 {
         p.divisor_override
     } else if p.count_include_pad != 0 {
         pool

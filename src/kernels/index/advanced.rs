@@ -322,7 +322,10 @@ pub fn index_scatter(
     if dst.dtype.kind() == Kind::Complex && matches!(reduce, Reduce::Max | Reduce::Min) {
         return not_implemented!("scatter max/min is not defined for complex tensors");
     }
-    let plan = Plan::new(dst, src, idx);
+    let mut plan = Plan::new(dst, src, idx);
+    // An overlapping destination (index_put_ on an expanded tensor, which the CPU allows with a
+    // warning): columns may share addresses, so they are written by one thread, in order.
+    plan.serial = crate::tensor::may_overlap(&dst.shape, &dst.strides);
     let (d, s) = (Addr::of(dst.ptr), Addr::of(src.ptr));
     match reduce {
         Reduce::Assign => crate::by_size!(dst.dtype.size(), T => {
@@ -401,6 +404,8 @@ impl<T: Copy, F: Fn(T, T) -> T + Sync> RowOp<T> for Op<F> {
 struct Plan {
     col: DynLayout,
     seq: DynLayout,
+    /// Run on the calling thread (the destination may overlap itself).
+    serial: bool,
 }
 
 impl Plan {
@@ -429,6 +434,7 @@ impl Plan {
         Plan {
             col: DynLayout::coalesce(&cs, &cst),
             seq: DynLayout::logical(&ss, &sst),
+            serial: false,
         }
     }
 
@@ -448,7 +454,12 @@ impl Plan {
         // Whether the indices are constant along a column row (then one lookup per row).
         let row_const = ci[2..].iter().all(|&x| x == 0);
         let err = FirstError::default();
-        parallel_for(ncol, (GRAIN / nseq.max(1)).max(1), &|cs, ce| {
+        let grain = if self.serial {
+            ncol + 1
+        } else {
+            (GRAIN / nseq.max(1)).max(1)
+        };
+        parallel_for(ncol, grain, &|cs, ce| {
             // This chunk's column rows: offsets per operand, length, linear position.
             let mut rows: Vec<(usize, usize, usize)> = Vec::new();
             let mut row_offs: Vec<isize> = Vec::new();

@@ -102,7 +102,14 @@ fn ln_body<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) {
         };
         let mean = simd::sum(xm) * inv_n;
         let var = simd::sum_map(xm, |v| (v - mean) * (v - mean)) * inv_n;
-        let rstd = F::M::one() / (var.max(F::M::zero()) + a.eps).sqrt();
+        // `max` would turn a nan variance (an inf or nan in the row) into 0 and the row into
+        // +-inf; the CPU's std::max(var, 0) keeps the nan, and so the whole row is nan.
+        let var = if var < F::M::zero() {
+            F::M::zero()
+        } else {
+            var
+        };
+        let rstd = F::M::one() / (var + a.eps).sqrt();
         for (((o, &v), &w), &b) in y.iter_mut().zip(xm).zip(a.w).zip(a.b) {
             *o = F::store((v - mean) * rstd * w + b);
         }

@@ -138,9 +138,11 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
                 let ym: &mut [I::N] = same_slice_mut(ym);
                 let m = simd::max(xm);
                 if log {
-                    let lse = m + simd::sum_map(xm, |v| (v - m).fexp()).ln();
+                    // (v - m) - ln(sum), as the CPU: v - (m + ln(sum)) rounds ln(sum) away
+                    // when |m| is large (logits near 1e8 gave 0 instead of -ln 3).
+                    let ls = simd::sum_map(xm, |v| (v - m).fexp()).ln();
                     for (o, &v) in ym.iter_mut().zip(xm) {
-                        *o = v - lse;
+                        *o = (v - m) - ls;
                     }
                 } else {
                     let inv = I::N::one() / simd::exp_sub_into(ym, xm, m);
@@ -155,10 +157,9 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
             }
             let m = simd::max(&buf);
             if log {
-                let sum = simd::sum_map(&buf, |v| (v - m).fexp());
-                let lse = m + sum.ln();
+                let ls = simd::sum_map(&buf, |v| (v - m).fexp()).ln();
                 for (o, &b) in y.iter_mut().zip(&buf) {
-                    *o = O::store(same(b - lse));
+                    *o = O::store(same((b - m) - ls));
                 }
             } else {
                 let sum = simd::exp_sub_store(&mut buf, m);
@@ -198,15 +199,15 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
                 }
             }
         }
-        for (a, &m) in acc.iter_mut().zip(mx.iter()) {
-            *a = if log { m + a.ln() } else { I::N::one() / *a };
+        for a in acc.iter_mut() {
+            *a = if log { a.ln() } else { I::N::one() / *a };
         }
         for k in 0..d {
             // SAFETY: as above, output side; tiles of different units are disjoint.
             let y: &mut [O] = unsafe { po.slice_mut(base + k * inner, w) };
             let t = &tile[k * w..(k + 1) * w];
-            for ((o, &t), &a) in y.iter_mut().zip(t).zip(acc.iter()) {
-                *o = O::store(same(if log { t - a } else { t * a }));
+            for (((o, &t), &a), &m) in y.iter_mut().zip(t).zip(acc.iter()).zip(mx.iter()) {
+                *o = O::store(same(if log { (t - m) - a } else { t * a }));
             }
         }
     }
