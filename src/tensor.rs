@@ -265,3 +265,20 @@ impl Scalar {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::may_overlap;
+
+    #[test]
+    fn overlap_of_views() {
+        assert!(!may_overlap(&[3, 4], &[4, 1])); // contiguous
+        assert!(!may_overlap(&[4, 3], &[1, 4])); // transposed
+        assert!(!may_overlap(&[2, 3], &[6, 2])); // stepped
+        assert!(!may_overlap(&[1, 3], &[0, 1])); // size-1 dims do not count
+        assert!(!may_overlap(&[0, 5], &[0, 0])); // empty
+        assert!(may_overlap(&[2, 3], &[0, 1])); // expanded
+        assert!(may_overlap(&[3, 3], &[1, 1])); // sliding window
+        assert!(!may_overlap(&[3], &[-1])); // flipped
+    }
+}

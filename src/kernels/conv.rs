@@ -789,8 +789,8 @@ fn backward_weight_impl<T: GemmElem>(
         for w0 in (0..nb).step_by(wave) {
             let w1 = (w0 + wave).min(nb);
             parallel_for(w1 - w0, 1, &|s, e| {
-                for i in s..e {
-                    let mut acc = partials[i].lock().unwrap_or_else(|e| e.into_inner());
+                for (i, slot) in partials.iter().enumerate().take(e).skip(s) {
+                    let mut acc = slot.lock().unwrap_or_else(|e| e.into_inner());
                     let (bs, be) = block(w0 + i);
                     accumulate(bs, be, &mut acc, false);
                 }
