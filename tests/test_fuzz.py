@@ -157,11 +157,6 @@ KNOWN: dict[str, Known] = {
         ("mean",), ("CPU raised NotImplementedError", "foo "),
         ("mean", "dict(x=torch.ones(2, dtype=torch.int64), dim=1, keepdim=False)")),
     # ---- other values
-    "addmm-alpha-zero": Known(
-        "addmm with alpha=0 propagates nan/inf from a @ b on foo; the CPU ignores the product (BLAS rule)",
-        ("addmm",), ("values differ",), ("addmm", "dict(c=torch.ones(1, 1), a=torch.ones(1, 1), "
-                                           "b=torch.full((1, 1), math.nan), beta=1.0, alpha=0.0)"),
-        lambda a: a.get("alpha") == 0),
     "div-trunc-half-rounding": Known(
         "div(rounding_mode='trunc') in float16/bfloat16 rounds the quotient to the half type before "
         "truncating on foo (the CPU truncates the float32 quotient): bf16 1.0 / 0.1 gives 10, CPU 9",
@@ -182,11 +177,6 @@ KNOWN: dict[str, Known] = {
         ("batch_norm", "dict(x=torch.tensor([[math.nan]]), rm=torch.zeros(1), rv=torch.ones(1), w=None, b=None, "
                        "train=False, mom=0.1, eps=1e-5)"),
         lambda a: not a.get("train") and _nonfinite(a, "x")),
-    "acosh-negative": Known(
-        "acosh of some values below -1 gives finite numbers on foo (float32 acosh(-100) = -2.208, float64 too), "
-        "nan on the CPU",
-        ("acosh",), ("values differ",), ("acosh", "dict(x=torch.tensor([-100.0]))"),
-        lambda a: a["x"].is_floating_point() and bool((a["x"] < -1).any())),
     "norm-float32-overflow": Known(
         "vector_norm/norm (p=2 and others) of float32 values whose square overflows (|x| > 1.8e19): foo inf, "
         "the CPU the right finite norm",

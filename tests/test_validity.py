@@ -89,6 +89,25 @@ CONJ: dict[str, Case] = {
 }
 VALID.update(CONJ)
 
+
+def _nan(d: str, *shape: int) -> torch.Tensor:
+    return torch.full(shape, float("nan"), device=d)
+
+
+# alpha = 0 skips the product on the CPU: nan in the matrices does not reach the result.
+VALID.update({
+    "addmm with alpha 0 and a nan matrix": lambda d: torch.addmm(torch.ones(2, 2, device=d), torch.ones(2, 3, device=d),
+                                                                 _nan(d, 3, 2), alpha=0.0),
+    "addmm with alpha 0, beta 2": lambda d: torch.addmm(torch.ones(2, 2, device=d), _nan(d, 2, 3), _nan(d, 3, 2),
+                                                        beta=2.0, alpha=0.0),
+    "baddbmm with alpha 0": lambda d: torch.baddbmm(torch.ones(2, 2, 2, device=d), _nan(d, 2, 2, 3),
+                                                    torch.ones(2, 3, 2, device=d), alpha=0.0),
+    "addmv with alpha 0": lambda d: torch.addmv(torch.ones(2, device=d), _nan(d, 2, 3), torch.ones(3, device=d),
+                                                alpha=0.0),
+    "addr with alpha 0": lambda d: torch.addr(torch.ones(2, 3, device=d), _nan(d, 2), torch.ones(3, device=d),
+                                              alpha=0.0),
+})
+
 # Accepted by foo although invalid (the CPU raises), and errors of another class.
 INVALID: dict[str, Case] = {
     "copy_ with a partial overlap": lambda d: (lambda a: a[1:].copy_(a[:-1]))(torch.arange(5.0, device=d)),

@@ -61,6 +61,14 @@ def test_atanh_near_one(dtype: torch.dtype) -> None:
     assert_same(torch.atanh(x.to(FOO)), torch.atanh(x), atol=0, rtol=2e-7 if dtype == torch.float32 else 1e-15)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_acosh_below_one_is_nan(dtype: torch.dtype) -> None:
+    # libm's acosh branches on |x|: acosh(-100) was -2.208.
+    x = torch.tensor([-100.0, -2.0, -1.0, 0.0, 0.5, 1.0, 2.0, 1e30, float("inf"), float("-inf"), float("nan")],
+                     dtype=dtype)
+    assert_same(torch.acosh(x.to(FOO)), torch.acosh(x), rtol=2e-7 if dtype == torch.float32 else 1e-15, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8])
 @pytest.mark.parametrize("bounds", [(-1.5, 2.5), (1.5, 2.5), (-1.5, 200.0), (-1, 2)])
 def test_hardtanh_of_integers_keeps_dtype(dtype: torch.dtype, bounds: tuple[float, float]) -> None:

@@ -3,6 +3,8 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 
+#include <cstring>
+
 #include "common.h"
 #include "foo_ffi_linalg.h"
 #include "ops_linalg.h"
@@ -72,6 +74,20 @@ void launch(const at::Tensor& out, const at::Tensor& a_view, const at::Tensor& b
                          : beta.isFloatingPoint() ? beta.toDouble() == 0.0
                                                   : beta.toLong() == 0;
   const bool use_c = c.defined() && !beta_zero;
+  const bool alpha_zero = alpha.isComplex()         ? alpha.toComplexDouble() == c10::complex<double>(0.0)
+                          : alpha.isFloatingPoint() ? alpha.toDouble() == 0.0
+                                                    : alpha.toLong() == 0;
+  // As the CPU's BLAS path for addmm and addmv (not baddbmm, whose CPU kernel multiplies): alpha
+  // = 0 skips the product, so nan or inf in the matrices does not reach the result
+  // (addmm(c, a, nan, alpha=0) is c, not nan).
+  if (alpha_zero && (std::strcmp(name, "addmm") == 0 || std::strcmp(name, "addmv") == 0)) {
+    if (!use_c) {
+      out.zero_();
+    } else if (!c.is_same(out) || !(beta.isIntegral(false) && beta.toLong() == 1)) {
+      out.copy_(at::mul(c.expand(out.sizes()), beta));
+    }
+    return;
+  }
   const bool out_is_c = use_c && c.is_same(out);
   const bool alias = out.is_conj() || out.is_neg() || (use_c && !c.is_same(c_view) && c_view.is_same(out)) ||
                      at::get_overlap_status(out, a) != at::MemOverlapStatus::No ||

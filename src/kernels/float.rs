@@ -47,7 +47,12 @@ impl Math for f32 {
     }
     #[inline(always)]
     fn acosh_wide(self) -> f32 {
-        libm::acoshf(self)
+        // libm's acosh branches on |x|, so acosh(-100) came out -2.208; below 1 it is undefined.
+        if self < 1.0 {
+            f32::NAN
+        } else {
+            libm::acoshf(self)
+        }
     }
     #[inline(always)]
     fn atanh_accurate(self) -> f32 {
@@ -103,7 +108,12 @@ impl Math for f64 {
     }
     #[inline(always)]
     fn acosh_wide(self) -> f64 {
-        libm::acosh(self)
+        // As for f32: libm branches on |x|.
+        if self < 1.0 {
+            f64::NAN
+        } else {
+            libm::acosh(self)
+        }
     }
     #[inline(always)]
     fn atanh_accurate(self) -> f64 {
