@@ -63,8 +63,9 @@ at::Tensor& cat_impl(const at::ITensorListRef& tensors, int64_t dim, at::Tensor&
   if (allocate) {
     out = at::empty(shape, materialized[0].get().options().dtype(dtype));
   } else {
-    TORCH_CHECK(at::canCast(dtype, out.scalar_type()),
-                "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
+    // A TypeError, as the CPU's cat (code catching it would break on a RuntimeError).
+    TORCH_CHECK_TYPE(at::canCast(dtype, out.scalar_type()),
+                     "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
     at::native::resize_output(out, shape);
     at::assert_no_internal_overlap(out);
     for (size_t i = 0; i < materialized.size(); ++i) {

@@ -96,8 +96,16 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   return dst;
 }
 
+// The CPU fallback's way back for out= arguments. An out of another shape was resized by the CPU
+// kernel, in the kernel's layout (column-major for the LAPACK ops, as linalg.inv's out=): it gets
+// that layout here too, not row-major.
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  dst.resize_(self.sizes());
+  if (!dst.sizes().equals(self.sizes())) {
+    dst.resize_(self.sizes());
+    if (self.is_non_overlapping_and_dense() && !dst.strides().equals(self.strides())) {
+      dst.as_strided_(self.sizes(), self.strides());
+    }
+  }
   return copy_from(self, dst, false);
 }
 
