@@ -228,15 +228,20 @@ def check_errors(op: Any) -> Result:
 # (b) non-contiguous inputs ----------------------------------------------------------------------
 
 
-def check_noncontiguous(op: Any) -> Result:
-    """sample.noncontiguous() (every tensor interleaved with NaN/garbage in its storage) on foo
-    gives the CPU's values and significant strides for the same non-contiguous sample."""
+def forward_samples(op: Any, limit: int) -> list[Any] | Result:
+    """Up to `limit` CPU samples of a deterministic op in its check dtype, or why there are none."""
     if is_nondeterministic(op):
         return Result("skip", "nondeterministic output")
     dtype = _dtype_for(op)
     if dtype is None:
         return Result("skip", "no supported dtype on CPU")
-    samples = cpu_samples(op, dtype, False, MAX_SAMPLES)
+    return cpu_samples(op, dtype, False, limit)
+
+
+def check_noncontiguous(op: Any) -> Result:
+    """sample.noncontiguous() (every tensor interleaved with NaN/garbage in its storage) on foo
+    gives the CPU's values and significant strides for the same non-contiguous sample."""
+    samples = forward_samples(op, MAX_SAMPLES)
     if isinstance(samples, Result):
         return samples
     compared = 0

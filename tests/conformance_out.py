@@ -18,14 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from conformance import _dtype_for, _same, _to_foo
+from conformance import _same, _to_foo
 from conformance_checks import (
     PASS,
     Result,
-    cpu_samples,
     first_line,
     foo_args,
-    is_nondeterministic,
+    forward_samples,
     outcome,
     repro,
     significant_strides,
@@ -151,12 +150,7 @@ CASES: list[tuple[str, Callable[[torch.Tensor], torch.Tensor], bool]] = [
 def check_out(op: Any) -> Result:
     if not op.supports_out:
         return Result("skip", "no out= variant")
-    if is_nondeterministic(op):
-        return Result("skip", "nondeterministic output")
-    dtype = _dtype_for(op)
-    if dtype is None:
-        return Result("skip", "no supported dtype on CPU")
-    samples = cpu_samples(op, dtype, False, OUT_SAMPLES)
+    samples = forward_samples(op, OUT_SAMPLES)
     if isinstance(samples, Result):
         return samples
     compared = 0

@@ -39,6 +39,7 @@ from typing import Any
 
 import foo_rs
 import torch
+from conformance import summary
 from module_compare import (
     RANK,
     Status,
@@ -350,13 +351,6 @@ def run(infos: Iterable[Any] | None = None, verbose: str | None = None,
 # ---------------------------------------------------------------------------------------------
 # Report
 
-
-def summary(results: dict[str, dict[str, Any]]) -> dict[str, int]:
-    out = {s: 0 for s in ("pass", "fail", "error", "skip")}
-    for r in results.values():
-        out[r["status"]] += 1
-    out["pass_native"] = sum(1 for r in results.values() if r["status"] == "pass" and r["native"])
-    return out
 
 
 def _repro(key: str) -> str:
