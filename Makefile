@@ -2,6 +2,8 @@
 #   make demo   - train a small model on the foo device next to the same run on CPU
 #   make test   - Rust unit tests + the pytest suite (what .ci/run runs)
 #   make bench  - cargo bench + benches/compare_cpu.py (foo/CPU ratios)
+#   make bench-models - whole models (torchvision, transformers, LSTM, U-Net) on foo vs CPU; installs the
+#                 optional requirements-bench.txt first. BENCH_MODELS_ARGS="--quick" for a smoke run
 #   make lint   - cargo fmt --check, clippy -D warnings, ruff
 #   make fuzz   - the differential fuzzer (foo vs CPU) for FUZZ_EXAMPLES examples per op family
 #   make conformance - regenerate the OpInfo/ModuleInfo baselines under tests/conformance/
@@ -12,7 +14,7 @@ export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 export FOO_RS_PYTHON := $(PY)
 
-.PHONY: build demo test test-rust test-python bench lint info fuzz conformance
+.PHONY: build demo test test-rust test-python bench bench-models lint info fuzz conformance
 
 build:
 	maturin develop --release --quiet
@@ -34,6 +36,13 @@ test: test-rust test-python
 bench: build
 	cargo bench --bench kernels
 	$(PY) benches/compare_cpu.py
+
+# The constraint keeps the pinned torch (and numpy, ...) of requirements.txt in place; the venv's key
+# (a hash of requirements.txt) does not change.
+BENCH_MODELS_ARGS ?=
+bench-models: build
+	$(PY) -m pip install --quiet -r requirements-bench.txt -c requirements.txt
+	$(PY) benches/models.py $(BENCH_MODELS_ARGS)
 
 lint:
 	cargo fmt --check
