@@ -155,11 +155,12 @@ impl TensorMut {
 
 /// Row-major contiguity, ignoring the strides of size-1 dims (as PyTorch does).
 pub fn is_contiguous(shape: &[usize], strides: &[isize]) -> bool {
+    // As ATen: an empty tensor is contiguous whatever its strides.
+    if shape.contains(&0) {
+        return true;
+    }
     let mut expected = 1isize;
     for (&n, &s) in shape.iter().zip(strides).rev() {
-        if n == 0 {
-            return true;
-        }
         if n != 1 {
             if s != expected {
                 return false;

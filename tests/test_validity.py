@@ -108,6 +108,69 @@ VALID.update({
                                               alpha=0.0),
 })
 
+
+def _bn_eval_grad(d: str) -> Any:
+    x = _t([[float("nan")], [1.0]], d, requires_grad=True)
+    y = F.batch_norm(x, torch.zeros(1, device=d), torch.ones(1, device=d), torch.full((1,), 2.0, device=d))
+    return torch.autograd.grad(y.sum(), x)[0]
+
+
+def _hardswish_nan_grad(d: str) -> Any:
+    x = torch.cat([_t([float("nan")], d), torch.linspace(-4, 4, 63, device=d)]).requires_grad_()
+    return torch.autograd.grad(F.hardswish(x).sum(), x)[0]
+
+
+def _with_strides(t: torch.Tensor) -> Any:
+    return t, torch.tensor(t.stride(), device=t.device)
+
+
+def _channels_last(d: str) -> torch.Tensor:
+    return torch.arange(36.0, device=d).reshape(1, 2, 3, 6).contiguous(memory_format=torch.channels_last)
+
+
+def _max_pool_grad_channels_last(d: str) -> Any:
+    x = _channels_last(d).requires_grad_()
+    g = torch.autograd.grad(F.max_pool2d(x, 3, 2, ceil_mode=True).sum(), x)[0]
+    return _with_strides(g)
+
+
+# Found by the fuzzer and PyTorch's OpInfo/ModuleInfo checks (this session's fixes).
+VALID.update({
+    "nansum of float into dtype=long (nan counts 0, the rest truncated)": lambda d: torch.nansum(
+        _t([1.5, float("nan"), 2.5, float("inf")], d)[:3], dtype=torch.long),
+    "where with an int scalar beyond float16": lambda d: torch.where(
+        _t([True, False], d), 2**31, _t([1.5, 2.5], d, dtype=torch.float16)),
+    "fill_ of a one-element float16 beyond its range": lambda d: torch.empty(
+        (), dtype=torch.float16, device=d).fill_(1e300),
+    "bool ** bool": lambda d: _t([False, True], d) ** False,
+    "round of int64": lambda d: torch.round(torch.ones(2, dtype=torch.long, device=d)),
+    "float -> int32 out of range": lambda d: _t([float("nan"), 3e9, -3e9, float("inf"), 2.7], d).to(torch.int32),
+    "float -> uint8 out of range": lambda d: _t([float("nan"), 1e30, -1.5, 300.7], d).to(torch.uint8),
+    "batch_norm eval gradient beside a nan": _bn_eval_grad,
+    "hardswish gradient at nan": _hardswish_nan_grad,
+    "addmm float16 with alpha 0 and a nan matrix": lambda d: torch.addmm(
+        torch.ones(1, 1, dtype=torch.float16, device=d), torch.ones(1, 1, dtype=torch.float16, device=d),
+        torch.full((1, 1), float("nan"), dtype=torch.float16, device=d), alpha=0.0),
+    "mse_loss of empty non-contiguous tensors": lambda d: F.mse_loss(
+        torch.zeros(0, 3, device=d).t(), torch.zeros(0, 3, device=d).t()),
+    "aminmax into strided outs": lambda d: torch.aminmax(
+        torch.arange(125.0, device=d).reshape(5, 5, 5), dim=1,
+        out=(torch.empty(5, 10, device=d)[:, ::2], torch.empty(5, 10, device=d)[:, ::2])),
+    "cat keeps a channels-last layout": lambda d: _with_strides(torch.cat([_channels_last(d)], 1)),
+    "cat out= resized to a channels-last layout": lambda d: _with_strides(
+        torch.cat([_channels_last(d)], 1, out=torch.empty(0, device=d))),
+    "max_pool2d gradient keeps a channels-last layout": _max_pool_grad_channels_last,
+    "avg_pool2d gradient keeps a channels-last layout": lambda d: (lambda x: _with_strides(torch.autograd.grad(
+        F.avg_pool2d(x, 2).sum(), x)[0]))(_channels_last(d).requires_grad_()),
+    "batch_norm of channels_last_3d keeps the layout": lambda d: _with_strides(F.batch_norm(
+        torch.arange(48.0, device=d).reshape(1, 3, 2, 2, 4).contiguous(memory_format=torch.channels_last_3d),
+        torch.zeros(3, device=d), torch.ones(3, device=d))),
+    "replication_pad2d keeps a channels-last layout": lambda d: _with_strides(
+        F.pad(_channels_last(d), (1, 1, 2, 0), mode="replicate")),
+    "index_add of a 0-d tensor and a 0-d source": lambda d: torch.zeros((), device=d).index_add(
+        0, _t([0], d), torch.ones((), device=d)),
+})
+
 # Accepted by foo although invalid (the CPU raises), and errors of another class.
 INVALID: dict[str, Case] = {
     "copy_ with a partial overlap": lambda d: (lambda a: a[1:].copy_(a[:-1]))(torch.arange(5.0, device=d)),
@@ -148,6 +211,54 @@ INVALID: dict[str, Case] = {
     "aminmax into outs of another dtype": lambda d: torch.aminmax(
         torch.ones(3, 3, device=d), dim=0,
         out=(torch.empty(3, device=d), torch.empty(3, dtype=torch.float64, device=d))),
+    "index_copy with an int32 index": lambda d: torch.zeros(2, device=d).index_copy(
+        0, _t([0], d, dtype=torch.int32), torch.ones(1, device=d)),
+    "index_fill with an int32 index": lambda d: torch.zeros(2, device=d).index_fill(
+        0, _t([0], d, dtype=torch.int32), 1),
+    "index_add of a 0-d tensor at index -1": lambda d: torch.zeros((), device=d).index_add(
+        0, _t([-1], d), torch.ones((), device=d)),
+    "index_add of a 0-d tensor with a 1-d source": lambda d: torch.zeros((), device=d).index_add(
+        0, _long(d), torch.ones(0, device=d)),
+    "index_add of a 1-d tensor with a 0-d source": lambda d: torch.zeros(3, device=d).index_add(
+        0, _t([0], d), torch.ones((), device=d)),
+    "index_select along an empty dim": lambda d: torch.zeros(0, 0, device=d).index_select(0, _t([0], d)),
+    "index_select of an empty 1-d tensor": lambda d: torch.zeros(0, device=d).index_select(0, _t([0], d)),
+    "maximum of complex": lambda d: torch.maximum(torch.ones(2, device=d), torch.ones(2, dtype=torch.cfloat, device=d)),
+    "fmin of complex": lambda d: torch.fmin(torch.ones(2, dtype=torch.cfloat, device=d), torch.ones(2, device=d)),
+    "fmod of complex": lambda d: torch.fmod(torch.ones(2, dtype=torch.cfloat, device=d), 2),
+    "remainder of complex": lambda d: torch.remainder(
+        torch.ones(2, device=d), torch.ones(2, dtype=torch.cfloat, device=d)),
+    "isposinf of complex": lambda d: torch.isposinf(torch.ones(2, dtype=torch.cfloat, device=d)),
+    "isneginf of complex": lambda d: torch.isneginf(torch.ones(2, dtype=torch.cfloat, device=d)),
+    "signbit of complex": lambda d: torch.signbit(torch.ones(2, dtype=torch.cfloat, device=d)),
+    "hardtanh of complex": lambda d: F.hardtanh(torch.ones(2, dtype=torch.cfloat, device=d)),
+    "round of int64 with decimals=2": lambda d: torch.round(torch.ones(2, dtype=torch.long, device=d), decimals=2),
+    "round of int64 with decimals=0": lambda d: torch.round(torch.ones(2, dtype=torch.long, device=d), decimals=0),
+    "fill_ of float16 beyond its range": lambda d: torch.empty(2, dtype=torch.float16, device=d).fill_(1e300),
+    "masked_select with a uint8 mask": lambda d: torch.masked_select(
+        torch.ones(3, device=d), _t([1, 0, 1], d, dtype=torch.uint8)),
+    "binary_cross_entropy of an input above 1": lambda d: F.binary_cross_entropy(_t([1.5], d), _t([0.5], d)),
+    "mean of int64 with a dim out of range": lambda d: torch.ones(2, dtype=torch.long, device=d).mean(1),
+    "aminmax over an empty dim": lambda d: torch.aminmax(torch.ones(5, 0, 5, device=d), dim=1),
+    "neg of bool": lambda d: torch.neg(_t([True], d)),
+}
+
+# The CPU's message (foo may prefix the op's name), where PyTorch's OpInfo error_inputs match it with
+# a regex.
+SAME_MESSAGE: dict[str, Case] = {
+    "neg of bool": INVALID["neg of bool"],
+    "aminmax over an empty dim": INVALID["aminmax over an empty dim"],
+    "gather into an out= of another dtype": lambda d: torch.gather(
+        torch.ones(2, 2, device=d), 1, torch.zeros(2, 2, dtype=torch.long, device=d),
+        out=torch.empty(2, 2, dtype=torch.float64, device=d)),
+    "multinomial with replacement of a negative probability": lambda d: torch.multinomial(
+        _t([1.0, -1.0, 1.0], d), 2, True),
+    "multinomial with replacement of an infinite probability": lambda d: torch.multinomial(
+        _t([1.0, float("inf"), 1.0], d), 2, True),
+    "multinomial without replacement of a negative probability": lambda d: torch.multinomial(_t([1.0, -1.0], d), 1),
+    "avg_pool2d with a negative padding": lambda d: F.avg_pool2d(torch.ones(0, 1, 49, device=d), 2, 50, -1),
+    "max_pool2d with a negative padding": lambda d: F.max_pool2d(torch.ones(0, 1, 49, device=d), 2, 50, -1),
+    "max_pool2d of a 2-d tensor": lambda d: F.max_pool2d(torch.ones(4, 4, device=d), 2),
 }
 
 
@@ -189,6 +300,7 @@ def test_out_on_the_cpu_for_a_foo_reduction_is_refused() -> None:
     lambda x, out: torch.logsumexp(x, 0, out=out), lambda x, out: torch.all(x, 0, out=out),
     lambda x, out: torch.lgamma(x, out=out), lambda x, out: torch.digamma(x, out=out),
     lambda x, out: torch.angle(x, out=out), lambda x, out: torch.special.xlog1py(x, x, out=out),
+    lambda x, out: torch.addr(x, x[0], x[1], out=out),
 ])
 @pytest.mark.parametrize("where", ["cpu out, foo inputs", "foo out, cpu inputs"])
 def test_out_on_another_device_is_refused(op, where: str) -> None:
@@ -205,3 +317,11 @@ def test_index_put_on_an_expanded_tensor_warns_as_the_cpu() -> None:
     with pytest.warns(UserWarning, match="index_put_ on expanded tensors is deprecated"):
         t.index_put_((torch.tensor([1], device=FOO),), torch.tensor(2.0, device=FOO))
     assert t.cpu().tolist() == [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]
+
+
+@pytest.mark.parametrize("name", sorted(SAME_MESSAGE))
+def test_same_message_as_cpu(name: str) -> None:
+    want_exc, want = _outcome(SAME_MESSAGE[name], "cpu")
+    got_exc, got = _outcome(SAME_MESSAGE[name], "foo")
+    assert want_exc is not None, "the CPU accepts this case now"
+    assert got_exc is want_exc and str(want) in str(got), f"foo: {got_exc} {got}; CPU: {want_exc} {want}"

@@ -33,13 +33,13 @@ inline void check(int32_t status, const char* what) {
 bool is_supported_dtype(c10::ScalarType t);
 void check_supported_dtype(c10::ScalarType t, const char* op);
 
-// The CPU's layout rule for 4-d results of conv, pooling, batch_norm and elementwise losses: a
-// channels-last input gives a channels-last result. foo's kernels write row-major, so such a
-// result is restrided (one copy) to the strides the CPU returns.
+// The CPU's layout rule for 4-d and 5-d results of conv, pooling, batch_norm and elementwise
+// losses: a channels-last input gives a channels-last result. foo's kernels write row-major, so
+// such a result is restrided (one copy) to the strides the CPU returns.
 inline at::Tensor in_layout_of(const at::Tensor& out, const at::Tensor& like) {
-  if (out.dim() == 4 && like.dim() == 4 && like.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
-    return out.contiguous(at::MemoryFormat::ChannelsLast);
-  }
+  if (out.dim() != like.dim() || (out.dim() != 4 && out.dim() != 5)) return out;
+  const at::MemoryFormat f = like.suggest_memory_format();
+  if (f == at::MemoryFormat::ChannelsLast || f == at::MemoryFormat::ChannelsLast3d) return out.contiguous(f);
   return out;
 }
 

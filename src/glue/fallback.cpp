@@ -134,8 +134,19 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromB
 // Out variants whose CompositeExplicitAutograd kernel accepts only CPU, CUDA and XPU tensors
 // (mode.values: "mode only supports CPU, CUDA and XPU device type"): foo sends them through the
 // counted CPU fallback explicitly.
+//
+// Structured ops without a foo kernel reach the fallback through their out= variant, with an out
+// tensor the composite allocated row-major, so the CPU's layout rule (channels-last in, channels-last
+// out) was lost. The padding ops go over as functional ops: the CPU allocates the result and its
+// strides come back with it.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  for (const char* op : {"reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
+                         "replication_pad2d", "replication_pad3d", "reflection_pad1d_backward",
+                         "reflection_pad2d_backward", "reflection_pad3d_backward", "replication_pad1d_backward",
+                         "replication_pad2d_backward", "replication_pad3d_backward"}) {
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  }
 }
 
 // Autocast: ops without a foo autocast rule run unchanged.

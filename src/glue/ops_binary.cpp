@@ -37,8 +37,15 @@ void check_hypot(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dt), "\"hypot_cpu\" not implemented for '", dt, "'");
 }
 
+// The CPU's classes: a TypeError for maximum/minimum/fmax/fmin ...
 void check_not_complex(const at::Tensor& a, const at::Tensor& b, const char* name) {
-  TORCH_CHECK(!a.is_complex() && !b.is_complex(), name, " not implemented for complex tensors.");
+  TORCH_CHECK_TYPE(!a.is_complex() && !b.is_complex(), name, " not implemented for complex tensors.");
+}
+
+// ... and a NotImplementedError naming the CPU kernel for the real-only arithmetic (fmod, remainder).
+void check_real_kernel(const at::Tensor& a, const at::Tensor& b, const char* cpu_kernel) {
+  const at::Tensor& c = a.is_complex() ? a : b;
+  TORCH_CHECK_NOT_IMPLEMENTED(!c.is_complex(), "\"", cpu_kernel, "\" not implemented for '", c.scalar_type(), "'");
 }
 
 // The CPU has a complex kernel; foo has none: the counted CPU fallback runs it.
@@ -127,8 +134,8 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scal
 FOO_BINARY(mul, binary_op, FOO_BINARY_MUL, (void)0)
 FOO_BINARY(floor_divide, binary_op, FOO_BINARY_DIV_FLOOR, (void)0)
 FOO_BINARY(div, binary_float_op, FOO_BINARY_DIV, (void)0)
-FOO_BINARY(remainder, binary_op, FOO_BINARY_REMAINDER, check_not_complex(self, other, "remainder"))
-FOO_BINARY(fmod, binary_op, FOO_BINARY_FMOD, check_not_complex(self, other, "fmod"))
+FOO_BINARY(remainder, binary_op, FOO_BINARY_REMAINDER, check_real_kernel(self, other, "remainder_cpu"))
+FOO_BINARY(fmod, binary_op, FOO_BINARY_FMOD, check_real_kernel(self, other, "fmod_cpu"))
 FOO_BINARY(pow, binary_op, FOO_BINARY_POW, (void)0)
 FOO_BINARY(atan2, binary_float_op, FOO_BINARY_ATAN2, (void)0)
 FOO_BINARY(hypot, binary_float_op, FOO_BINARY_HYPOT, check_hypot(self, other))

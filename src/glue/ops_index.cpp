@@ -353,7 +353,8 @@ void check_index_source(const at::Tensor& self, int64_t dim, const at::Tensor& i
   }
   TORCH_CHECK_INDEX(n == src_n, name, "(): Number of indices (", n, ") should be equal to source.size(dim) (", src_n,
                     ")");
-  const bool scalars = self.dim() <= 1 && source.dim() <= 1;
+  // index_copy lets a 0-d and a 1-d operand stand for each other; index_add wants equal ranks.
+  const bool scalars = std::string_view(name) != "index_add_" && self.dim() <= 1 && source.dim() <= 1;
   bool match = scalars || self.dim() == source.dim();
   for (int64_t d = 0; match && !scalars && d < self.dim(); ++d) {
     if (d != dim && self.size(d) != source.size(d)) match = false;
@@ -396,15 +397,17 @@ void index_add_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index
   check_index_source(self, dim, index, source, "index_add_");
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, index);
-  index_reduce_impl(self, dim, index, source, FOO_REDUCE_ADD, alpha, OutOfRange::RuntimeError, "index_add_", "");
+  // The CPU's classes: an IndexError for 0-d and 1-d self, a RuntimeError above.
+  index_reduce_impl(self, dim, index, source, FOO_REDUCE_ADD, alpha,
+                    self.dim() <= 1 ? OutOfRange::IndexError : OutOfRange::RuntimeError, "index_add_", "");
 }
 
 void index_copy_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {
   check_supported_dtype(self.scalar_type(), "index_copy_");
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK_INDEX(index.dim() < 2, "index_copy_(): Index should have dimension 1 or 0 (got ", index.dim(), ")");
-  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_copy_(): Expected a long tensor for index, but got ",
-                    index.scalar_type());
+  TORCH_CHECK(index.scalar_type() == at::kLong, "index_copy_(): Expected a long tensor for index, but got ",
+              index.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(),
               "index_copy_(): self and source expected to have the same dtype, but got (self) ", self.scalar_type(),
               " and (source) ", source.scalar_type());
@@ -478,12 +481,15 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
   TORCH_CHECK(self.scalar_type() == out.scalar_type(), "index_select(): self and result must have the same scalar type");
-  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
-  if (self.dim() > 0) shape[dim] = n;
-  at::native::resize_output(out, shape);
+  // The CPU's check on its matrix path (rank 2 and up); below, the index check says out of range.
+  TORCH_CHECK(self.dim() <= 1 || self.size(dim) > 0 || n == 0, "index_select(): self indexing axis dim should be positive");
+  // Overlap is checked on `out` as given, before the resize, as the CPU does (an expanded out= is refused).
   at::assert_no_internal_overlap(out);
   at::assert_no_overlap(out, self);
   at::assert_no_overlap(out, index);
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  if (self.dim() > 0) shape[dim] = n;
+  at::native::resize_output(out, shape);
   if (out.numel() == 0) return out;
   const at::Tensor i = idx::long_index(index, self.device());
   const size_t nd = shape.size();
@@ -557,6 +563,9 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
                        at::Tensor& out) {
   check_supported_dtype(self.scalar_type(), "gather");
   dim = at::maybe_wrap_dim(dim, self.dim());
+  // The out= dtype first, as the CPU's structured kernel checks it when it sets the output up.
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.dtype(),
+              ", but got ", out.dtype(), " instead");
   // As the CPU: an empty index skips the shape check (gather(x1d, 0, zeros(2, 0)) is valid).
   if (index.numel() != 0) at::native::gather_shape_check(self, dim, index);
   at::native::scatter_gather_dtype_check("gather", self, index, out);
@@ -700,7 +709,7 @@ at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& 
   check_scalar_fits(value, self.scalar_type());
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK_INDEX(index.dim() <= 1, "Index has to be a vector/scalar");
-  TORCH_CHECK(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
   // CUDA's kernel iterates over `index` restrided to self's shape: a CPU index is never a scalar.
   check_same_device(self, {index}, false);
   at::assert_no_internal_overlap(self);

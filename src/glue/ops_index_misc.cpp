@@ -60,13 +60,24 @@ at::Tensor& cat_impl(const at::ITensorListRef& tensors, int64_t dim, at::Tensor&
     }
     shape[dim] += t.size(dim);
   }
+  // The CPU's layout rule: the inputs' common suggested memory format (channels-last inputs give a
+  // channels-last result), else contiguous.
+  std::optional<at::MemoryFormat> format;
+  for (const auto& t : materialized) {
+    const at::MemoryFormat f = t.get().suggest_memory_format();
+    if (f == at::MemoryFormat::Contiguous || (format.has_value() && *format != f)) {
+      format = at::MemoryFormat::Contiguous;
+      break;
+    }
+    format = f;
+  }
   if (allocate) {
-    out = at::empty(shape, materialized[0].get().options().dtype(dtype));
+    out = at::empty(shape, materialized[0].get().options().dtype(dtype).memory_format(format));
   } else {
     // A TypeError, as the CPU's cat (code catching it would break on a RuntimeError).
     TORCH_CHECK_TYPE(at::canCast(dtype, out.scalar_type()),
                      "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
-    at::native::resize_output(out, shape);
+    if (at::native::resize_output(out, shape)) out.unsafeGetTensorImpl()->empty_tensor_restride(*format);
     at::assert_no_internal_overlap(out);
     for (size_t i = 0; i < materialized.size(); ++i) {
       // ATen's CPU check: only a known overlap is an error; TooHard (a strided out, say) is not.
@@ -174,7 +185,7 @@ at::Tensor nonzero(const at::Tensor& self) {
 
 at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
   check_supported_dtype(self.scalar_type(), "masked_select");
-  TORCH_CHECK(mask.scalar_type() == at::kBool || mask.scalar_type() == at::kByte,
+  TORCH_CHECK(mask.scalar_type() == at::kBool,  // as the CPU: uint8 masks are refused
               "masked_select: expected BoolTensor for mask");
   TORCH_CHECK(self.scalar_type() == out.scalar_type(), "masked_select(): self and result must have the same scalar type");
   at::Tensor m = mask.device() == self.device() ? mask : mask.to(self.device());

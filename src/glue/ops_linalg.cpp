@@ -79,8 +79,11 @@ void launch(const at::Tensor& out, const at::Tensor& a_view, const at::Tensor& b
                                                     : alpha.toLong() == 0;
   // As the CPU's BLAS path for addmm and addmv (not baddbmm, whose CPU kernel multiplies): alpha
   // = 0 skips the product, so nan or inf in the matrices does not reach the result
-  // (addmm(c, a, nan, alpha=0) is c, not nan).
-  if (alpha_zero && (std::strcmp(name, "addmm") == 0 || std::strcmp(name, "addmv") == 0)) {
+  // (addmm(c, a, nan, alpha=0) is c, not nan). float16/bfloat16 take the CPU's own GEMM, which
+  // multiplies.
+  const auto st = out.scalar_type();
+  const bool blas_type = st == at::kFloat || st == at::kDouble || st == at::kComplexFloat || st == at::kComplexDouble;
+  if (alpha_zero && blas_type && (std::strcmp(name, "addmm") == 0 || std::strcmp(name, "addmv") == 0)) {
     if (!use_c) {
       out.zero_();
     } else if (!c.is_same(out) || !(beta.isIntegral(false) && beta.toLong() == 1)) {

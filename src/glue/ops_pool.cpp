@@ -77,10 +77,14 @@ void check_out_dtype(const at::Tensor& out, const at::Tensor& self, const char* 
               ", but got ", out.scalar_type());
 }
 
-std::vector<int64_t> out_shape(const at::Tensor& input, const Window& w, bool ceil_mode) {
+// The pooled shape, with the input's checks in the CPU's order: rank, then the window against the
+// input (pad must be non-negative, ...), then the input's sizes and dtype, then the output size.
+std::vector<int64_t> out_shape(const at::Tensor& input, const Window& w, bool ceil_mode, const char* name) {
+  TORCH_CHECK(input.dim() == 3 || input.dim() == 4, "non-empty 3D or 4D (batch mode) tensor expected for input");
   const int64_t ih = input.size(-2), iw = input.size(-1);
   const int64_t oh = at::native::pooling_output_shape<int64_t>(ih, w.kh, w.ph, w.sh, w.dh, ceil_mode);
   const int64_t ow = at::native::pooling_output_shape<int64_t>(iw, w.kw, w.pw, w.sw, w.dw, ceil_mode);
+  check_input(input, name);
   TORCH_CHECK(oh >= 1 && ow >= 1, "Given input size: (", input.size(-3), "x", ih, "x", iw,
               "). Calculated output size: (", input.size(-3), "x", oh, "x", ow, "). Output size is too small");
   std::vector<int64_t> shape(input.sizes().begin(), input.sizes().end());
@@ -125,11 +129,9 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(const at::Tenso
                                                                  at::IntArrayRef stride, at::IntArrayRef padding,
                                                                  at::IntArrayRef dilation, bool ceil_mode,
                                                                  at::Tensor& out, at::Tensor& indices) {
-  // The window's checks first, as the CPU's (pad must be non-negative, ...), then the input's.
   const Window w = window("max_pool2d", kernel_size, stride, padding, dilation);
-  check_input(self, "max_pool2d");
+  const auto shape = out_shape(self, w, ceil_mode, "max_pool2d");
   check_out_dtype(out, self, "max_pool2d");
-  const auto shape = out_shape(self, w, ceil_mode);
   const FooPool2dParams p = make_params(w, true, std::nullopt);
   at::native::resize_output(indices, shape);
   at::Tensor idx = indices.is_contiguous() ? indices : at::empty(shape, indices.options());
@@ -152,9 +154,8 @@ at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad_output, 
                                                  at::IntArrayRef kernel_size, at::IntArrayRef stride,
                                                  at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
                                                  const at::Tensor& indices, at::Tensor& grad_input) {
-  check_input(self, "max_pool2d_with_indices_backward");
   const Window w = window("max_pool2d", kernel_size, stride, padding, dilation);
-  const auto shape = out_shape(self, w, ceil_mode);
+  const auto shape = out_shape(self, w, ceil_mode, "max_pool2d_with_indices_backward");
   TORCH_CHECK(grad_output.sizes().equals(shape) && indices.sizes().equals(shape),
               "max_pool2d_with_indices_backward: grad_output ", grad_output.sizes(), " and indices ", indices.sizes(),
               " must have the pooled shape ", c10::IntArrayRef(shape));
@@ -173,8 +174,9 @@ at::Tensor max_pool2d_with_indices_backward(const at::Tensor& grad_output, const
                                             at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
                                             const at::Tensor& indices) {
   at::Tensor gi = at::empty({0}, self.options());
-  return max_pool2d_with_indices_backward_out(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
-                                              indices, gi);
+  return in_layout_of(max_pool2d_with_indices_backward_out(grad_output, self, kernel_size, stride, padding, dilation,
+                                                           ceil_mode, indices, gi),
+                      self);
 }
 
 // ---- average pooling -----------------------------------------------------------------------------
@@ -182,10 +184,9 @@ at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size, 
                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor_override, at::Tensor& out) {
   const Window w = window("avg_pool2d", kernel_size, stride, padding, at::IntArrayRef{1});
-  check_input(self, "avg_pool2d");
+  const auto shape = out_shape(self, w, ceil_mode, "avg_pool2d");
   check_out_dtype(out, self, "avg_pool2d");
   TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0, "divisor must be not zero");
-  const auto shape = out_shape(self, w, ceil_mode);
   const FooPool2dParams p = make_params(w, count_include_pad, divisor_override);
   into(out, shape, [&](const at::Tensor& dst) {
     const View4 vo(dst), vx(self);
@@ -204,10 +205,9 @@ at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
                                     at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
                                     bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override,
                                     at::Tensor& grad_input) {
-  check_input(self, "avg_pool2d_backward");
   TORCH_CHECK(!divisor_override.has_value() || divisor_override.value() != 0, "divisor must be not zero");
   const Window w = window("avg_pool2d", kernel_size, stride, padding, at::IntArrayRef{1});
-  const auto shape = out_shape(self, w, ceil_mode);
+  const auto shape = out_shape(self, w, ceil_mode, "avg_pool2d_backward");
   TORCH_CHECK(grad_output.sizes().equals(shape), "avg_pool2d_backward: grad_output ", grad_output.sizes(),
               " must have the pooled shape ", c10::IntArrayRef(shape));
   TORCH_CHECK(grad_output.scalar_type() == self.scalar_type(), "expected dtype ", self.scalar_type(),
@@ -223,8 +223,9 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& 
                                at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
                                bool count_include_pad, std::optional<int64_t> divisor_override) {
   at::Tensor gi = at::empty({0}, self.options());
-  return avg_pool2d_backward_out(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                 divisor_override, gi);
+  return in_layout_of(avg_pool2d_backward_out(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                                              count_include_pad, divisor_override, gi),
+                      self);
 }
 
 // ---- adaptive average pooling --------------------------------------------------------------------

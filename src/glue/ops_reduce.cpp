@@ -316,10 +316,19 @@ Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, s
   sum_like(FOO_REDUCE_SUM, self, mask, keepdim, out, "sum");
   return out;
 }
+namespace {
+// The CPU's nansum into an integer dtype tests each float element for nan before converting it
+// (nan counts 0; a plain conversion would give INT64_MIN).
+Tensor nan_as_zero_for(const Tensor& self, at::ScalarType result) {
+  if (!at::isIntegralType(result, true) || !at::isFloatingType(self.scalar_type())) return self;
+  return at::where(at::isnan(self), at::zeros({}, self.options()), self);
+}
+}  // namespace
+
 Tensor nansum(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   const DimMask mask = mask_of(self, dim);
   Tensor r = new_result(self, mask, keepdim, sum_dtype(self, dtype));
-  sum_like(FOO_REDUCE_NAN_SUM, self, mask, keepdim, r, "nansum");
+  sum_like(FOO_REDUCE_NAN_SUM, nan_as_zero_for(self, r.scalar_type()), mask, keepdim, r, "nansum");
   return r;
 }
 Tensor& nansum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
@@ -332,15 +341,16 @@ Tensor& nansum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
                               "\"nansum_cpu\" not implemented for '", out.scalar_type(), "'");
   const DimMask mask = mask_of(self, dim);
   resize_out(out, self, mask, keepdim);
-  sum_like(FOO_REDUCE_NAN_SUM, self, mask, keepdim, out, "nansum");
+  sum_like(FOO_REDUCE_NAN_SUM, nan_as_zero_for(self, out.scalar_type()), mask, keepdim, out, "nansum");
   return out;
 }
 Tensor mean(const Tensor& self, std::optional<at::ScalarType> dtype) {
   return ops::mean_dim(self, std::nullopt, false, dtype);
 }
 Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  const auto rt = mean_dtype(self, dtype);  // the dtype before the dims, as the CPU reports
   const DimMask mask = mask_of(self, dim);
-  Tensor r = new_result(self, mask, keepdim, mean_dtype(self, dtype));
+  Tensor r = new_result(self, mask, keepdim, rt);
   sum_like(FOO_REDUCE_MEAN, self, mask, keepdim, r, "mean");
   return r;
 }
@@ -428,15 +438,16 @@ std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64
   DimMask mask;
   if (dim.has_value()) {
     const int64_t d = at::maybe_wrap_dim(*dim, self.dim());
-    TORCH_CHECK(self.dim() == 0 || self.size(d) != 0,
-                "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+    at::native::zero_numel_check_dims(self, d, "aminmax");  // an IndexError, as on the CPU
     mask = mask_one(self, d);
   } else {
     TORCH_CHECK(self.numel() > 0,
                 "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
     mask = mask_of(self, std::nullopt);
   }
-  TORCH_CHECK_VALUE(at::get_overlap_status(min, max) == at::MemOverlapStatus::No,
+  // Only a known overlap is refused: strided outs are "too hard" to tell and are accepted, as on the CPU.
+  const auto overlap = at::get_overlap_status(min, max);
+  TORCH_CHECK_VALUE(overlap != at::MemOverlapStatus::Full && overlap != at::MemOverlapStatus::Partial,
                     "aminmax(): the `min` and `max` out= tensors must not overlap.");
   for (const Tensor* t : {&min, &max}) {
     TORCH_CHECK(t->scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.dtype(), ", but got ",

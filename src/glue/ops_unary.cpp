@@ -28,6 +28,14 @@ void check_not_bool(const at::Tensor& self, const char* cpu_kernel) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"", cpu_kernel, "\" not implemented for 'Bool'");
 }
 
+// round(x, decimals=...) is a floating-point kernel on the CPU, refusing integers, bool and complex
+// (even decimals=0, which takes "round_vml_cpu"; plain round(x) takes integers).
+void check_round_decimals(const at::Tensor& self, int64_t decimals) {
+  const auto st = self.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(st), "\"", decimals == 0 ? "round_vml_cpu" : "round_cpu",
+                              "\" not implemented for '", st, "'");
+}
+
 // Complex abs has a real result, which the TensorIterator below does not build: the CPU's does.
 void check_abs(const at::Tensor& self) {
   check_not_bool(self, "abs_cpu");
@@ -110,19 +118,19 @@ FOO_UNARY(hardswish, unary_op, FOO_UNARY_HARDSWISH, (void)0)
 #undef FOO_UNARY
 
 at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
-  check_not_bool(self, "round_cpu");
+  check_round_decimals(self, decimals);
   at::Tensor out;
   auto it = ew::unary_op(out, self);
   return same(it, FOO_UNARY_ROUND, {decimals});
 }
 at::Tensor& round_decimals_(at::Tensor& self, int64_t decimals) {
-  check_not_bool(self, "round_cpu");
+  check_round_decimals(self, decimals);
   auto it = ew::unary_op(self, self);
   same(it, FOO_UNARY_ROUND, {decimals});
   return self;
 }
 at::Tensor& round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
-  check_not_bool(self, "round_cpu");
+  check_round_decimals(self, decimals);
   auto it = ew::unary_op(out, self);
   same(it, FOO_UNARY_ROUND, {decimals});
   return out;
@@ -142,7 +150,7 @@ at::Tensor& logical_not_out(const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 at::Tensor signbit(const at::Tensor& self) {
-  TORCH_CHECK(!self.is_complex(), "signbit is not implemented for complex tensors.");
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "signbit is not implemented for complex tensors.");
   at::Tensor out;
   return predicate(out, self, FOO_UNARY_SIGNBIT);
 }
@@ -151,7 +159,7 @@ at::Tensor& signbit_(at::Tensor& self) {
   return self;
 }
 at::Tensor& signbit_out(const at::Tensor& self, at::Tensor& out) {
-  TORCH_CHECK(!self.is_complex(), "signbit is not implemented for complex tensors.");
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "signbit is not implemented for complex tensors.");
   predicate(out, self, FOO_UNARY_SIGNBIT);
   return out;
 }
@@ -164,23 +172,23 @@ at::Tensor isinf(const at::Tensor& self) {
   return predicate(out, self, FOO_UNARY_IS_INF);
 }
 at::Tensor isposinf(const at::Tensor& self) {
-  TORCH_CHECK(!self.is_complex(), "isposinf does not support complex inputs.");
+  TORCH_CHECK_TYPE(!self.is_complex(), "isposinf does not support complex inputs.");
   at::Tensor out;
   return predicate(out, self, FOO_UNARY_IS_POS_INF);
 }
 at::Tensor& isposinf_out(const at::Tensor& self, at::Tensor& out) {
-  TORCH_CHECK(!self.is_complex(), "isposinf does not support complex inputs.");
+  TORCH_CHECK_TYPE(!self.is_complex(), "isposinf does not support complex inputs.");
   TORCH_CHECK(out.scalar_type() == at::kBool, "isposinf does not support non-boolean outputs.");
   predicate(out, self, FOO_UNARY_IS_POS_INF);
   return out;
 }
 at::Tensor isneginf(const at::Tensor& self) {
-  TORCH_CHECK(!self.is_complex(), "isneginf does not support complex inputs.");
+  TORCH_CHECK_TYPE(!self.is_complex(), "isneginf does not support complex inputs.");
   at::Tensor out;
   return predicate(out, self, FOO_UNARY_IS_NEG_INF);
 }
 at::Tensor& isneginf_out(const at::Tensor& self, at::Tensor& out) {
-  TORCH_CHECK(!self.is_complex(), "isneginf does not support complex inputs.");
+  TORCH_CHECK_TYPE(!self.is_complex(), "isneginf does not support complex inputs.");
   TORCH_CHECK(out.scalar_type() == at::kBool, "isneginf does not support non-boolean outputs.");
   predicate(out, self, FOO_UNARY_IS_NEG_INF);
   return out;
@@ -290,7 +298,7 @@ at::Tensor clamp_into(at::Tensor& out, const at::Tensor& self, const std::option
                       const std::optional<c10::Scalar>& max, bool inplace) {
   TORCH_CHECK(min.has_value() || max.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
   at::ScalarType result = self.scalar_type();
-  TORCH_CHECK(!at::isComplexType(result), "clamp is not supported for complex types");
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(result), "clamp is not supported for complex types");
   if (!at::isFloatingType(result)) {
     at::native::ResultTypeState state{};
     state = at::native::update_result_type_state(self, state);
@@ -300,7 +308,7 @@ at::Tensor clamp_into(at::Tensor& out, const at::Tensor& self, const std::option
     TORCH_CHECK(result == self.scalar_type() || !inplace, "result type ", result,
                 " can't be cast to the desired output type ", self.scalar_type());
   }
-  TORCH_CHECK(!at::isComplexType(result), "clamp is not supported for complex types");
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(result), "clamp is not supported for complex types");
   if (min) check_clamp_bound(*min, result, true);
   if (max) check_clamp_bound(*max, result, false);
   const at::Tensor input = self.scalar_type() == result ? self : self.to(result);

@@ -1,4 +1,5 @@
 // Registrations of the matrix-product kernels (ops_linalg.cpp).
+#include <ATen/ops/addr_native.h>
 #include <torch/library.h>
 
 #include "common.h"
@@ -29,6 +30,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "addbmm.out", ops::addbmm_out);
   FOO_IMPL(m, "vdot", ops::vdot);
   FOO_IMPL(m, "vdot.out", ops::vdot_out);
+  // ATen's composite addr.out (outer product, scale, add: foo ops), registered here so that the
+  // out= tensor's device is checked as for every foo op (the composite copies into any device).
+  FOO_IMPL(m, "addr.out", at::native::math_addr_out);
 }
 
 }  // namespace foo

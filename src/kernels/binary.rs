@@ -279,8 +279,8 @@ fn float_binary<F: FloatStore>(
         }
         Mul => m!(|x, y| x * y),
         Div => m!(|x, y| x / y),
-        // Like ATen, the quotient is rounded to the storage type before truncating (matters for
-        // float16/bfloat16).
+        // Like ATen's AVX2 kernels, the quotient is rounded to the storage type before truncating
+        // (matters for float16/bfloat16: bf16 1.0 / 0.1 is 10; the CPU's AVX-512 kernels give 9).
         DivTrunc => m!(|x, y| F::store(x / y).load().trunc()),
         DivFloor => m!(|x, y| float_div_floor(x, y)),
         Remainder => m!(|x, y| {
@@ -384,13 +384,14 @@ fn float_binary<F: FloatStore>(
         }
         HardswishBackward => {
             let (three, half) = (c(3.0), c(0.5));
-            // The CPU backend's bounds: the gradient at -3 is 0 and at 3 is `g`.
+            // The CPU backend's bounds: the gradient at -3 is 0 and at 3 is `g`; a nan x takes
+            // the middle branch (nan), as in the CPU's vectorized kernel.
             m!(|g, x| if x <= -three {
                 zero
-            } else if x < three {
-                g * (x / three + half)
-            } else {
+            } else if x >= three {
                 g
+            } else {
+                g * (x / three + half)
             })
         }
         HardsigmoidBackward => {
@@ -490,6 +491,8 @@ fn bool_binary(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef) -> F
         Add | BitOr | Maximum | Fmax => map2(out, a, b, move |x: bool, y: bool| x | y),
         Mul | BitAnd | Minimum | Fmin => map2(out, a, b, move |x: bool, y: bool| x & y),
         BitXor => map2(out, a, b, move |x: bool, y: bool| x ^ y),
+        // x ** y in {0, 1}: x ** 0 is 1, x ** 1 is x.
+        Pow => map2(out, a, b, move |x: bool, y: bool| x | !y),
         _ => not_implemented!("foo {op:?} is not defined for bool tensors"),
     }
 }

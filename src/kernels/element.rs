@@ -61,8 +61,43 @@ pub trait Element: Copy + Send + Sync + Default + PartialEq + std::fmt::Debug + 
     }
 }
 
+/// `(int64_t)v` as x86-64 computes it (cvttsd2si): truncation toward zero, and the "integer
+/// indefinite" value i64::MIN for nan and out-of-range values (Rust's `as` saturates instead).
+#[inline(always)]
+fn trunc_i64_x86(v: f64) -> i64 {
+    if (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&v) {
+        v as i64
+    } else {
+        i64::MIN
+    }
+}
+
+/// `(int32_t)v` as x86-64 computes it (cvttss2si/cvttsd2si 32-bit): i32::MIN when out of range.
+#[inline(always)]
+fn trunc_i32_x86(v: f64) -> i64 {
+    if v > -2_147_483_649.0 && v < 2_147_483_648.0 {
+        v as i64
+    } else {
+        i32::MIN as i64
+    }
+}
+
+/// `(uint64_t)v` as compilers emit it on x86-64: values from 2^63 up go through v - 2^63.
+#[inline(always)]
+fn trunc_u64_x86(v: f64) -> i64 {
+    if (9.223_372_036_854_775_808e18..1.844_674_407_370_955_2e19).contains(&v) {
+        ((v - 9.223_372_036_854_775_808e18) as i64) ^ i64::MIN
+    } else {
+        trunc_i64_x86(v)
+    }
+}
+
+// Float -> integer conversions follow what the CPU backend's C++ casts give on x86-64, nan and
+// out-of-range values included: int8/int16/int32 through a 32-bit conversion, uint8 through
+// int64 (c10's static_cast_with_inter_type), the others through 64-bit conversions, then the low
+// bits (C's narrowing wrap).
 macro_rules! int_element {
-    ($t:ty, $dtype:expr, $kind:expr) => {
+    ($t:ty, $dtype:expr, $kind:expr, $trunc:ident) => {
         impl Element for $t {
             const DTYPE: DType = $dtype;
             const KIND: Kind = $kind;
@@ -88,8 +123,8 @@ macro_rules! int_element {
             }
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
-                // Truncate toward zero, then wrap like a C narrowing conversion.
-                v as i64 as $t
+                // Truncate toward zero as x86 does, then wrap like a C narrowing conversion.
+                $trunc(v) as $t
             }
             #[inline(always)]
             fn from_i64(v: i64) -> Self {
@@ -111,14 +146,14 @@ macro_rules! int_element {
     };
 }
 
-int_element!(u8, DType::U8, Kind::Unsigned);
-int_element!(u16, DType::U16, Kind::Unsigned);
-int_element!(u32, DType::U32, Kind::Unsigned);
-int_element!(u64, DType::U64, Kind::Unsigned);
-int_element!(i8, DType::I8, Kind::Signed);
-int_element!(i16, DType::I16, Kind::Signed);
-int_element!(i32, DType::I32, Kind::Signed);
-int_element!(i64, DType::I64, Kind::Signed);
+int_element!(u8, DType::U8, Kind::Unsigned, trunc_i64_x86);
+int_element!(u16, DType::U16, Kind::Unsigned, trunc_i64_x86);
+int_element!(u32, DType::U32, Kind::Unsigned, trunc_i64_x86);
+int_element!(u64, DType::U64, Kind::Unsigned, trunc_u64_x86);
+int_element!(i8, DType::I8, Kind::Signed, trunc_i32_x86);
+int_element!(i16, DType::I16, Kind::Signed, trunc_i32_x86);
+int_element!(i32, DType::I32, Kind::Signed, trunc_i32_x86);
+int_element!(i64, DType::I64, Kind::Signed, trunc_i64_x86);
 
 macro_rules! float_element {
     ($t:ty, $dtype:expr, $from_f64:expr, $to_f64:expr, $from_f32:expr) => {
@@ -378,6 +413,19 @@ mod tests {
         assert_eq!(u64::MAX.cast::<u64>(), u64::MAX);
         assert_eq!(i64::MAX.cast::<i64>(), i64::MAX);
         assert_eq!(16777217i64.cast::<f32>(), 16777216.0);
+    }
+
+    #[test]
+    fn float_to_int_out_of_range_as_x86() {
+        assert_eq!(f32::NAN.cast::<i32>(), i32::MIN);
+        assert_eq!(3e9f64.cast::<i32>(), i32::MIN);
+        assert_eq!((-2147483648.5f64).cast::<i32>(), i32::MIN);
+        assert_eq!(f64::INFINITY.cast::<i64>(), i64::MIN);
+        assert_eq!(1e30f32.cast::<u8>(), 0);
+        assert_eq!(300.7f32.cast::<u8>(), 44);
+        assert_eq!((-1.5f32).cast::<u8>(), 255);
+        assert_eq!(1.5e19f64.cast::<u64>(), 15_000_000_000_000_000_000);
+        assert_eq!(f32::NAN.cast::<i8>(), 0);
     }
 
     #[test]

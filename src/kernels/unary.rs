@@ -5,7 +5,7 @@ use super::element::Element;
 use super::float::{FloatStore, Math};
 use super::int::IntElem;
 use super::map::map1;
-use crate::error::FooResult;
+use crate::error::{FooError, FooResult};
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_float, dispatch_int, not_implemented};
 use num_traits::{Float, One, Zero};
@@ -524,6 +524,12 @@ fn bool_unary(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResult<()> {
         Abs | Relu | Floor | Ceil | Trunc | Round | Sign | Sgn | NanToNum => {
             map1(out, a, move |x: bool| x)
         }
+        // ATen's own check, word for word (users grep for it).
+        Neg => Err(FooError::NotImplemented(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to \
+             invert a mask, use the `~` or `logical_not()` operator instead."
+                .into(),
+        )),
         _ => not_implemented!("foo {op:?} is not defined for bool tensors"),
     }
 }

@@ -309,7 +309,10 @@ pub fn bce_loss(
             unsafe { po.slice_mut::<F>(0, 1)[0] = F::from_f64(v) };
         }
         if bad.into_inner() {
-            return invalid_arg!("all elements of input should be between 0 and 1");
+            // A RuntimeError, as the CPU's TORCH_CHECK.
+            return Err(crate::error::FooError::Runtime(
+                "all elements of input should be between 0 and 1".into(),
+            ));
         }
         Ok(())
     }, _ => not_implemented!("binary_cross_entropy: no kernel for dtype {}", x.dtype.name()))

@@ -559,9 +559,16 @@ fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {
                     pdx.slice_mut(plane(i, k), s),
                 )
             };
-            for ((o, &g), &x) in dx.iter_mut().zip(g).zip(x) {
-                let xm = x.load() - mu;
-                *o = F::store((g.load() - gmean - xm * proj) * wi);
+            if a.training {
+                for ((o, &g), &x) in dx.iter_mut().zip(g).zip(x) {
+                    let xm = x.load() - mu;
+                    *o = F::store((g.load() - gmean - xm * proj) * wi);
+                }
+            } else {
+                // Eval mode: the gradient does not read x (a nan in x stays out of it, as on the CPU).
+                for (o, &g) in dx.iter_mut().zip(g) {
+                    *o = F::store(g.load() * wi);
+                }
             }
         }
     }

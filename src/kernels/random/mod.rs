@@ -315,7 +315,20 @@ pub fn multinomial(
     });
     for r in 0..rows {
         let row = &w[r * cats..(r + 1) * cats];
-        if row.iter().any(|x| !x.is_finite() || *x < 0.0) {
+        // ATen checks the whole tensor up front, except when it samples more than once with
+        // replacement: then its kernel checks each entry, with its own messages.
+        if replacement && samples > 1 {
+            if let Some(x) = row.iter().find(|x| !(**x >= 0.0 && x.is_finite())) {
+                let what = if *x >= 0.0 {
+                    "= infinity or NaN"
+                } else {
+                    "< 0"
+                };
+                return Err(FooError::Runtime(format!(
+                    "invalid multinomial distribution (encountering probability entry {what})"
+                )));
+            }
+        } else if row.iter().any(|x| !x.is_finite() || *x < 0.0) {
             return Err(FooError::Runtime(
                 "probability tensor contains either `inf`, `nan` or element < 0".into(),
             ));
