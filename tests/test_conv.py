@@ -61,6 +61,13 @@ CONV2D_CASES = [
     ((2, 3, 2, 3), (4, 3, 7, 7), {"padding": 3, "stride": 2}),
     ((1, 2, 1, 1), (2, 2, 3, 3), {"padding": 3, "dilation": 2}),
     ((2, 8, 3, 3), (8, 1, 7, 7), {"padding": 3, "groups": 8}),
+    # Small outputs with several samples: the samples go side by side in one GEMM per chunk
+    # (resnet's last stages at 64 px: 2x2 and 4x4 outputs, many channels), strided too, and
+    # chunks that do not divide the batch (9 samples of 80 positions: chunks of 7 and 2).
+    ((8, 32, 2, 2), (48, 32, 3, 3), {"padding": 1}),
+    ((5, 16, 8, 8), (24, 16, 3, 3), {"stride": 2, "padding": 1}),
+    ((9, 6, 10, 10), (10, 6, 3, 3), {"padding": 1, "dilation": (1, 2)}),
+    ((3, 8, 6, 6), (12, 8, 1, 1), {"stride": 2}),
 ]
 
 

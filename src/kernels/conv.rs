@@ -147,6 +147,12 @@ impl Geometry {
             self.dil(),
         )
     }
+    /// Whether the per-sample GEMMs are too shallow (small outputs) and samples go side by side
+    /// in one GEMM (see [`BATCH_TARGET_K`]). Grouped convolutions keep their per-group paths
+    /// (depthwise groups would make GEMMs of one row), pointwise ones read the input directly.
+    fn batched(&self) -> bool {
+        self.op() < BATCH_TARGET_K && self.n > 1 && self.groups == 1 && !self.is_pointwise()
+    }
     /// Whether to split samples across threads (else each GEMM goes parallel).
     fn split_samples(&self) -> bool {
         let threads = crate::runtime::pool::num_threads();
@@ -194,6 +200,25 @@ impl Addr {
 /// Fills `col` (`ck x op`, row-major) from channels `c0..c0+cg` of one sample at `x`
 /// (element strides `xs` for C, D, H, W).
 fn im2col<T: GemmElem>(g: &Geometry, x: Addr, xs: &[isize], c0: usize, col: &mut [T]) {
+    assert!(col.len() >= g.ck() * g.op());
+    // SAFETY: col holds the ck x op matrix, rows op apart.
+    unsafe { im2col_ld::<T>(g, x, xs, c0, Addr::of(col.as_mut_ptr()), g.op()) };
+}
+
+/// [`im2col`] into the first `op` columns of a row-major matrix at `col` whose rows are `ld`
+/// apart.
+///
+/// # Safety
+/// `col + r * ld .. col + r * ld + op` must be writable, for every row `r < ck`, and not
+/// accessed by anyone else meanwhile.
+unsafe fn im2col_ld<T: GemmElem>(
+    g: &Geometry,
+    x: Addr,
+    xs: &[isize],
+    c0: usize,
+    col: Addr,
+    ld: usize,
+) {
     let [od, oh, ow] = g.osp;
     let [kd, kh, kw] = g.ksp;
     let p = g.op();
@@ -209,7 +234,10 @@ fn im2col<T: GemmElem>(g: &Geometry, x: Addr, xs: &[isize], c0: usize, col: &mut
                 for e in 0..kw {
                     let offw = e as isize * g.dilation[2] - g.padding[2];
                     let (w0, w1) = valid_range(ow, g.stride[2], offw, g.isp[2]);
-                    let dst = &mut col[row * p..(row + 1) * p];
+                    // SAFETY: row `row` of the caller's matrix (the function's contract).
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(col.at::<T>((row * ld) as isize), p)
+                    };
                     row += 1;
                     if d0 == d1 || h0 == h1 || w0 == w1 {
                         dst.fill(T::ZERO);
@@ -255,6 +283,11 @@ fn im2col<T: GemmElem>(g: &Geometry, x: Addr, xs: &[isize], c0: usize, col: &mut
 
 /// Adds `col` (`ck x op`) back into channels `c0..c0+cg` of one contiguous sample at `x`.
 fn col2im<T: GemmElem>(g: &Geometry, x: &mut [T], c0: usize, col: &[T]) {
+    col2im_ld(g, x, c0, col, g.op());
+}
+
+/// [`col2im`] from the first `op` columns of a row-major matrix whose rows are `ld` apart.
+fn col2im_ld<T: GemmElem>(g: &Geometry, x: &mut [T], c0: usize, col: &[T], ld: usize) {
     let [od, oh, ow] = g.osp;
     let [kd, kh, kw] = g.ksp;
     let [_, ih, iw] = g.isp;
@@ -271,7 +304,7 @@ fn col2im<T: GemmElem>(g: &Geometry, x: &mut [T], c0: usize, col: &[T]) {
                 for e in 0..kw {
                     let offw = e as isize * g.dilation[2] - g.padding[2];
                     let (w0, w1) = valid_range(ow, g.stride[2], offw, g.isp[2]);
-                    let src = &col[row * p..(row + 1) * p];
+                    let src = &col[row * ld..row * ld + p];
                     row += 1;
                     // A tap that reads only padding adds nothing; its first input address
                     // would lie before the input (a kernel wider than input plus padding).
@@ -364,6 +397,10 @@ fn forward_impl<T: GemmElem>(
         return Ok(());
     }
     let bias = bias_values::<T>(bias);
+    if g.batched() && g.forward_grid().is_none() {
+        forward_batched(g, out, input, weight, bias.as_deref());
+        return Ok(());
+    }
     let (og, ck, p) = (g.og(), g.ck(), g.op());
     let (xo, wo, oo) = (Addr::of(input.ptr), Addr::of(weight.ptr), Addr::of(out.ptr));
     let xs = &input.strides;
@@ -466,6 +503,165 @@ fn forward_impl<T: GemmElem>(
     Ok(())
 }
 
+/// The forward of convolutions with small outputs: per group, for chunks of samples, one GEMM
+/// `res[og, K] = w[og, ck] @ col[ck, K]` over the chunk's column matrices side by side
+/// (`K = samples * positions`, see [`BATCH_TARGET_K`]), then each sample's block is copied
+/// (with the bias) into the output.
+fn forward_batched<T: GemmElem>(
+    g: &Geometry,
+    out: &TensorMut,
+    input: &TensorRef,
+    weight: &TensorRef,
+    bias: Option<&[T]>,
+) {
+    let (og, ck, p) = (g.og(), g.ck(), g.op());
+    let chunk = batch_chunk(g);
+    let (xo, wo, oo) = (Addr::of(input.ptr), Addr::of(weight.ptr), Addr::of(out.ptr));
+    let xs = &input.strides;
+    let mut col = vec![T::ZERO; ck * chunk * p];
+    let mut res = vec![T::ZERO; og * chunk * p];
+    for gi in 0..g.groups {
+        for s in (0..g.n).step_by(chunk) {
+            let e = (s + chunk).min(g.n);
+            let k = (e - s) * p;
+            let cola = Addr(col.as_mut_ptr() as usize);
+            parallel_for(e - s, 1, &|i0, i1| {
+                for i in i0..i1 {
+                    let xn = Addr(xo.at::<T>((s + i) as isize * xs[0]) as usize);
+                    // SAFETY: columns i*p..(i+1)*p of every row of the [ck, k] column matrix:
+                    // this sample's part, written only here.
+                    unsafe {
+                        im2col_ld::<T>(
+                            g,
+                            xn,
+                            &xs[1..],
+                            gi * g.cg(),
+                            Addr(cola.at::<T>((i * p) as isize) as usize),
+                            k,
+                        )
+                    };
+                }
+            });
+            let lhs = Mat {
+                ptr: wo.at::<T>((gi * og * ck) as isize) as *const T,
+                rs: ck as isize,
+                cs: 1,
+            };
+            let rhs = Mat {
+                ptr: col.as_ptr(),
+                rs: k as isize,
+                cs: 1,
+            };
+            // SAFETY: res is an owned [og, k] matrix; lhs is group gi's block of the contiguous
+            // weight, rhs the chunk's column matrix.
+            unsafe { gemm_pooled(og, k, ck, res.as_mut_ptr(), k as isize, 1, false, lhs, rhs) };
+            let res = &res;
+            parallel_for(e - s, 1, &|i0, i1| {
+                for i in i0..i1 {
+                    // SAFETY: sample s+i, group gi's [og, p] block of the contiguous output,
+                    // written only here.
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            oo.at::<T>((((s + i) * g.o + gi * og) * p) as isize),
+                            og * p,
+                        )
+                    };
+                    for (o, row) in dst.chunks_mut(p).enumerate() {
+                        let src = &res[o * k + i * p..o * k + (i + 1) * p];
+                        match bias {
+                            Some(b) => {
+                                let bo = b[gi * og + o];
+                                row.iter_mut().zip(src).for_each(|(d, &v)| *d = v + bo);
+                            }
+                            None => row.copy_from_slice(src),
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// The input gradient of convolutions with small outputs: per group, for chunks of samples, one
+/// GEMM `col[ck, K] = w[og, ck]^T @ go[og, K]` over the chunk's output gradients side by side,
+/// then each sample's columns are added back into its input gradient (col2im).
+fn backward_input_batched<T: GemmElem>(
+    g: &Geometry,
+    gi_t: &TensorMut,
+    go_t: &TensorRef,
+    weight: &TensorRef,
+    bias: Option<&[T]>,
+) {
+    let (og, cg, ck, p, ip) = (g.og(), g.cg(), g.ck(), g.op(), g.ip());
+    let chunk = batch_chunk(g);
+    let (gio, goo, wo) = (Addr::of(gi_t.ptr), Addr::of(go_t.ptr), Addr::of(weight.ptr));
+    let mut col = vec![T::ZERO; ck * chunk * p];
+    let mut goc = vec![T::ZERO; og * chunk * p];
+    for s in (0..g.n).step_by(chunk) {
+        let e = (s + chunk).min(g.n);
+        let k = (e - s) * p;
+        for gi in 0..g.groups {
+            let gca = Addr(goc.as_mut_ptr() as usize);
+            parallel_for(e - s, 1, &|i0, i1| {
+                for i in i0..i1 {
+                    for o in 0..og {
+                        // SAFETY: row o of sample s+i, group gi, of the contiguous grad_output
+                        // (read), and its place in the [og, k] chunk matrix (written only here).
+                        unsafe {
+                            let src = std::slice::from_raw_parts(
+                                goo.at::<T>((((s + i) * g.o + gi * og + o) * p) as isize)
+                                    as *const T,
+                                p,
+                            );
+                            std::slice::from_raw_parts_mut(
+                                gca.at::<T>((o * k + i * p) as isize),
+                                p,
+                            )
+                            .copy_from_slice(src);
+                        }
+                    }
+                }
+            });
+            let lhs = Mat {
+                ptr: wo.at::<T>((gi * og * ck) as isize) as *const T,
+                rs: 1,
+                cs: ck as isize,
+            };
+            let rhs = Mat {
+                ptr: goc.as_ptr(),
+                rs: k as isize,
+                cs: 1,
+            };
+            // SAFETY: col is an owned [ck, k] matrix; lhs is group gi's weight block read
+            // transposed, rhs the chunk's output gradients.
+            unsafe { gemm_pooled(ck, k, og, col.as_mut_ptr(), k as isize, 1, false, lhs, rhs) };
+            let col = &col;
+            parallel_for(e - s, 1, &|i0, i1| {
+                for i in i0..i1 {
+                    // SAFETY: sample s+i of the contiguous grad_input, written only here.
+                    let gin = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            gio.at::<T>(((s + i) * g.c * ip) as isize),
+                            g.c * ip,
+                        )
+                    };
+                    if gi == 0 {
+                        gin.fill(T::ZERO);
+                    }
+                    col2im_ld(g, gin, gi * cg, &col[i * p..], k);
+                    if gi + 1 == g.groups {
+                        if let Some(b) = bias {
+                            for (c, plane) in gin.chunks_mut(ip).enumerate() {
+                                plane.iter_mut().for_each(|v| *v = *v + b[c]);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
 /// Runs `sample(ni, scratch)` for every sample: split across threads, or in order with
 /// parallel GEMMs (see [`Geometry::split_samples`]).
 fn run_samples<T: Send>(
@@ -520,6 +716,10 @@ fn backward_input_impl<T: GemmElem>(
         return Ok(());
     }
     let bias = bias_values::<T>(bias);
+    if g.batched() && g.input_grid().is_none() {
+        backward_input_batched(g, gi_t, go_t, weight, bias.as_deref());
+        return Ok(());
+    }
     let (og, cg, ck, p, ip) = (g.og(), g.cg(), g.ck(), g.op(), g.ip());
     let (gio, goo, wo) = (Addr::of(gi_t.ptr), Addr::of(go_t.ptr), Addr::of(weight.ptr));
     let direct = g.is_pointwise();
@@ -645,8 +845,152 @@ pub fn conv_backward_weight(
     }
 }
 
+/// [`gemm_raw`] (alpha 1) with `gemm`'s own rayon split, on a pool worker: unlike `gemm_split`'s
+/// blocks of columns (other kernel shapes, other summation orders), it gives the same bits
+/// whatever the thread count.
+///
+/// # Safety
+/// As [`gemm_raw`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_pooled<T: GemmElem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    read_dst: bool,
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+) {
+    let (d, a, b) = (Addr::of(dst), Addr::of(lhs.ptr), Addr::of(rhs.ptr));
+    let ([lr, lc], [rr, rc]) = ([lhs.rs, lhs.cs], [rhs.rs, rhs.cs]);
+    install(true, move || {
+        let lhs = Mat {
+            ptr: a.at::<T>(0) as *const T,
+            rs: lr,
+            cs: lc,
+        };
+        let rhs = Mat {
+            ptr: b.at::<T>(0) as *const T,
+            rs: rr,
+            cs: rc,
+        };
+        // SAFETY: the caller's matrices, unchanged.
+        unsafe {
+            gemm_raw(
+                m,
+                n,
+                k,
+                d.at::<T>(0),
+                dst_rs,
+                dst_cs,
+                read_dst,
+                lhs,
+                rhs,
+                T::ONE,
+                true,
+            )
+        }
+    });
+}
+
 /// Sample blocks of the weight gradient (see `backward_weight_impl`): enough for 16 threads.
 const WEIGHT_GRAD_BLOCKS: usize = 16;
+
+/// Reduction depth the batched weight gradient aims for: a per-sample GEMM reduces over one
+/// image's output positions, 4 at resnet18's last stage at 64 px, where it ran at 2% of peak
+/// (206 ms for the [8,512,2,2] 3x3 weight gradient); samples side by side make K deep.
+const BATCH_TARGET_K: usize = 512;
+
+/// Elements of one chunk's column matrix (8 MB of f32): bounds the batched path's scratch.
+const BATCH_MAX_COL: usize = 1 << 21;
+
+/// Samples per chunk of the batched weight gradient (fixed by the shapes alone, so the
+/// summation order, and the bits, do not depend on the thread count).
+fn batch_chunk(g: &Geometry) -> usize {
+    let p = g.op().max(1);
+    let by_k = BATCH_TARGET_K.div_ceil(p);
+    let by_mem = (BATCH_MAX_COL / (g.ck() * p).max(1)).max(1);
+    by_k.min(by_mem).clamp(1, g.n.max(1))
+}
+
+/// The weight gradient of convolutions with small outputs: per group, for chunks of samples,
+/// one GEMM `acc[og, ck] += go[og, K] @ col[ck, K]^T` over `K = samples * positions`, the
+/// column matrices of the chunk's samples side by side, accumulated in chunk order; then
+/// `acc` (column-major, the layout `gemm` packs fastest here: see `backward_weight_impl`) is
+/// transposed into `gw`. Every output element is one GEMM's sum per chunk, so the bits do not
+/// depend on the thread count.
+fn backward_weight_batched<T: GemmElem>(
+    g: &Geometry,
+    gw: &mut [T],
+    input: &TensorRef,
+    go_t: &TensorRef,
+) {
+    let (og, ck, p) = (g.og(), g.ck(), g.op());
+    let chunk = batch_chunk(g);
+    let (xo, goo) = (Addr::of(input.ptr), Addr::of(go_t.ptr));
+    let xs = &input.strides;
+    let kmax = chunk * p;
+    let mut col = vec![T::ZERO; ck * kmax];
+    let mut got = vec![T::ZERO; kmax * og];
+    let mut acc = vec![T::ZERO; og * ck];
+    for gi in 0..g.groups {
+        for s in (0..g.n).step_by(chunk) {
+            let e = (s + chunk).min(g.n);
+            let k = (e - s) * p;
+            let (cola, gota) = (
+                Addr(col.as_mut_ptr() as usize),
+                Addr(got.as_mut_ptr() as usize),
+            );
+            parallel_for(e - s, 1, &|i0, i1| {
+                for i in i0..i1 {
+                    let ni = s + i;
+                    let xn = Addr(xo.at::<T>(ni as isize * xs[0]) as usize);
+                    // SAFETY: columns i*p..(i+1)*p of every row of the [ck, k] column matrix:
+                    // this sample's part, written only here.
+                    unsafe {
+                        im2col_ld::<T>(
+                            g,
+                            xn,
+                            &xs[1..],
+                            gi * g.cg(),
+                            Addr(cola.at::<T>((i * p) as isize) as usize),
+                            k,
+                        )
+                    };
+                    // SAFETY: rows i*p..(i+1)*p of the [k, og] transposed output gradient,
+                    // written only here.
+                    let t = unsafe {
+                        std::slice::from_raw_parts_mut(gota.at::<T>((i * p * og) as isize), p * og)
+                    };
+                    // SAFETY: group gi's [og, p] block of sample ni of the contiguous grad_output.
+                    let go = unsafe {
+                        std::slice::from_raw_parts(
+                            goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as *const T,
+                            og * p,
+                        )
+                    };
+                    transpose::transpose_into(go, og, p, t);
+                }
+            });
+            let lhs = Mat {
+                ptr: got.as_ptr(),
+                rs: 1,
+                cs: og as isize,
+            };
+            let rhs = Mat {
+                ptr: col.as_ptr(),
+                rs: 1,
+                cs: k as isize,
+            };
+            // SAFETY: acc is an owned column-major [og, ck] block; the operands are the
+            // chunk's [og, k] (as got^T) and [k, ck] (as col^T) matrices built above.
+            unsafe { gemm_pooled(og, ck, k, acc.as_mut_ptr(), 1, og as isize, s > 0, lhs, rhs) };
+        }
+        transpose::transpose_into(&acc, ck, og, &mut gw[gi * og * ck..(gi + 1) * og * ck]);
+    }
+}
 
 fn backward_weight_impl<T: GemmElem>(
     g: &Geometry,
@@ -663,6 +1007,10 @@ fn backward_weight_impl<T: GemmElem>(
     gw.fill(T::ZERO);
     let (og, ck, p) = (g.og(), g.ck(), g.op());
     if g.n == 0 || p == 0 {
+        return Ok(());
+    }
+    if g.batched() {
+        backward_weight_batched(g, gw, input, go_t);
         return Ok(());
     }
     let (xo, goo) = (Addr::of(input.ptr), Addr::of(go_t.ptr));
