@@ -139,3 +139,6 @@ def register() -> None:
     _warn_about_thread_setting()
     _generate_methods()
     _sparse.install()
+    from . import distributed
+
+    distributed.register()
