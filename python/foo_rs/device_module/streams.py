@@ -45,16 +45,17 @@ class _FooEventType(type):
 
 
 class Event(metaclass=_FooEventType):
-    """A foo event (``torch.cuda.Event``'s constructor). Recording stamps the host time.
+    """A foo event (``torch.cuda.Event``'s constructor). Recording stamps the host time; the
+    event takes the device of the stream it records (the current one by default), as CUDA's.
 
-    Constructing one gives a plain ``torch.Event`` on the foo device (``isinstance(e,
+    Constructing one gives a plain ``torch.Event`` of the foo device type (``isinstance(e,
     torch.foo.Event)`` holds for those): torch.Event's methods accept no subclass as their other
     event (``elapsed_time`` raises "expected other to be a torch.Event object")."""
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
-                device: DeviceLike = None) -> torch.Event:  # type: ignore[misc]
-        return torch.Event(device=torch.device(_BACKEND, _device_index(device)), enable_timing=enable_timing,
-                           blocking=blocking, interprocess=interprocess)
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False,
+                interprocess: bool = False) -> torch.Event:  # type: ignore[misc]
+        return torch.Event(device=_BACKEND, enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
 def current_stream(device: DeviceLike = None) -> Stream:

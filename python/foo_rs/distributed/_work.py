@@ -8,6 +8,7 @@ contiguous foo copy, written back into it when the collective has finished.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -21,45 +22,49 @@ from ._host import host_bytes, host_view, is_foo
 class FooWork(Work):
     """The Work of one collective on foo tensors: gloo's, with the foo tensors as its result.
 
-    gloo's future holds the CPU views; the chained future keeps its completion and its error (a
-    timeout, a peer that died) and swaps the value for the foo tensors, after running ``then``
-    (write-backs of strided tensors, AVG's division) on gloo's thread, so whoever waits or reads
-    the future sees their effect. ``wait(timeout)`` is gloo's own wait (its timeout and errors),
-    then the chained future's. (``_create_work_from_future`` would be shorter, but its wait()
-    swallows the future's error.)
+    ``wait()`` is gloo's own wait (its timeout, its errors: a timeout, a peer that died), then
+    ``then`` (write-backs of strided tensors, AVG's division) runs once, on the caller's thread.
+    ``get_future()`` chains gloo's future: the chained one completes after ``then`` has run, with
+    the foo tensors as its value (gloo's holds the CPU views), and carries gloo's error. The chain
+    is made only when someone asks for the future (DDP's reducer, comm hooks), because its
+    callback needs the GIL on gloo's thread: a plain synchronous collective does not pay for it.
+    (``_create_work_from_future`` would be shorter, but its wait() swallows the future's error.)
 
     gloo's Works for some collectives (send/recv, reduce_scatter's list form) have no future:
-    for those ``then`` runs at the first ``wait()``, which is when a caller may read the result,
-    and ``get_future()`` raises as gloo's does for the same call on CPU tensors."""
+    ``get_future()`` raises for those as gloo's does for the same call on CPU tensors."""
 
     def __init__(self, work: Work, value: Any, then: Callable[[], None] | None) -> None:
         super().__init__()
-        self._work, self._then = work, then
-        try:
-            future = work.get_future()
-        except RuntimeError:  # "Work::getFuture not implemented": this gloo Work has none
-            self._future: torch.futures.Future[Any] | None = None
+        self._work, self._value, self._then = work, value, then
+        self._lock = threading.Lock()
+        self._future: torch.futures.Future[Any] | None = None
+
+    def _finish(self) -> None:
+        # Runs ``then`` exactly once, from whichever of wait() and the future's callback gets here
+        # first; the other blocks on the lock until it has finished.
+        if self._then is None:
             return
-
-        def done(f: torch.futures.Future[Any]) -> Any:
-            f.wait()  # re-raises gloo's error into the chained future
-            if then is not None:
-                then()
-            return value
-
-        self._future = future.then(done)
+        with self._lock:
+            if self._then is not None:
+                self._then()
+                self._then = None
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         finished = self._work.wait(timeout)
-        if self._future is not None:
-            self._future.wait()
-        elif self._then is not None:
-            then, self._then = self._then, None
-            then()
+        self._finish()
         return finished
 
     def get_future(self) -> torch.futures.Future[Any]:
-        return self._future if self._future is not None else self._work.get_future()
+        if self._future is None:
+            value = self._value
+
+            def done(f: torch.futures.Future[Any]) -> Any:
+                f.wait()  # re-raises gloo's error into the chained future
+                self._finish()
+                return value
+
+            self._future = self._work.get_future().then(done)
+        return self._future
 
 
 class Call:
