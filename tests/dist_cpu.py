@@ -6,18 +6,15 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import dist_store
 import torch
 import torch.distributed as dist
-
-
-def cpu_programs(rank: int, ports: list[int], backends: list[str | None]) -> list[dict[str, Any]]:
-    return [cpu_program(rank, port, backend) for port, backend in zip(ports, backends)]
 
 
 def cpu_program(rank: int, port: int, backend: str | None) -> dict[str, Any]:
     """init_process_group (``backend`` None: PyTorch's default) and CPU collectives."""
     kwargs: dict[str, Any] = {} if backend is None else {"backend": backend}
-    dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+    dist.init_process_group(store=dist_store.connect(rank, port), rank=rank, world_size=2,
                             timeout=datetime.timedelta(seconds=20), **kwargs)
     try:
         x = torch.arange(4.0) * (rank + 1)

@@ -13,19 +13,11 @@ from __future__ import annotations
 import importlib
 import multiprocessing as mp
 import os
-import socket
 import time
 import traceback
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (the store binds it right after)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RankError(AssertionError):
@@ -66,6 +58,9 @@ class Ranks:
         a CPU program with and without it."""
         ctx = mp.get_context("spawn")
         self.n = n
+        # False once a scenario failed or a rank died or timed out: the other ranks may be stuck
+        # in a collective then, so these processes are not to be given more work.
+        self.healthy = True
         self.conns: list[Connection] = []
         self.procs: list[Any] = []
         base = {"FOO_RS_STRICT": "1", "FOO_RS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -95,25 +90,35 @@ class Ranks:
         for rank in ranks if ranks is not None else range(self.n):
             conn = self.conns[rank]
             if not conn.poll(timeout):
+                self.healthy = False
                 self.close()
                 raise TimeoutError(f"{name}: rank {rank} did not answer within {timeout} s (ranks killed)")
             try:
                 status, value = conn.recv()
             except (EOFError, OSError):
+                self.healthy = False
                 self.close()
                 raise RankError(f"{name}: rank {rank} died (exit code {self.procs[rank].exitcode})") from None
             if status == "error":
                 errors.append(f"--- rank {rank} ---\n{value}")
             replies.append(value)
         if errors:
+            self.healthy = False
             raise RankError(f"{name} failed:\n" + "\n".join(errors))
         return replies
+
+    def port(self) -> int:
+        """Opens rank 0's rendezvous store (dist_store.py); its port is the ``port`` argument of
+        the scenario that makes the group next."""
+        self.send(0, "dist_store.listen")
+        return self.collect("dist_store.listen", 30, ranks=[0])[0]
 
     def send(self, rank: int, name: str, **kwargs: Any) -> None:
         """Starts a scenario on one rank only; collect() its reply."""
         self.conns[rank].send((name, kwargs))
 
     def kill(self, rank: int) -> None:
+        self.healthy = False
         self.procs[rank].kill()
         self.procs[rank].join(10)
 

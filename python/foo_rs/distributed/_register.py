@@ -36,54 +36,66 @@ def _registered(pg: dist.ProcessGroup, device: torch.device) -> Any | None:
     return pg._get_backend(device)
 
 
+def _unwrapped(backend: Any) -> Any:
+    """The backend inside PyTorch's debug-mode ProcessGroupWrapper(s), if any."""
+    while isinstance(backend, c10d._ProcessGroupWrapper):
+        backend = backend.wrapped_pg
+    return backend
+
+
 def _gloo_for(opts: Any, backend_options: object | None) -> Any:
     """The group's gloo if a creator already made one, else a new one made by PyTorch's own
     gloo creator (same options, same store prefix rules)."""
-    cpu = _registered(opts.process_group, _CPU)
+    cpu = _unwrapped(_registered(opts.process_group, _CPU))
     if isinstance(cpu, c10d.ProcessGroupGloo):
         return cpu
-    foo = _registered(opts.process_group, _FOO)
+    foo = _unwrapped(_registered(opts.process_group, _FOO))
     if isinstance(foo, ProcessGroupFooGloo):
         return foo.gloo
     return c10d._create_gloo_process_group(opts, backend_options)
 
 
+def _checked(backend: Any, opts: Any, device: torch.device) -> Any:
+    """``backend`` wrapped as PyTorch wraps the backends it registers itself under
+    TORCH_DISTRIBUTED_DEBUG=DETAIL (collectives checked across ranks before they run: shapes,
+    dtypes, order). Its own store prefix: PyTorch's wrapper of the backend the creator returns
+    uses the group name under the same store."""
+    if dist.get_debug_level() != dist.DebugLevel.DETAIL:
+        return backend
+    return c10d._create_process_group_wrapper(
+        backend, f"{opts.group_id}_{device.type}", opts.store, opts.group_rank, opts.group_size, opts.timeout
+    )
+
+
 def _register_on(pg: dist.ProcessGroup, device: torch.device, kind: Any, backend: Any) -> None:
-    """Registers ``backend`` for ``device`` on ``pg`` unless the group has one for it already.
+    """Registers ``backend`` for ``device`` on ``pg``.
 
-    The registration gives the backend the group's bound device; a later registration of a
-    different object of the same backend type for the same group (the creator PyTorch calls
-    next, which makes its own backend object) must compare equal on it, so it is cleared again:
-    a gloo that is also the CPU backend has no device to be bound to."""
-    if _registered(pg, device) is not None:
-        return
+    The registration gives the backend the group's bound device (``init_process_group(device_id=)``).
+    PyTorch then registers what the creator it calls next returns, and for a backend type the group
+    already has it keeps the first backend and requires both to be bound to the same device: the
+    creators return the backends registered here, or a new gloo that was never bound, so the one
+    registered here is left unbound (none of these backends does anything with the bound device:
+    they offer no eager connection and no splitting)."""
     pg._register_backend(device, kind, backend)
-    if device == _CPU:
-        backend.bound_device_id = None
+    backend.bound_device_id = None
 
 
-def _create_foo_gloo(opts: Any, backend_options: object | None) -> ProcessGroupFooGloo:
-    existing = _registered(opts.process_group, _FOO)
-    if isinstance(existing, ProcessGroupFooGloo):
+def _create_foo_gloo(opts: Any, backend_options: object | None) -> Any:
+    pg = opts.process_group
+    existing = _registered(pg, _FOO)
+    if existing is not None:  # made by the gloo creator (the group names gloo first)
         return existing
     gloo = _gloo_for(opts, backend_options)
-    if _registered(opts.process_group, _CPU) is None:
-        cpu = gloo
-        if dist.get_debug_level() == dist.DebugLevel.DETAIL:
-            # As PyTorch wraps the backends it registers itself: collectives are checked across
-            # ranks (shapes, dtypes, order) before they run. Its own prefix: the foo backend's
-            # wrapper, made by PyTorch next, uses the group name under the same store.
-            cpu = c10d._create_process_group_wrapper(
-                gloo, f"{opts.group_id}_cpu", opts.store, opts.group_rank, opts.group_size, opts.timeout
-            )
-        _register_on(opts.process_group, _CPU, dist.ProcessGroup.BackendType.GLOO, cpu)
+    if _registered(pg, _CPU) is None:
+        _register_on(pg, _CPU, dist.ProcessGroup.BackendType.GLOO, _checked(gloo, opts, _CPU))
     return ProcessGroupFooGloo(gloo)
 
 
 def _create_gloo(opts: Any, backend_options: object | None) -> Any:
+    pg = opts.process_group
     gloo = _gloo_for(opts, backend_options)
-    if _registered(opts.process_group, _FOO) is None:
-        _register_on(opts.process_group, _FOO, dist.ProcessGroup.BackendType.CUSTOM, ProcessGroupFooGloo(gloo))
+    if _registered(pg, _FOO) is None:
+        _register_on(pg, _FOO, dist.ProcessGroup.BackendType.CUSTOM, _checked(ProcessGroupFooGloo(gloo), opts, _FOO))
     return gloo
 
 
