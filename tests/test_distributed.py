@@ -53,8 +53,11 @@ def ranks(_shared: _Shared) -> Ranks:
 
 @pytest.fixture
 def world(ranks: Ranks) -> Ranks:
-    """The shared ranks with their default group (``init_process_group()``, no backend named)."""
-    ranks.run("dist_scenarios.ensure_init", port=ranks.port())
+    """The shared ranks with their default group (``init_process_group()``, no backend named),
+    made on first use."""
+    if not all(ranks.run("dist_scenarios.initialized")):
+        ranks.run("dist_scenarios.destroy")
+        ranks.run("dist_scenarios.init", port=ranks.port())
     return ranks
 
 
@@ -65,6 +68,14 @@ def _all_ok(reports: list[dict[str, str]]) -> None:
 
 
 # --- registration and init spellings --------------------------------------------------------
+
+
+def test_info_reports_the_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    from foo_rs._info import print_info
+
+    print_info()
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("distributed:"))
+    assert "'foo_gloo' registered" in line, line
 
 
 def test_registered_in_this_process() -> None:

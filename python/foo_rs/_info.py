@@ -15,12 +15,12 @@ def _mib(n: int) -> str:
 def _distributed_line() -> str:
     import torch.distributed as dist
 
-    from . import distributed
-
     if not dist.is_available():
         return "unavailable (this torch has no torch.distributed)"
     if not dist.is_gloo_available():
         return "unavailable (this torch has no gloo)"
+    from . import distributed
+
     if not distributed.is_registered():
         return "gloo available, but the foo_gloo backend is not registered"
     return (
