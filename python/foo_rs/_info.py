@@ -12,6 +12,23 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
+def _distributed_line() -> str:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return "unavailable (this torch has no torch.distributed)"
+    if not dist.is_gloo_available():
+        return "unavailable (this torch has no gloo)"
+    from . import distributed
+
+    if not distributed.is_registered():
+        return "gloo available, but the foo_gloo backend is not registered"
+    return (
+        f"backend {distributed.BACKEND!r} registered (gloo on foo memory); init_process_group() picks "
+        f"cpu:gloo,foo:{distributed.BACKEND}, \"gloo\" covers foo tensors too"
+    )
+
+
 def print_info() -> None:
     import foo_rs
 
@@ -37,6 +54,7 @@ def print_info() -> None:
             f"  foo:{i} {p.name}: allocated {_mib(dev.memory_allocated(i))}, reserved {_mib(dev.memory_reserved(i))}, "
             f"limit {'none' if limit is None else _mib(limit)}, total {_mib(p.total_memory)}"
         )
+    print(f"distributed: {_distributed_line()}")
     ops = native_ops()
     print(f"native kernels registered: {len(ops)} ATen ops")
     ran = native_counts()

@@ -139,3 +139,7 @@ def register() -> None:
     _warn_about_thread_setting()
     _generate_methods()
     _sparse.install()
+    if torch.distributed.is_available():  # a torch built without it has no c10d to register with
+        from . import distributed
+
+        distributed.register()

@@ -50,6 +50,7 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
 
 # ``torch.cuda._initialized``'s counterpart. torch.utils.checkpoint saves and restores a device's
 # RNG state only when its module says it is initialized (getattr(module, "_initialized", False));
@@ -58,9 +59,14 @@ from .random import (
 _initialized = True
 
 __all__ = [
+    "Event",
     "FooDeviceProperties",
+    "Stream",
+    "StreamContext",
     "_is_in_bad_fork",
     "current_device",
+    "current_stream",
+    "default_stream",
     "device",
     "device_count",
     "device_of",
@@ -96,5 +102,7 @@ __all__ = [
     "set_memory_limit",
     "set_rng_state",
     "set_rng_state_all",
+    "set_stream",
+    "stream",
     "synchronize",
 ]

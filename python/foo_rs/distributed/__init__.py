@@ -1,0 +1,14 @@
+"""torch.distributed on foo tensors: the ``foo_gloo`` c10d backend (gloo on foo memory, no copies).
+
+``import foo_rs`` registers it: ``init_process_group()`` with no backend, ``"gloo"``,
+``"cpu:gloo,foo:foo_gloo"`` and ``new_group(...)`` all run collectives on foo tensors, and DDP,
+FSDP2 and DTensor work over them. See README, "Training on several processes".
+"""
+
+from __future__ import annotations
+
+from ._backend import BACKEND, ProcessGroupFooGloo
+from ._host import GLOO_DTYPES, host_view
+from ._register import is_registered, register
+
+__all__ = ["BACKEND", "GLOO_DTYPES", "ProcessGroupFooGloo", "host_view", "is_registered", "register"]
