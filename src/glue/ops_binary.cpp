@@ -1,5 +1,6 @@
 // Binary elementwise ops: TensorIterator builds the metadata (broadcasting, type promotion,
 // output allocation) exactly as ATen's CPU kernels do; Rust computes (foo_binary).
+#include <ATen/ExpandUtils.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Resize.h>
@@ -33,6 +34,7 @@ void check_integral_or_bool(const at::Tensor& a, const at::Tensor& b, const char
 
 // hypot has float kernels only, and (unlike atan2) does not promote integers to float.
 void check_hypot(const at::Tensor& a, const at::Tensor& b) {
+  (void)at::infer_size(a.sizes(), b.sizes());  // the CPU reports mismatched shapes first
   const auto dt = at::result_type(a, b);
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dt), "\"hypot_cpu\" not implemented for '", dt, "'");
 }
@@ -136,7 +138,10 @@ FOO_BINARY(floor_divide, binary_op, FOO_BINARY_DIV_FLOOR, (void)0)
 FOO_BINARY(div, binary_float_op, FOO_BINARY_DIV, (void)0)
 FOO_BINARY(remainder, binary_op, FOO_BINARY_REMAINDER, check_real_kernel(self, other, "remainder_cpu"))
 FOO_BINARY(fmod, binary_op, FOO_BINARY_FMOD, check_real_kernel(self, other, "fmod_cpu"))
-FOO_BINARY(pow, binary_op, FOO_BINARY_POW, (void)0)
+// Tensor ** tensor has no bool kernel on the CPU (a Python bool exponent does: pow_scalar_exp).
+FOO_BINARY(pow, binary_op, FOO_BINARY_POW,
+           TORCH_CHECK_NOT_IMPLEMENTED(at::result_type(self, other) != at::kBool,
+                                       "\"pow\" not implemented for 'Bool'"))
 FOO_BINARY(atan2, binary_float_op, FOO_BINARY_ATAN2, (void)0)
 FOO_BINARY(hypot, binary_float_op, FOO_BINARY_HYPOT, check_hypot(self, other))
 FOO_BINARY(copysign, binary_float_op, FOO_BINARY_COPYSIGN, (void)0)
