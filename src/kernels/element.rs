@@ -61,11 +61,14 @@ pub trait Element: Copy + Send + Sync + Default + PartialEq + std::fmt::Debug + 
     }
 }
 
+/// 2^63 (exact in f64).
+const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+
 /// `(int64_t)v` as x86-64 computes it (cvttsd2si): truncation toward zero, and the "integer
 /// indefinite" value i64::MIN for nan and out-of-range values (Rust's `as` saturates instead).
 #[inline(always)]
 fn trunc_i64_x86(v: f64) -> i64 {
-    if (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&v) {
+    if (-TWO_63..TWO_63).contains(&v) {
         v as i64
     } else {
         i64::MIN
@@ -85,8 +88,8 @@ fn trunc_i32_x86(v: f64) -> i64 {
 /// `(uint64_t)v` as compilers emit it on x86-64: values from 2^63 up go through v - 2^63.
 #[inline(always)]
 fn trunc_u64_x86(v: f64) -> i64 {
-    if (9.223_372_036_854_775_808e18..1.844_674_407_370_955_2e19).contains(&v) {
-        ((v - 9.223_372_036_854_775_808e18) as i64) ^ i64::MIN
+    if (TWO_63..2.0 * TWO_63).contains(&v) {
+        ((v - TWO_63) as i64) ^ i64::MIN
     } else {
         trunc_i64_x86(v)
     }
