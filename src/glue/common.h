@@ -33,11 +33,12 @@ inline void check(int32_t status, const char* what) {
 bool is_supported_dtype(c10::ScalarType t);
 void check_supported_dtype(c10::ScalarType t, const char* op);
 
-// The CPU's layout rule for 4-d and 5-d results of conv, pooling, batch_norm and elementwise
-// losses: a channels-last input gives a channels-last result. foo's kernels write row-major, so
-// such a result is restrided (one copy) to the strides the CPU returns.
-inline at::Tensor in_layout_of(const at::Tensor& out, const at::Tensor& like) {
-  if (out.dim() != like.dim() || (out.dim() != 4 && out.dim() != 5)) return out;
+// The CPU's layout rule for 4-d results of conv, pooling, batch_norm and elementwise losses: a
+// channels-last input gives a channels-last result (for 5-d results only where `with_3d`:
+// batch_norm keeps channels_last_3d, the CPU's conv3d does not). foo's kernels write row-major,
+// so such a result is restrided (one copy) to the strides the CPU returns.
+inline at::Tensor in_layout_of(const at::Tensor& out, const at::Tensor& like, bool with_3d = false) {
+  if (out.dim() != like.dim() || (out.dim() != 4 && !(with_3d && out.dim() == 5))) return out;
   const at::MemoryFormat f = like.suggest_memory_format();
   if (f == at::MemoryFormat::ChannelsLast || f == at::MemoryFormat::ChannelsLast3d) return out.contiguous(f);
   return out;

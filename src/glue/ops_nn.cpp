@@ -565,7 +565,7 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor& input, const OptT& w
     if (rm.defined() && !rm.is_same(running_mean)) running_mean.copy_(rm);
     if (rv.defined() && !rv.is_same(running_var)) running_var.copy_(rv);
   }
-  return {in_layout_of(out, input), save_mean, save_invstd};
+  return {in_layout_of(out, input, /*with_3d=*/true), save_mean, save_invstd};
 }
 
 Tensor value_or_undefined(const OptT& t) { return t.has_value() ? *t : Tensor(); }
