@@ -15,12 +15,12 @@ warnings.simplefilter("always")
 import torch, foo_rs
 a = torch.randn(64, 64, device="foo")
 assert torch.allclose((a @ a).cpu(), a.cpu() @ a.cpu(), atol=1e-4)
-print("threads", foo_rs._C.num_threads())
+print("torch", torch.get_num_threads(), "threads", foo_rs._C.num_threads())
 """
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k not in ("FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS")}
+    full = {k: v for k, v in os.environ.items() if k not in ("FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")}
     full.update(env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=full)
 
@@ -42,7 +42,8 @@ def test_huge_thread_count_is_clamped_with_a_warning(value):
 @pytest.mark.parametrize("value", ["abc", "0", "-3", "2.5"])
 def test_nonsense_thread_count_is_ignored_with_a_warning(value):
     out = _run(PROBE, FOO_RS_NUM_THREADS=value)
-    assert _threads(out) == len(os.sched_getaffinity(0))
+    # Ignored: foo follows PyTorch's thread count.
+    assert _threads(out) == int(out.stdout.split()[1])
     assert f'FOO_RS_NUM_THREADS="{value}" is not a thread count' in out.stderr
 
 
@@ -52,6 +53,43 @@ def test_valid_thread_counts_are_taken_silently():
     # RAYON_NUM_THREADS is the fallback; a bad FOO_RS_NUM_THREADS does not hide it.
     out = _run(PROBE, FOO_RS_NUM_THREADS="x", RAYON_NUM_THREADS="1")
     assert _threads(out) == 1 and "is not a thread count" in out.stderr
+
+
+FOLLOW = """
+import torch, foo_rs
+a = torch.randn(256, 256, device="foo")
+def threads_after_an_op():
+    (a @ a).sum().item()  # a parallel op: the pool is resized when it next runs
+    return foo_rs._C.num_threads()
+seen = [torch.get_num_threads(), threads_after_an_op()]
+torch.set_num_threads(1)
+seen += [threads_after_an_op()]
+torch.set_num_threads(3)
+seen += [threads_after_an_op()]
+b = torch.randn(1000, 1000, device="foo")
+assert torch.allclose((b @ b).cpu(), b.cpu() @ b.cpu(), atol=1e-3)
+print("seen", *seen)
+"""
+
+
+def _seen(out: subprocess.CompletedProcess[str]) -> list[int]:
+    assert out.returncode == 0, out.stderr[-2000:]
+    return [int(x) for x in out.stdout.split("seen")[-1].split()]
+
+
+def test_threads_follow_torch_set_num_threads():
+    torch_default, *foo = _seen(_run(FOLLOW))
+    assert foo == [torch_default, 1, 3]
+
+
+def test_threads_follow_omp_num_threads_as_torchrun_sets_it():
+    # torchrun sets OMP_NUM_THREADS=1 for several ranks per machine: foo must not run every core
+    # in each rank.
+    assert _seen(_run(FOLLOW, OMP_NUM_THREADS="1")) == [1, 1, 1, 3]
+
+
+def test_foo_rs_num_threads_overrides_torch():
+    assert _seen(_run(FOLLOW, FOO_RS_NUM_THREADS="2", OMP_NUM_THREADS="1")) == [1, 2, 2, 2]
 
 
 @pytest.mark.parametrize("value", ["-1G", "2X", "lots", "nan", "inf"])

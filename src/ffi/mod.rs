@@ -244,6 +244,14 @@ pub unsafe extern "C" fn foo_read_scalar(src: *const FooTensor, value: *mut Scal
     })
 }
 
+/// Makes the kernels' thread count follow `source()` (PyTorch's `at::get_num_threads`, which
+/// `torch.set_num_threads` and OMP_NUM_THREADS set) unless FOO_RS_NUM_THREADS or
+/// RAYON_NUM_THREADS is set; null stops following it.
+#[no_mangle]
+pub extern "C" fn foo_follow_thread_count(source: Option<extern "C" fn() -> i32>) {
+    crate::runtime::pool::follow_thread_count(source);
+}
+
 /// Panics on purpose, to prove that a Rust panic becomes a Python exception (tests only).
 #[no_mangle]
 pub extern "C" fn foo_debug_panic() -> i32 {

@@ -77,6 +77,7 @@ int32_t foo_copy(const FooTensor* dst, const FooTensor* src);
 int32_t foo_fill(const FooTensor* dst, const FooScalar* value);
 int32_t foo_read_scalar(const FooTensor* src, FooScalar* value);
 int32_t foo_debug_panic(void);
+void foo_follow_thread_count(int32_t (*source)(void));
 
 const void* foo_native_slot(const char* name);
 void foo_native_hit(const void* slot);

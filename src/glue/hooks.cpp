@@ -1,5 +1,6 @@
 // The PrivateUse1 hooks: what PyTorch asks any accelerator (device count, current device,
 // generators, pinned memory, pointer ownership, storage resizing).
+#include <ATen/Parallel.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/StorageImpl.h>
 
@@ -47,9 +48,22 @@ struct FooHooks final : public at::PrivateUse1HooksInterface {
   }
 };
 
+// PyTorch's intra-op thread count (torch.set_num_threads, OMP_NUM_THREADS): foo's kernels use as
+// many threads unless FOO_RS_NUM_THREADS says otherwise (src/runtime/pool.rs).
+int32_t torch_num_threads() noexcept {
+  try {
+    return at::get_num_threads();
+  } catch (...) {
+    return 1;
+  }
+}
+
 // Registered at load time, before Python can ask anything of the device.
 struct RegisterHooks {
-  RegisterHooks() { at::RegisterPrivateUse1HooksInterface(new FooHooks()); }
+  RegisterHooks() {
+    at::RegisterPrivateUse1HooksInterface(new FooHooks());
+    foo_follow_thread_count(&torch_num_threads);
+  }
 };
 const RegisterHooks g_register_hooks;
 

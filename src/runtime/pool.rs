@@ -70,7 +70,10 @@ pub fn parse_threads(name: &str, value: Option<&str>) -> (Option<usize>, Option<
 }
 
 struct ThreadConfig {
-    threads: usize,
+    /// FOO_RS_NUM_THREADS / RAYON_NUM_THREADS, when one of them is a usable count.
+    explicit: Option<usize>,
+    /// Every core: the count when nothing is set and no [`follow_thread_count`] source is.
+    all_cores: usize,
     note: Option<String>,
 }
 
@@ -78,30 +81,56 @@ fn thread_config() -> &'static ThreadConfig {
     static CONFIG: std::sync::OnceLock<ThreadConfig> = std::sync::OnceLock::new();
     CONFIG.get_or_init(|| {
         let mut notes = Vec::new();
-        let mut threads = None;
+        let mut explicit = None;
         for key in ["FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS"] {
             let (n, note) = parse_threads(key, std::env::var(key).ok().as_deref());
             notes.extend(note);
             if n.is_some() {
-                threads = n;
+                explicit = n;
                 break;
             }
         }
-        let default = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
         ThreadConfig {
-            threads: threads.unwrap_or(default),
+            explicit,
+            all_cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             note: (!notes.is_empty()).then(|| notes.join("; ")),
         }
     })
 }
 
-/// Worker threads: `FOO_RS_NUM_THREADS`, else `RAYON_NUM_THREADS`, else every core; a setting
-/// that is not a positive whole number is ignored and one above [`max_threads`] is clamped
-/// (see [`thread_setting_note`]).
+/// The thread count of the framework foo runs under (PyTorch's intra-op count, which
+/// `torch.set_num_threads` and `OMP_NUM_THREADS` set), as a C function pointer; 0 = none.
+static THREAD_COUNT_SOURCE: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes the kernels' thread count follow `source()` (read before every parallel op, so it
+/// must be cheap: PyTorch's `at::get_num_threads` is an atomic load) unless FOO_RS_NUM_THREADS
+/// or RAYON_NUM_THREADS is set. `None` goes back to every core. Why follow it: `torchrun`
+/// sets OMP_NUM_THREADS=1 for several ranks per machine, and users size a process with
+/// `torch.set_num_threads`; kernels on every core in each rank oversubscribe the machine.
+pub fn follow_thread_count(source: Option<extern "C" fn() -> i32>) {
+    THREAD_COUNT_SOURCE.store(source.map_or(0, |f| f as usize), Ordering::Release);
+}
+
+/// Worker threads wanted now: FOO_RS_NUM_THREADS, else RAYON_NUM_THREADS (a setting that is not
+/// a positive whole number is ignored and one above [`max_threads`] is clamped, see
+/// [`thread_setting_note`]), else the [`follow_thread_count`] source (clamped to 1..=
+/// [`max_threads`]), else every core.
 pub fn configured_threads() -> usize {
-    thread_config().threads
+    let config = thread_config();
+    if let Some(n) = config.explicit {
+        return n;
+    }
+    match THREAD_COUNT_SOURCE.load(Ordering::Acquire) {
+        0 => config.all_cores,
+        f => {
+            // SAFETY: only `follow_thread_count` stores here, and only `extern "C" fn() -> i32`
+            // pointers (as usize); 0 is excluded above.
+            let source: extern "C" fn() -> i32 = unsafe { std::mem::transmute(f) };
+            (source().max(1) as usize).min(max_threads())
+        }
+    }
 }
 
 /// Why the thread setting was ignored or clamped, if it was (`import foo_rs` warns with it).
@@ -138,19 +167,22 @@ thread_local! {
 
 fn pool_and_hot() -> (Arc<ThreadPool>, Arc<Hot>) {
     let epoch = FORK_EPOCH.load(Ordering::Relaxed);
+    let threads = configured_threads();
     let hit = CACHED.with(|c| match &*c.borrow() {
-        Some((e, pool, hot)) if *e == epoch => Some((pool.clone(), hot.clone())),
+        Some((e, pool, hot)) if *e == epoch && hot.helpers + 1 == threads => {
+            Some((pool.clone(), hot.clone()))
+        }
         _ => None,
     });
     if let Some(found) = hit {
         return found;
     }
-    let found = pool_and_hot_checked();
+    let found = pool_and_hot_checked(threads);
     CACHED.with(|c| *c.borrow_mut() = Some((epoch, found.0.clone(), found.1.clone())));
     found
 }
 
-fn pool_and_hot_checked() -> (Arc<ThreadPool>, Arc<Hot>) {
+fn pool_and_hot_checked(threads: usize) -> (Arc<ThreadPool>, Arc<Hot>) {
     static ATFORK: std::sync::Once = std::sync::Once::new();
     // SAFETY: registers a handler that only bumps an atomic (async-signal-safe).
     ATFORK.call_once(|| unsafe {
@@ -158,33 +190,35 @@ fn pool_and_hot_checked() -> (Arc<ThreadPool>, Arc<Hot>) {
     });
     let pid = std::process::id();
     let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    match guard.as_ref() {
-        Some(o) if o.pid == pid => (o.pool.clone(), o.hot.clone()),
-        stale => {
-            if let Some(old) = stale {
-                // Inherited across fork(): its threads are gone, so dropping it could block on
-                // them. Forget it instead (a one-time, bounded leak in the child).
-                std::mem::forget(old.pool.clone());
-            }
-            let pool = Arc::new(
-                ThreadPoolBuilder::new()
-                    .num_threads(configured_threads())
-                    .thread_name(|i| format!("foo_rs-worker-{i}"))
-                    .build()
-                    .expect("rayon thread pool"),
-            );
-            if let Some(old) = guard.take() {
-                std::mem::forget(old);
-            }
-            let hot = Hot::start(configured_threads().saturating_sub(1));
-            *guard = Some(Owned {
-                pid,
-                pool: pool.clone(),
-                hot: hot.clone(),
-            });
-            (pool, hot)
+    if let Some(o) = guard.as_ref() {
+        if o.pid == pid && o.hot.helpers + 1 == threads {
+            return (o.pool.clone(), o.hot.clone());
         }
     }
+    match guard.take() {
+        // The thread count changed (torch.set_num_threads): this process's threads stop once
+        // the ops that hold them are done (rayon's when the last handle to its pool is dropped,
+        // the helpers when they next go idle).
+        Some(old) if old.pid == pid => old.hot.stop(),
+        // Inherited across fork(): its threads are gone, so dropping it could block on them.
+        // Forget it instead (a one-time, bounded leak in the child).
+        Some(old) => std::mem::forget(old),
+        None => {}
+    }
+    let pool = Arc::new(
+        ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("foo_rs-worker-{i}"))
+            .build()
+            .expect("rayon thread pool"),
+    );
+    let hot = Hot::start(threads.saturating_sub(1));
+    *guard = Some(Owned {
+        pid,
+        pool: pool.clone(),
+        hot: hot.clone(),
+    });
+    (pool, hot)
 }
 
 /// Runs `f` on one of this process's workers when the work is large enough to go parallel, so
@@ -320,6 +354,8 @@ struct Hot {
     wake: Condvar,
     /// Bumped by [`install`]: polling helpers go to sleep at once.
     retire: AtomicU64,
+    /// Set when the pool is replaced: helpers exit when they next go idle.
+    stopped: AtomicBool,
 }
 
 /// How long a helper polls for the next op before it sleeps (see [`Hot`]).
@@ -339,6 +375,7 @@ impl Hot {
             sleep: Mutex::new(()),
             wake: Condvar::new(),
             retire: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
         });
         for i in 0..helpers {
             let h = hot.clone();
@@ -348,6 +385,15 @@ impl Hot {
                 .expect("spawn a foo_rs helper thread");
         }
         hot
+    }
+
+    /// Makes every helper exit once idle (a job published after this still completes: its
+    /// caller runs every chunk no helper claimed).
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let _guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
+        self.wake.notify_all();
     }
 
     fn publish(&self, job: Arc<Chunks>) {
@@ -367,6 +413,9 @@ impl Hot {
             let retire = self.retire.load(Ordering::Acquire);
             let mut idle_since = std::time::Instant::now();
             loop {
+                if self.stopped.load(Ordering::Acquire) {
+                    return;
+                }
                 let g = self.generation.load(Ordering::Acquire);
                 if g != seen {
                     seen = g;
@@ -391,7 +440,9 @@ impl Hot {
             }
             let mut guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
             self.parked.fetch_add(1, Ordering::SeqCst);
-            while self.generation.load(Ordering::SeqCst) == seen {
+            while self.generation.load(Ordering::SeqCst) == seen
+                && !self.stopped.load(Ordering::SeqCst)
+            {
                 guard = self.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
             }
             self.parked.fetch_sub(1, Ordering::SeqCst);
@@ -426,8 +477,12 @@ mod tests {
         }
     }
 
+    /// The tests that count helpers or change the thread count run one at a time.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
     #[test]
     fn helpers_cover_every_chunk_once_and_sleep_when_idle() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         for round in 0..300 {
             let n = 1 << 16;
             let covered = AtomicUsize::new(0);
@@ -452,5 +507,48 @@ mod tests {
             covered.fetch_add(e - s, Ordering::Relaxed);
         });
         assert_eq!(covered.into_inner(), 1000);
+    }
+
+    static WANTED: AtomicUsize = AtomicUsize::new(1);
+
+    extern "C" fn wanted() -> i32 {
+        WANTED.load(Ordering::SeqCst) as i32
+    }
+
+    #[test]
+    fn thread_count_follows_the_registered_source() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        if thread_config().explicit.is_some() {
+            return; // FOO_RS_NUM_THREADS / RAYON_NUM_THREADS win over the source by design
+        }
+        let sum_of = |n: usize| {
+            let covered = AtomicUsize::new(0);
+            fork_join(n, 8, &|s, e| {
+                covered.fetch_add((s..e).sum::<usize>(), Ordering::Relaxed);
+            });
+            covered.into_inner()
+        };
+        for (want, got) in [(1, 1), (3, 3), (0, 1), (1 << 30, max_threads()), (2, 2)] {
+            WANTED.store(want, Ordering::SeqCst);
+            follow_thread_count(Some(wanted));
+            assert_eq!(num_threads(), got, "source says {want}");
+            assert_eq!(pool_and_hot().1.helpers, got - 1);
+            assert_eq!(sum_of(10_000), (0..10_000).sum::<usize>());
+        }
+        // A replaced pool's helpers exit: only the current helpers remain.
+        let old = pool_and_hot().1;
+        WANTED.store(1, Ordering::SeqCst);
+        assert_eq!(num_threads(), 1);
+        assert!(old.stopped.load(Ordering::SeqCst));
+        let t = std::time::Instant::now();
+        while Arc::strong_count(&old) > 1 {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(5),
+                "helpers of a replaced pool live on"
+            );
+            std::thread::sleep(SPIN);
+        }
+        follow_thread_count(None);
+        assert_eq!(num_threads(), thread_config().all_cores);
     }
 }
