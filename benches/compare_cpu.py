@@ -184,6 +184,24 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
             return step
         return make
 
+    def optimizer_step(opt_name: str, fused: bool) -> Callable[[torch.device], Callable[[], object]]:
+        """One optimizer step over ResNet-18's parameter shapes (11.7M floats, 62 tensors). Unfused,
+        foo takes the foreach path (PyTorch's default for an accelerator), the CPU its per-tensor loop."""
+        def make(dev: torch.device) -> Callable[[], object]:
+            shapes = [(64, 3, 7, 7)] + [(64, 64, 3, 3)] * 4
+            for c_in, c in ((64, 128), (128, 256), (256, 512)):
+                shapes += [(c, c_in, 3, 3), (c, c, 3, 3), (c, c, 3, 3), (c, c, 3, 3), (c, c_in, 1, 1)]
+            shapes += [(1000, 512), (1000,)] + [(c,) for c in [64] * 10 + [128] * 10 + [256] * 10 + [512] * 10]
+            g = torch.Generator().manual_seed(0)
+            params = [torch.nn.Parameter(torch.randn(s, generator=g).to(dev)) for s in shapes]
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=g).to(dev)
+            opt_cls = {"AdamW": torch.optim.AdamW, "SGD": torch.optim.SGD}[opt_name]
+            extra = {"momentum": 0.9} if opt_name == "SGD" else {}
+            opt = opt_cls(params, lr=1e-3, fused=fused or None, **extra)
+            return opt.step
+        return make
+
     out = {
         "add 1 element": small_add,
         "add 1e5": elementwise(100_000),
@@ -219,6 +237,9 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "dropout 1e7": rng("dropout"),
         "LSTM(256,256) fwd+bwd seq32 b32": rnn("lstm"),
         "GRU(256,256) fwd+bwd seq32 b32": rnn("gru"),
+        "AdamW step resnet18 params": optimizer_step("AdamW", False),
+        "AdamW step resnet18 params fused": optimizer_step("AdamW", True),
+        "SGD momentum step resnet18 params fused": optimizer_step("SGD", True),
         "train step MLP": train_step("mlp"),
         "train step CNN": train_step("cnn"),
         "train step transformer": train_step("transformer"),
@@ -234,7 +255,7 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, foo_rs {foo_rs.__version__}; CPU threads {torch.get_num_threads()}, "
-          f"foo threads {foo_rs._C.num_threads()} (set FOO_RS_NUM_THREADS to match)")
+          f"foo threads {foo_rs._C.num_threads()} (foo follows torch.set_num_threads)")
     print(f"median of >= {args.repeat} calls and >= 50 ms per round, median of 3 interleaved rounds")
     print(f"{'case':34s} {'cpu ms':>10s} {'foo ms':>10s} {'foo/cpu':>8s}")
     for name, make in cases().items():

@@ -19,6 +19,7 @@ mod elementwise;
 mod index;
 mod linalg;
 mod nn;
+mod optim;
 mod random;
 mod reduce;
 mod rnn;

@@ -52,6 +52,19 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                                                                  c10::dtype_or_default(dtype)));
 }
 
+// A tensor of zeros that owns no memory (autograd's zero gradients of e.g. torch.linalg ops): the
+// ZeroTensor key makes ATen's ZeroTensor fallback materialize it where an op needs its values,
+// and refuse writes, as on the CPU.
+at::Tensor efficientzerotensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory) {
+  const auto dev = c10::device_or_default(device);
+  check_factory_args(dev, layout, pin_memory);
+  at::native::ZeroTensorAllocator allocator(dev);
+  const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(size, &allocator, keys, c10::dtype_or_default(dtype), std::nullopt);
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking: foo is synchronous*/) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
   TORCH_CHECK(on_foo_or_cpu(self) && on_foo_or_cpu(dst), "foo copies only between foo and CPU tensors, got ",

@@ -11,6 +11,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // factories and memory
   FOO_IMPL(m, "empty.memory_format", ops::empty_memory_format);
   FOO_IMPL(m, "empty_strided", ops::empty_strided);
+  FOO_IMPL(m, "_efficientzerotensor", ops::efficientzerotensor);
   FOO_IMPL(m, "_copy_from", ops::copy_from);
   FOO_IMPL(m, "_copy_from_and_resize", ops::copy_from_and_resize);
   FOO_IMPL(m, "fill_.Scalar", ops::fill_scalar);

@@ -16,6 +16,7 @@ pub mod layout;
 pub mod linalg;
 pub mod map;
 pub mod nn;
+pub mod optim;
 pub mod parallel;
 pub mod random;
 pub mod reduce;
