@@ -1,0 +1,44 @@
+"""``torch.compile`` on foo: dynamo's device interface and inductor's backend for the device.
+
+``install()`` (run by ``foo_rs.register()``) imports nothing of dynamo or inductor: each piece
+is registered when the module it extends is first imported (``_import_hooks``), so ``import
+torch`` stays as fast as without foo_rs, and a process that compiles gets them in place before
+dynamo or inductor looks:
+
+- ``torch._dynamo.device_interface`` -> ``interface.register``: the ``DeviceInterface`` of
+  "foo" and "foo:N";
+- ``torch._inductor.compile_fx`` -> ``random_ops.wrap_compile_fx``: foo graphs keep foo's random
+  ops (``fallback_random``);
+- inductor's first compile calls ``torch.foo._inductor_backend_init`` -> ``inductor.register``:
+  scheduling (inductor's C++ kernels), Python and C++ wrappers, device snippets.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from ._import_hooks import when_imported
+
+
+def _register_interface(_module: ModuleType) -> None:
+    from . import interface
+
+    interface.register()
+
+
+def _wrap_compile_fx(module: ModuleType) -> None:
+    from . import random_ops
+
+    random_ops.wrap_compile_fx(module)
+
+
+def install() -> None:
+    when_imported("torch._dynamo.device_interface", _register_interface)
+    when_imported("torch._inductor.compile_fx", _wrap_compile_fx)
+
+
+def inductor_backend_init() -> None:
+    """``torch.foo._inductor_backend_init``: inductor calls it once, on its first compile."""
+    from . import inductor
+
+    inductor.register()
