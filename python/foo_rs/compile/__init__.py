@@ -7,10 +7,12 @@ dynamo or inductor looks:
 
 - ``torch._dynamo.device_interface`` -> ``interface.register``: the ``DeviceInterface`` of
   "foo" and "foo:N";
-- ``torch._inductor.compile_fx`` -> ``random_ops.wrap_compile_fx``: foo graphs keep foo's random
-  ops (``fallback_random``);
+- ``torch._inductor.compile_fx`` -> ``graph_options.wrap_compile_fx``: foo graphs are compiled
+  with the options that make inductor treat them as the CPU graphs they compile to, and keep
+  foo's random ops;
 - inductor's first compile calls ``torch.foo._inductor_backend_init`` -> ``inductor.register``:
-  scheduling (inductor's C++ kernels), Python and C++ wrappers, device snippets.
+  scheduling (inductor's C++ kernels), Python and C++ wrappers, device snippets, and the
+  scheduler's "is this node C++ code" test.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ def _register_interface(_module: ModuleType) -> None:
 
 
 def _wrap_compile_fx(module: ModuleType) -> None:
-    from . import random_ops
+    from . import graph_options
 
-    random_ops.wrap_compile_fx(module)
+    graph_options.wrap_compile_fx(module)
 
 
 def install() -> None:
