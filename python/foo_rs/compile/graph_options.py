@@ -19,8 +19,6 @@ on other devices are untouched.
   foo's kernels are the C++ backend's, and the codegen asks this question to decide, e.g.,
   whether bfloat16 math is upcast the Triton way. Not patched when the graph also holds
   tensors of a device that inductor compiles with ``cuda_backend`` (cuda, ...).
-- ``realize_opcount_threshold`` / ``realize_acc_reads_threshold``: the CPU's values
-  (``realize_cpu_*``), which inductor picks for "cpu" buffers only.
 """
 
 from __future__ import annotations
@@ -73,17 +71,11 @@ def device_types(model: Any, example_inputs: Iterable[Any]) -> set[str]:
 
 def foo_graph_options(types: set[str]) -> dict[str, Any]:
     """The options a graph with these device types is compiled with (none without foo)."""
-    from torch._inductor import config
-
     if BACKEND not in types:
         return {}
     options: dict[str, Any] = {"fallback_random": True}
     if types <= _OWN_BACKEND_DEVICES:
         options["cuda_backend"] = "cpp"
-    if config.realize_opcount_threshold is None:
-        options["realize_opcount_threshold"] = config.realize_cpu_opcount_threshold
-    if config.realize_acc_reads_threshold is None:
-        options["realize_acc_reads_threshold"] = config.realize_cpu_acc_reads_threshold
     return options
 
 

@@ -24,9 +24,9 @@ from torch._inductor.codegen.common import (
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.ir import GraphPartitionSignature
-from torch._inductor.scheduler import BaseSchedulerNode
 from torch._inductor.virtualized import V
 
+from . import cpp_backend
 from .interface import BACKEND
 
 
@@ -86,26 +86,9 @@ class FooWrapperCodegen(_FooKernelCalls, PythonWrapperCodegen):
         return FooWrapperCodegen()
 
 
-def _runs_cpp_kernels(self: BaseSchedulerNode) -> bool:
-    device = self.get_device()
-    return device is not None and device.type in ("cpu", BACKEND)
-
-
-def _teach_scheduler() -> None:
-    """``BaseSchedulerNode.is_cpu()`` answers "is this node C++ code": its only callers, four
-    fusion heuristics of the scheduler (loop reordering, reindexing and index inversion, tiling
-    analysis), skip nodes for which it holds because the C++ backend does not support what they
-    do (on a foo node, _try_reindex_pointwise_for_reduction fails on the C++ loop groups). foo
-    nodes are C++ code too."""
-    if getattr(BaseSchedulerNode.is_cpu, "_foo_rs", False):
-        return
-    _runs_cpp_kernels._foo_rs = True  # type: ignore[attr-defined]
-    BaseSchedulerNode.is_cpu = _runs_cpp_kernels  # type: ignore[method-assign]
-
-
 def register() -> None:
     """Registers foo's scheduling, wrappers and device snippets with inductor (idempotent)."""
-    _teach_scheduler()
+    cpp_backend.install()
     register_device_op_overrides(BACKEND, FooDeviceOpOverrides())
     if get_scheduling_for_device(BACKEND) is None:
         from .aoti import FooCppWrapperCodegen

@@ -8,6 +8,9 @@ CPU kernels, see inductor.py).
 
 from __future__ import annotations
 
+import functools
+import hashlib
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,6 +20,16 @@ from .. import _C
 from .. import device_module as foo
 
 BACKEND = "foo"
+
+
+@functools.cache
+def _source_hash() -> str:
+    """A hash of this package's source: what inductor generates for foo depends on it."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _exchange_device(device: int) -> int:
@@ -89,7 +102,9 @@ class FooInterface(DeviceInterface):
 
     @classmethod
     def get_cache_system_info(cls) -> dict[str, object] | None:
-        return {"foo_rs": _C.__version__}
+        # Part of every inductor cache key: code compiled by another foo_rs (its C++ ABI, or
+        # how this package steers inductor) is not reused.
+        return {"foo_rs": _C.__version__, "compile": _source_hash()}
 
     @classmethod
     def get_multi_processor_count(cls, device: torch.types.Device = None) -> int:
