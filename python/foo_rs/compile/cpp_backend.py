@@ -13,6 +13,8 @@ those tests take the GPU branch, which either does not fit C++ code or computes 
   of max pooling's indices: the C++ backend may iterate the reduced dimensions in memory order,
   so for "cpu" with ``cpu_backend == "cpp"`` the lowering pairs each value with its logical
   (row-major) index; without it a permuted input gave a wrong argmax on foo;
+- ``div_prim``: division by a constant stays a division on the CPU (a multiplication by the
+  reciprocal rounds differently, pytorch#157959), as in eager mode;
 - ``use_two_step_variance``: the C++ backend computes small variances (up to
   ``config.cpp.use_two_step_variance_threshold`` elements) in two passes, others with Welford.
 
@@ -122,6 +124,30 @@ def _wrap_use_two_step_variance(original: Callable[..., bool]) -> Callable[..., 
     return _mark(use_two_step_variance)
 
 
+def _foo_div_prim(original: Callable[..., Any]) -> Callable[..., Any]:
+    def div_prim(a: Any, b: Any) -> Any:
+        integral = all(lowering.is_boolean_type(x) or lowering.is_integer_type(x) for x in (a, b))
+        if integral or not _is_foo(a) or lowering.get_constant_value(b) is None:
+            return original(a, b)
+        # inductor's "cpu" branch: a true division, as for a tensor divisor.
+        return lowering.make_pointwise(ops.truediv)(a, b)
+
+    return div_prim
+
+
+def _install_div_prim() -> None:
+    registered = lowering.div_prim
+    if _installed(registered):
+        return
+    # div_prim is prims.div's registered lowering (the wrapper that broadcasts and promotes its
+    # inputs) and what aten.div's lowering calls: register foo's decision the same way, and
+    # point both at it.
+    wrapped = lowering.register_lowering([torch.ops.prims.div], broadcast=True)(
+        _foo_div_prim(registered.__wrapped__)
+    )
+    lowering.div_prim = _mark(wrapped)
+
+
 def install() -> None:
     """Idempotent."""
     if not _installed(BaseSchedulerNode.is_cpu):
@@ -132,5 +158,6 @@ def install() -> None:
         lowering._make_reduction_inner = _wrap_make_reduction_inner(lowering._make_reduction_inner)
     if not _installed(lowering._pool_argmax_inner_fn):
         lowering._pool_argmax_inner_fn = _wrap_pool_argmax_inner_fn(lowering._pool_argmax_inner_fn)
+    _install_div_prim()
     if not _installed(lowering.use_two_step_variance):
         lowering.use_two_step_variance = _wrap_use_two_step_variance(lowering.use_two_step_variance)
