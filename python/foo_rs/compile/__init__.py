@@ -5,7 +5,7 @@ is registered when the module it extends is first imported (``_import_hooks``), 
 torch`` stays as fast as without foo_rs, and a process that compiles gets them in place before
 dynamo or inductor looks:
 
-- ``torch._dynamo.device_interface`` -> ``interface.register``: the ``DeviceInterface`` of
+- ``torch._dynamo.device_interface`` -> ``interface`` (registers on import): the ``DeviceInterface`` of
   "foo" and "foo:N";
 - ``torch._inductor.compile_fx`` -> ``graph_options.wrap_compile_fx``: foo graphs are compiled
   with the options that make inductor treat them as the CPU graphs they compile to, and keep
@@ -23,9 +23,7 @@ from ._import_hooks import when_imported
 
 
 def _register_interface(_module: ModuleType) -> None:
-    from . import interface
-
-    interface.register()
+    from . import interface  # noqa: F401 - registers on import
 
 
 def _wrap_compile_fx(module: ModuleType) -> None:

@@ -77,6 +77,8 @@ def when_imported(name: str, hook: Hook) -> None:
         hook(module)
         return
     with _lock:
-        _hooks.setdefault(name, []).append(hook)
+        waiting = _hooks.setdefault(name, [])
+        if hook not in waiting:  # register() runs again on importlib.reload(foo_rs)
+            waiting.append(hook)
         if _finder not in sys.meta_path:
             sys.meta_path.insert(0, _finder)

@@ -35,7 +35,7 @@ from torch._inductor.scheduler import BaseSchedulerNode
 from torch._inductor.utils import sympy_product
 from torch._inductor.virtualized import ops
 
-from .interface import BACKEND
+from .._registration import BACKEND_NAME as BACKEND
 
 _ARG_REDUCTIONS = frozenset({
     "argmax", "argmin", "argmax_value", "argmin_value", "argmax_with_value", "argmin_with_value",

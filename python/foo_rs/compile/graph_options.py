@@ -13,7 +13,8 @@ on other devices are untouched.
   eager one under the same seed (on every device). foo's random ops are native kernels on foo's
   Philox generator (src/runtime), which inductor's C++ cannot reproduce; with the fallback each
   random op stays a call of foo's native op, in eager order, so ``torch.manual_seed(s)`` gives
-  the compiled model the eager model's numbers.
+  the compiled model the eager model's numbers. The decompositions of random ops that inductor
+  keeps even then are left out (``decompositions_keeping_random_ops``).
 - ``cuda_backend="cpp"``: inductor's ``get_current_backend(device)`` answers
   ``config.cpu_backend`` for "cpu" and ``config.cuda_backend`` for any device it does not name.
   foo's kernels are the C++ backend's, and the codegen asks this question to decide, e.g.,
@@ -23,6 +24,7 @@ on other devices are untouched.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 from collections.abc import Callable, Iterable
@@ -31,7 +33,9 @@ from typing import Any
 
 import torch
 
-from .interface import BACKEND
+from .._registration import BACKEND_NAME as BACKEND
+
+_outer_call: contextvars.ContextVar[bool] = contextvars.ContextVar("foo_rs_compile_fx", default=False)
 
 # Devices whose kernels get_current_backend() does not take from config.cuda_backend.
 _OWN_BACKEND_DEVICES = frozenset({"cpu", "mps", "xpu", "tpu", "meta", BACKEND})
@@ -79,6 +83,27 @@ def foo_graph_options(types: set[str]) -> dict[str, Any]:
     return options
 
 
+def decompositions_keeping_random_ops() -> dict[Any, Callable[..., Any]]:
+    """Inductor's decompositions (those of ``fallback_random``) less the ones of random ops:
+    even with ``fallback_random`` inductor decomposes a few (``bernoulli(p)`` into
+    ``rand_like(p) < p``, ``randint``, ``rrelu``), which draws other numbers than foo's kernels.
+    Without a decomposition they are fallbacks: foo's native ops."""
+    from torch._inductor import config
+    from torch._inductor.decomposition import select_decomp_table
+
+    with config.patch(fallback_random=True):
+        table = select_decomp_table()
+    return {op: fn for op, fn in table.items() if not _draws_random_numbers(op)}
+
+
+def _draws_random_numbers(op: Any) -> bool:
+    """A random op, except those random only through a dropout argument (attention, RNNs):
+    their decompositions draw it with ``native_dropout``, which stays foo's."""
+    if not isinstance(op, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded not in op.tags:
+        return False
+    return not any(a.name in ("dropout", "dropout_p") for a in op._schema.arguments)
+
+
 def wrap_compile_fx(module: ModuleType) -> None:
     """Makes ``module.compile_fx`` compile foo graphs with ``foo_graph_options`` (idempotent)."""
     original: Callable[..., Any] = module.compile_fx
@@ -90,16 +115,27 @@ def wrap_compile_fx(module: ModuleType) -> None:
     def compile_fx(*args: Any, **kwargs: Any) -> Any:
         from torch._inductor import config
 
+        # compile_fx calls itself once it has applied its config patches (and inductor may
+        # compile subgraphs): the outermost call decides, nested ones inherit its options.
+        if _outer_call.get():
+            return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         patches = bound.arguments.get("config_patches") or {}
         types = device_types(bound.arguments["model_"], bound.arguments["example_inputs_"])
-        # Already applied (compile_fx calls itself once its patches are in place), or set by
-        # the caller: keep theirs.
+        # The caller's options (and a config set by hand) win.
         extra = {k: v for k, v in foo_graph_options(types).items()
                  if k not in patches and getattr(config, k) == config._config[k].default}
         if extra:
             bound.arguments["config_patches"] = {**patches, **extra}
-        return original(*bound.args, **bound.kwargs)
+        if BACKEND in types and bound.arguments.get("decompositions") is None and {**patches, **extra}.get(
+            "fallback_random", config.fallback_random
+        ):
+            bound.arguments["decompositions"] = decompositions_keeping_random_ops()
+        token = _outer_call.set(True)
+        try:
+            return original(*bound.args, **bound.kwargs)
+        finally:
+            _outer_call.reset(token)
 
     compile_fx._foo_rs_options = True  # type: ignore[attr-defined]
     module.compile_fx = compile_fx

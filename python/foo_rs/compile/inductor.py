@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+from torch._inductor import config
 from torch._inductor.codegen.common import (
     DeviceOpOverrides,
     get_scheduling_for_device,
@@ -26,8 +28,8 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.ir import GraphPartitionSignature
 from torch._inductor.virtualized import V
 
+from .._registration import BACKEND_NAME as BACKEND
 from . import cpp_backend
-from .interface import BACKEND
 
 
 class FooDeviceOpOverrides(DeviceOpOverrides):
@@ -56,7 +58,27 @@ class FooDeviceOpOverrides(DeviceOpOverrides):
 
 class _FooKernelCalls:
     """Calls inductor's C++ kernels on foo as the CPU wrapper does: a plain function call with
-    the buffers' data pointers (PythonWrapperCodegen only knows that for "cpu" and "mps")."""
+    the buffers' data pointers (PythonWrapperCodegen only knows that for "cpu" and "mps"), and
+    allocates each buffer on its own foo device."""
+
+    def make_allocation(self, name: str, device: torch.device, dtype: torch.dtype, shape: Any, stride: Any,
+                        allocation_shape: Any = None, is_pinned: bool = False) -> str:
+        if device.type != BACKEND or device.index is None or config.test_configs.track_memory_lifecycle:
+            return super().make_allocation(  # type: ignore[misc]
+                name, device, dtype, shape, stride, allocation_shape=allocation_shape, is_pinned=is_pinned
+            )
+        # PythonWrapperCodegen names only the device type ("foo") and counts on a device guard
+        # to select the index, which it emits for GPU-class devices only: on foo:1 the buffers
+        # landed on foo:0. Name the device.
+        shape_code = self.codegen_python_shape_tuple(shape)  # type: ignore[attr-defined]
+        allocation_code = self.codegen_python_shape_tuple(  # type: ignore[attr-defined]
+            shape if allocation_shape is None else allocation_shape
+        )
+        stride_code = self.codegen_python_shape_tuple(stride)  # type: ignore[attr-defined]
+        line = f"{name} = empty_strided({allocation_code}, {stride_code}, device='{device}', dtype={dtype})"
+        if shape_code != allocation_code:
+            line += f".as_strided({shape_code}, {stride_code})"
+        return line
 
     def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                      triton: bool = True, **kwargs: Any) -> None:

@@ -18,8 +18,7 @@ from torch._dynamo.device_interface import DeviceInterface, register_interface_f
 
 from .. import _C
 from .. import device_module as foo
-
-BACKEND = "foo"
+from .._registration import BACKEND_NAME as BACKEND
 
 
 @functools.cache
@@ -117,3 +116,9 @@ def register(_module: Any = None) -> None:
     if _C.device_count_error() is None:  # a bad FOO_RS_DEVICE_COUNT is reported on first use
         for index in range(_C.device_count()):
             register_interface_for_device(f"{BACKEND}:{index}", FooInterface)
+
+
+# Importing this module registers it: dynamo's module may be what imports it (the import hook in
+# __init__.py), or importing it may be what imports dynamo's module (and runs that hook while
+# this one is still half-loaded).
+register()
