@@ -14,7 +14,7 @@ on other devices are untouched.
   Philox generator (src/runtime), which inductor's C++ cannot reproduce; with the fallback each
   random op stays a call of foo's native op, in eager order, so ``torch.manual_seed(s)`` gives
   the compiled model the eager model's numbers. The decompositions of random ops that inductor
-  keeps even then are left out (``decompositions_keeping_random_ops``).
+  keeps even then step aside for foo tensors (``keep_random_ops``).
 - ``cuda_backend="cpp"``: inductor's ``get_current_backend(device)`` answers
   ``config.cpu_backend`` for "cpu" and ``config.cuda_backend`` for any device it does not name.
   foo's kernels are the C++ backend's, and the codegen asks this question to decide, e.g.,
@@ -83,29 +83,48 @@ def foo_graph_options(types: set[str]) -> dict[str, Any]:
     return options
 
 
-def decompositions_keeping_random_ops() -> dict[Any, Callable[..., Any]]:
-    """Inductor's decompositions (those of ``fallback_random``) less the ones of random ops:
-    even with ``fallback_random`` inductor decomposes a few (``bernoulli(p)`` into
-    ``rand_like(p) < p``, ``randint``, ``rrelu``), which draws other numbers than foo's kernels.
-    Without a decomposition they are fallbacks: foo's native ops."""
-    from torch._inductor import config
-    from torch._inductor.decomposition import select_decomp_table
-
-    with config.patch(fallback_random=True):
-        table = select_decomp_table()
-    return {op: fn for op, fn in table.items() if not _draws_random_numbers(op)}
-
-
 def _draws_random_numbers(op: Any) -> bool:
     """A random op, except those random only through a dropout argument (attention, RNNs):
     their decompositions draw it with ``native_dropout``, which stays foo's."""
-    if not isinstance(op, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded not in op.tags:
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+        return False
+    if torch.Tag.nondeterministic_seeded not in op.tags:
         return False
     return not any(a.name in ("dropout", "dropout_p") for a in op._schema.arguments)
 
 
+def _not_on_foo(decomposition: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(decomposition)
+    def decompose(*args: Any, **kwargs: Any) -> Any:
+        if any(_device_type(x) == BACKEND for x in (*args, *kwargs.values())):
+            return NotImplemented  # the op itself: foo's kernel
+        return decomposition(*args, **kwargs)
+
+    decompose._foo_rs = True  # type: ignore[attr-defined]
+    return decompose
+
+
+def keep_random_ops() -> None:
+    """Even with ``fallback_random`` inductor decomposes a few random ops (``bernoulli(p)`` into
+    ``rand_like(p) < p``, ``randint``, ``rrelu``), which draws other numbers than foo's
+    kernels. Their decompositions step aside for foo tensors (a decomposition that returns
+    NotImplemented leaves the op as it is), and the op gets a fallback lowering: foo's native
+    kernel. Other devices never reach that lowering: their op is decomposed first. Changing
+    the table's entries, rather than passing compile_fx a table of its own, keeps inductor's
+    FX graph cache working (it cannot hash a table of functions)."""
+    from torch._inductor import decomposition, lowering
+
+    table = decomposition.decompositions
+    for op, fn in list(table.items()):
+        if _draws_random_numbers(op) and not getattr(fn, "_foo_rs", False):
+            table[op] = _not_on_foo(fn)
+            if op not in lowering.lowerings:
+                lowering.make_fallback(op, warn=False, override_decomp=True)
+
+
 def wrap_compile_fx(module: ModuleType) -> None:
     """Makes ``module.compile_fx`` compile foo graphs with ``foo_graph_options`` (idempotent)."""
+    keep_random_ops()
     original: Callable[..., Any] = module.compile_fx
     if getattr(original, "_foo_rs_options", False):
         return
@@ -127,10 +146,6 @@ def wrap_compile_fx(module: ModuleType) -> None:
                  if k not in patches and getattr(config, k) == config._config[k].default}
         if extra:
             bound.arguments["config_patches"] = {**patches, **extra}
-        if BACKEND in types and bound.arguments.get("decompositions") is None and {**patches, **extra}.get(
-            "fallback_random", config.fallback_random
-        ):
-            bound.arguments["decompositions"] = decompositions_keeping_random_ops()
         token = _outer_call.set(True)
         try:
             return original(*bound.args, **bound.kwargs)
