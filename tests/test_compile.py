@@ -345,3 +345,15 @@ def test_kernels_are_the_cpus(name: str):
     got, (foo_code,) = run_and_get_code(torch.compile(fn), x.to("foo"))
     assert _kernels(foo_code) == _kernels(cpu_code) and _kernels(cpu_code)
     assert_same(got, want, atol=0, rtol=0)
+
+
+def test_aoti_and_cpp_wrapper_say_what_is_missing(tmp_path: Path):
+    """AOTInductor needs C++ that foo does not have yet (C shims, a registered model runner):
+    a clear error, not a failing C++ compile or a package that cannot load."""
+    model = nn.Linear(4, 2).to("foo")
+    x = torch.randn(3, 4, device="foo")
+    exported = torch.export.export(model, (x,))
+    with pytest.raises(Exception, match="AOTInductor .* not available on foo"):
+        torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp_path / "model.pt2"))
+    with pytest.raises(Exception, match="cpp_wrapper=True are not available on foo"):
+        torch.compile(model, options={"cpp_wrapper": True})(x)
