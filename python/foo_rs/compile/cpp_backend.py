@@ -15,6 +15,9 @@ those tests take the GPU branch, which either does not fit C++ code or computes 
   (row-major) index; without it a permuted input gave a wrong argmax on foo;
 - ``div_prim``: division by a constant stays a division on the CPU (a multiplication by the
   reciprocal rounds differently, pytorch#157959), as in eager mode;
+- ``FxGraphHashDetails._contains_cpu_tensor``: a graph that generates C++ kernels has the
+  thread count they are compiled for in its FX graph cache key; a foo graph does too (without
+  it, kernels compiled for 2 threads were reused under ``torch.set_num_threads(1)``);
 - ``use_two_step_variance``: the C++ backend computes small variances (up to
   ``config.cpp.use_two_step_variance_threshold`` elements) in two passes, others with Welford.
 
@@ -30,7 +33,7 @@ from typing import Any
 
 import sympy
 import torch
-from torch._inductor import config, inductor_prims, ir, lowering
+from torch._inductor import codecache, config, inductor_prims, ir, lowering
 from torch._inductor.scheduler import BaseSchedulerNode
 from torch._inductor.utils import sympy_product
 from torch._inductor.virtualized import ops
@@ -148,6 +151,15 @@ def _install_div_prim() -> None:
     lowering.div_prim = _mark(wrapped)
 
 
+def _wrap_contains_cpu_tensor(original: Callable[[Any], bool]) -> classmethod:  # type: ignore[type-arg]
+    def _contains_cpu_tensor(cls: type, value: object) -> bool:
+        if isinstance(value, torch.Tensor):
+            return value.device.type in ("cpu", BACKEND)
+        return original(value)  # containers: it recurses through cls._contains_cpu_tensor
+
+    return classmethod(_mark(_contains_cpu_tensor))
+
+
 def install() -> None:
     """Idempotent."""
     if not _installed(BaseSchedulerNode.is_cpu):
@@ -159,5 +171,8 @@ def install() -> None:
     if not _installed(lowering._pool_argmax_inner_fn):
         lowering._pool_argmax_inner_fn = _wrap_pool_argmax_inner_fn(lowering._pool_argmax_inner_fn)
     _install_div_prim()
+    details = codecache.FxGraphHashDetails
+    if not _installed(details._contains_cpu_tensor):
+        details._contains_cpu_tensor = _wrap_contains_cpu_tensor(details._contains_cpu_tensor)
     if not _installed(lowering.use_two_step_variance):
         lowering.use_two_step_variance = _wrap_use_two_step_variance(lowering.use_two_step_variance)

@@ -124,7 +124,6 @@ def keep_random_ops() -> None:
 
 def wrap_compile_fx(module: ModuleType) -> None:
     """Makes ``module.compile_fx`` compile foo graphs with ``foo_graph_options`` (idempotent)."""
-    keep_random_ops()
     original: Callable[..., Any] = module.compile_fx
     if getattr(original, "_foo_rs_options", False):
         return
