@@ -221,6 +221,24 @@ def test_random_ops_reproduce_eager_foo_under_a_seed():
     assert not torch.equal(compiled(x).cpu(), eager.cpu())  # a new seed draws new numbers
 
 
+def test_transformer_dropout_reproduces_eager_foo():
+    """Dropout inside attention and feed-forward (on non-contiguous views): the compiled layer's
+    output and gradients equal eager foo's under the same seed."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.2, batch_first=True).to("foo")
+    x = torch.randn(4, 8, 32, device="foo")
+    results = []
+    for fn in (layer, torch.compile(layer)):
+        torch.manual_seed(5)
+        out = fn(x)
+        grads = torch.autograd.grad(out.pow(2).sum(), list(layer.parameters()))
+        results.append((out.detach().cpu(), [g.cpu() for g in grads]))
+    (eager, eager_grads), (got, got_grads) = results
+    torch.testing.assert_close(got, eager, atol=1e-5, rtol=1e-5)
+    for a, b in zip(got_grads, eager_grads):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
 def test_inductor_rng_on_request():
     """options={"fallback_random": False} keeps inductor's own RNG (seeded from foo's
     generator): still deterministic under a seed, not eager's numbers."""

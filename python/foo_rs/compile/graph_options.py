@@ -13,8 +13,7 @@ on other devices are untouched.
   eager one under the same seed (on every device). foo's random ops are native kernels on foo's
   Philox generator (src/runtime), which inductor's C++ cannot reproduce; with the fallback each
   random op stays a call of foo's native op, in eager order, so ``torch.manual_seed(s)`` gives
-  the compiled model the eager model's numbers. The decompositions of random ops that inductor
-  keeps even then step aside for foo tensors (``keep_random_ops``).
+  the compiled model the eager model's numbers (see random_ops.py for the rest of it).
 - ``cuda_backend="cpp"``: inductor's ``get_current_backend(device)`` answers
   ``config.cpu_backend`` for "cpu" and ``config.cuda_backend`` for any device it does not name.
   foo's kernels are the C++ backend's, and the codegen asks this question to decide, e.g.,
@@ -81,45 +80,6 @@ def foo_graph_options(types: set[str]) -> dict[str, Any]:
     if types <= _OWN_BACKEND_DEVICES:
         options["cuda_backend"] = "cpp"
     return options
-
-
-def _draws_random_numbers(op: Any) -> bool:
-    """A random op, except those random only through a dropout argument (attention, RNNs):
-    their decompositions draw it with ``native_dropout``, which stays foo's."""
-    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
-        return False
-    if torch.Tag.nondeterministic_seeded not in op.tags:
-        return False
-    return not any(a.name in ("dropout", "dropout_p") for a in op._schema.arguments)
-
-
-def _not_on_foo(decomposition: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(decomposition)
-    def decompose(*args: Any, **kwargs: Any) -> Any:
-        if any(_device_type(x) == BACKEND for x in (*args, *kwargs.values())):
-            return NotImplemented  # the op itself: foo's kernel
-        return decomposition(*args, **kwargs)
-
-    decompose._foo_rs = True  # type: ignore[attr-defined]
-    return decompose
-
-
-def keep_random_ops() -> None:
-    """Even with ``fallback_random`` inductor decomposes a few random ops (``bernoulli(p)`` into
-    ``rand_like(p) < p``, ``randint``, ``rrelu``), which draws other numbers than foo's
-    kernels. Their decompositions step aside for foo tensors (a decomposition that returns
-    NotImplemented leaves the op as it is), and the op gets a fallback lowering: foo's native
-    kernel. Other devices never reach that lowering: their op is decomposed first. Changing
-    the table's entries, rather than passing compile_fx a table of its own, keeps inductor's
-    FX graph cache working (it cannot hash a table of functions)."""
-    from torch._inductor import decomposition, lowering
-
-    table = decomposition.decompositions
-    for op, fn in list(table.items()):
-        if _draws_random_numbers(op) and not getattr(fn, "_foo_rs", False):
-            table[op] = _not_on_foo(fn)
-            if op not in lowering.lowerings:
-                lowering.make_fallback(op, warn=False, override_decomp=True)
 
 
 def wrap_compile_fx(module: ModuleType) -> None:

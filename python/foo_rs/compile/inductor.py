@@ -29,7 +29,7 @@ from torch._inductor.ir import GraphPartitionSignature
 from torch._inductor.virtualized import V
 
 from .._registration import BACKEND_NAME as BACKEND
-from . import cpp_backend, graph_options
+from . import cpp_backend, random_ops
 
 
 class FooDeviceOpOverrides(DeviceOpOverrides):
@@ -111,7 +111,7 @@ class FooWrapperCodegen(_FooKernelCalls, PythonWrapperCodegen):
 def register() -> None:
     """Registers foo's scheduling, wrappers and device snippets with inductor (idempotent)."""
     cpp_backend.install()
-    graph_options.keep_random_ops()  # before compile_fx takes its decomposition table
+    random_ops.install()  # before compile_fx takes its decomposition table
     register_device_op_overrides(BACKEND, FooDeviceOpOverrides())
     if get_scheduling_for_device(BACKEND) is None:
         from .aoti import FooCppWrapperCodegen
