@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 # Before inductor first asks for its cache directory (it keeps the first answer).
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(__file__).resolve().parents[1] / "build" / "inductor-cache"))
@@ -27,14 +28,26 @@ import torch  # noqa: E402
 from compile_cases import Run, make_case, train  # noqa: E402
 from helpers import assert_same  # noqa: E402
 from torch import nn  # noqa: E402
-from torch._dynamo.utils import counters  # noqa: E402
-from torch._inductor.utils import run_and_get_code  # noqa: E402
+
+
+# Imported when a test runs, not when pytest collects this file: importing dynamo and inductor
+# takes seconds and would touch every other test module's process state.
+def _counters() -> Any:
+    from torch._dynamo.utils import counters
+
+    return counters
+
+
+def run_and_get_code(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[str]]:
+    from torch._inductor.utils import run_and_get_code as run
+
+    return run(fn, *args)
 
 
 @pytest.fixture(autouse=True)
 def _fresh_dynamo() -> Iterator[None]:
     torch._dynamo.reset()
-    counters.clear()
+    _counters().clear()
     yield
     torch._dynamo.reset()
 
@@ -166,7 +179,7 @@ def test_dynamic_shapes_compile_once():
         x = torch.randn(n, 32)
         assert_same(compiled(x.to("foo")), model.cpu()(x).detach(), atol=1e-5, rtol=1e-5)
         model.to("foo")
-    assert counters["stats"]["unique_graphs"] == 1
+    assert _counters()["stats"]["unique_graphs"] == 1
 
 
 def test_max_autotune_no_cudagraphs():
@@ -259,11 +272,11 @@ def test_inductor_rng_on_request():
 
 def _compiles(fn: Callable[[torch.Tensor], torch.Tensor], inputs: list[torch.Tensor]) -> int:
     torch._dynamo.reset()
-    counters.clear()
+    _counters().clear()
     compiled = torch.compile(fn)
     for x in inputs:
         compiled(x)
-    return counters["stats"]["unique_graphs"]
+    return _counters()["stats"]["unique_graphs"]
 
 
 def test_recompilations_as_on_cpu():
