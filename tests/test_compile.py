@@ -115,6 +115,24 @@ def test_fake_tensors_propagate_foo_ops():
     assert y.device == torch.device("foo:0") and y.shape == (4,) and y.dtype == torch.int64
 
 
+def test_fake_convolution_has_foos_layout():
+    """foo's convolution is channels-last when its input or weight is (as the CPU's); the fake
+    one predicts that, and a compiled channels-last convolution returns it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 8, 3, padding=1)
+    x = torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last)
+    real = conv.to("foo")(x.to("foo"))
+    assert real.is_contiguous(memory_format=torch.channels_last)
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake = conv(mode.from_tensor(x.to("foo")))
+    assert fake.stride() == real.stride()
+    got = torch.compile(conv)(x.to("foo"))
+    assert got.stride() == real.stride()
+    assert_same(got, conv.cpu()(x).detach(), atol=1e-5, rtol=1e-5)
+
+
 # --- the issue's examples ------------------------------------------------------------------
 
 

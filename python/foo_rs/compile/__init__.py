@@ -7,6 +7,8 @@ dynamo or inductor looks:
 
 - ``torch._dynamo.device_interface`` -> ``interface`` (registers on import): the ``DeviceInterface`` of
   "foo" and "foo:N";
+- ``torch._subclasses.fake_impls`` -> ``fake.install``: fake convolutions on foo have the layout
+  of foo's kernel;
 - ``torch._inductor.compile_fx`` -> ``graph_options.wrap_compile_fx``: foo graphs are compiled
   with the options that make inductor treat them as the CPU graphs they compile to, and keep
   foo's random ops;
@@ -32,7 +34,14 @@ def _wrap_compile_fx(module: ModuleType) -> None:
     graph_options.wrap_compile_fx(module)
 
 
+def _fake_convolution(module: ModuleType) -> None:
+    from . import fake
+
+    fake.install(module)
+
+
 def install() -> None:
+    when_imported("torch._subclasses.fake_impls", _fake_convolution)
     when_imported("torch._dynamo.device_interface", _register_interface)
     when_imported("torch._inductor.compile_fx", _wrap_compile_fx)
 
