@@ -19,6 +19,10 @@ on other devices are untouched.
   foo's kernels are the C++ backend's, and the codegen asks this question to decide, e.g.,
   whether bfloat16 math is upcast the Triton way. Not patched when the graph also holds
   tensors of a device that inductor compiles with ``cuda_backend`` (cuda, ...).
+- ``layout_optimization=False``: inductor makes convolutions channels-last where cuDNN or
+  oneDNN run faster so (always on the CPU, by a heuristic elsewhere). foo's convolution
+  computes in NCHW: a channels-last one costs it a copy of the weight and one of the result
+  (src/glue/ops_conv.cpp), so foo graphs keep the layouts they are given.
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ def foo_graph_options(types: set[str]) -> dict[str, Any]:
     """The options a graph with these device types is compiled with (none without foo)."""
     if BACKEND not in types:
         return {}
-    options: dict[str, Any] = {"fallback_random": True}
+    options: dict[str, Any] = {"fallback_random": True, "layout_optimization": False}
     if types <= _OWN_BACKEND_DEVICES:
         options["cuda_backend"] = "cpp"
     return options
