@@ -65,6 +65,8 @@ _finder = _Finder()
 def _run(name: str, module: ModuleType) -> None:
     with _lock:
         hooks = _hooks.pop(name, [])
+        if not _hooks and _finder in sys.meta_path:  # nothing left to watch: out of every import's way
+            sys.meta_path.remove(_finder)
     for hook in hooks:
         hook(module)
 
