@@ -20,7 +20,8 @@ print("torch", torch.get_num_threads(), "threads", foo_rs._C.num_threads())
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k not in ("FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")}
+    unset = ("FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")
+    full = {k: v for k, v in os.environ.items() if k not in unset}
     full.update(env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=full)
 
