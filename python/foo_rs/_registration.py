@@ -134,8 +134,10 @@ def register() -> None:
 
         torch._register_device_module(BACKEND_NAME, device_module)
     from . import _exit, _sparse
+    from .compile import install as _install_compile
 
     _exit.install()
+    _install_compile()
     _warn_about_thread_setting()
     _generate_methods()
     _sparse.install()

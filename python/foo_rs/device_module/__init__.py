@@ -3,6 +3,7 @@
 Registered with ``torch._register_device_module("foo", ...)`` by ``import foo_rs``.
 """
 
+from ..compile import inductor_backend_init as _inductor_backend_init  # noqa: F401 - inductor's hook
 from ._device import (
     FooDeviceProperties,
     current_device,

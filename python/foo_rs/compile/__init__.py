@@ -1,0 +1,53 @@
+"""``torch.compile`` on foo: dynamo's device interface and inductor's backend for the device.
+
+``install()`` (run by ``foo_rs.register()``) imports nothing of dynamo or inductor: each piece
+is registered when the module it extends is first imported (``_import_hooks``), so ``import
+torch`` stays as fast as without foo_rs, and a process that compiles gets them in place before
+dynamo or inductor looks:
+
+- ``torch._dynamo.device_interface`` -> ``interface`` (registers on import): the ``DeviceInterface`` of
+  "foo" and "foo:N";
+- ``torch._subclasses.fake_impls`` -> ``fake.install``: fake convolutions on foo have the layout
+  of foo's kernel;
+- ``torch._inductor.compile_fx`` -> ``graph_options.wrap_compile_fx``: foo graphs are compiled
+  with the options that make inductor treat them as the CPU graphs they compile to, and keep
+  foo's random ops;
+- inductor's first compile calls ``torch.foo._inductor_backend_init`` -> ``inductor.register``:
+  scheduling (inductor's C++ kernels), Python and C++ wrappers, device snippets, and the
+  scheduler's "is this node C++ code" test.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from ._import_hooks import when_imported
+
+
+def _register_interface(_module: ModuleType) -> None:
+    from . import interface  # noqa: F401 - registers on import
+
+
+def _wrap_compile_fx(module: ModuleType) -> None:
+    from . import graph_options
+
+    graph_options.wrap_compile_fx(module)
+
+
+def _fake_convolution(module: ModuleType) -> None:
+    from . import fake
+
+    fake.install(module)
+
+
+def install() -> None:
+    when_imported("torch._subclasses.fake_impls", _fake_convolution)
+    when_imported("torch._dynamo.device_interface", _register_interface)
+    when_imported("torch._inductor.compile_fx", _wrap_compile_fx)
+
+
+def inductor_backend_init() -> None:
+    """``torch.foo._inductor_backend_init``: inductor calls it once, on its first compile."""
+    from . import inductor
+
+    inductor.register()

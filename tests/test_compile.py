@@ -1,0 +1,408 @@
+"""torch.compile on foo with the default backend (inductor), compared with eager foo and with
+the CPU: values, gradients and 10-step loss curves of an MLP, a CNN and a transformer LM
+(model and optimizer step compiled), fullgraph, dynamic shapes, max-autotune, autocast bf16,
+random ops under a seed, recompilations and graph breaks, devices, memory statistics, and the
+generated kernels themselves (the CPU's C++, run on foo buffers).
+
+Compiling is slow on a small machine: the models are tiny, and inductor's cache lives in the
+repository's build/ (ignored by git), so a second run reuses the compiled kernels and graphs.
+Every test runs in strict mode (conftest.py): a CPU fallback of any op fails it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+# Before inductor first asks for its cache directory (it keeps the first answer).
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(__file__).resolve().parents[1] / "build" / "inductor-cache"))
+
+import foo_rs  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from compile_cases import Run, make_case, train  # noqa: E402
+from helpers import assert_same  # noqa: E402
+from torch import nn  # noqa: E402
+
+
+# Imported when a test runs, not when pytest collects this file: importing dynamo and inductor
+# takes seconds and would touch every other test module's process state.
+def _counters() -> Any:
+    from torch._dynamo.utils import counters
+
+    return counters
+
+
+def run_and_get_code(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[str]]:
+    from torch._inductor.utils import run_and_get_code as run
+
+    return run(fn, *args)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    _counters().clear()
+    yield
+    torch._dynamo.reset()
+
+
+def _close_runs(got: Run, want: Run, what: str, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    gaps = [abs(a - b) / max(abs(b), 1e-6) for a, b in zip(got.losses, want.losses)]
+    assert max(gaps) < rtol, f"{what}: loss curves differ by {max(gaps):.2e}\n{got.losses}\n{want.losses}"
+    for a, b in zip(got.first_grads, want.first_grads):
+        torch.testing.assert_close(a, b, rtol=rtol, atol=atol, msg=lambda m: f"{what} gradients: {m}")
+    for a, b in zip(got.params, want.params):
+        torch.testing.assert_close(a, b, rtol=rtol, atol=atol, msg=lambda m: f"{what} parameters: {m}")
+
+
+# --- the device interface ------------------------------------------------------------------
+
+
+def test_device_interface_for_foo_and_foo_n():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    interface = get_interface_for_device("foo")
+    assert get_interface_for_device("foo:1") is interface
+    assert get_interface_for_device(torch.device("foo", 1)) is interface
+    assert interface.is_available() and interface.device_count() == torch.foo.device_count()
+    assert not interface.is_gpu()
+    previous = interface.exchange_device(1)
+    try:
+        assert previous == 0 and interface.current_device() == 1
+    finally:
+        interface.maybe_exchange_device(previous)
+    assert interface.current_device() == 0
+    assert interface.get_raw_stream(0) == 0
+    assert interface.current_stream() == torch.foo.current_stream()
+    s = interface.Stream()
+    with interface.stream(s):
+        assert interface.current_stream() == s
+    assert isinstance(interface.Event(), torch.Event) and interface.Event().device.type == "foo"
+    interface.synchronize()
+    assert interface.get_device_properties(1).index == 1
+    assert interface.Worker.get_device_properties("foo:0").total_memory > 0
+    assert interface.is_bf16_supported() and interface.is_dtype_supported(torch.complex64)
+    assert not interface.is_dtype_supported(torch.float8_e4m3fn)
+    assert interface.get_compute_capability() == ""
+    assert interface.memory_allocated() == torch.foo.memory_allocated()
+    assert set(interface.get_cache_system_info()) == {"foo_rs", "compile"}
+
+
+def test_import_torch_stays_lazy_and_registers_on_dynamo_import():
+    code = (
+        "import sys, torch\n"
+        "print('torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)\n"
+        "from torch._dynamo.device_interface import get_interface_for_device\n"
+        "print(get_interface_for_device('foo').__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False", "FooInterface"]
+
+
+def test_fake_tensors_propagate_foo_ops():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        x = mode.from_tensor(torch.randn(4, 8, device="foo"))
+        y = torch.nn.functional.layer_norm(x @ x.T, (4,)).softmax(-1).argmax(0)
+    assert y.device == torch.device("foo:0") and y.shape == (4,) and y.dtype == torch.int64
+
+
+def test_fake_convolution_has_foos_layout():
+    """foo's convolution is channels-last when its input or weight is (as the CPU's); the fake
+    one predicts that, and a compiled channels-last convolution returns it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 8, 3, padding=1)
+    x = torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last)
+    real = conv.to("foo")(x.to("foo"))
+    assert real.is_contiguous(memory_format=torch.channels_last)
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake = conv(mode.from_tensor(x.to("foo")))
+    assert fake.stride() == real.stride()
+    got = torch.compile(conv)(x.to("foo"))
+    assert got.stride() == real.stride()
+    assert_same(got, conv.cpu()(x).detach(), atol=1e-5, rtol=1e-5)
+
+
+# --- the issue's examples ------------------------------------------------------------------
+
+
+def test_issue_example():
+    x = torch.ones(3, device="foo")
+    got = torch.compile(lambda x: x.sin() + 1)(x)
+    assert_same(got, torch.ones(3).sin() + 1)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "lm"])
+def test_training_matches_eager_foo_and_cpu(name: str):
+    """Model (fullgraph) and SGD's opt.step compiled: 10 steps of loss, the first gradients and
+    the final weights against eager foo and eager CPU, from the same weights and batches."""
+    case = make_case(name)
+    compiled = train(case, "foo", compiled=True)
+    _close_runs(compiled, train(case, "foo", compiled=False), f"{name} compiled foo vs eager foo")
+    _close_runs(compiled, train(case, "cpu", compiled=False), f"{name} compiled foo vs eager CPU")
+    assert compiled.losses[-1] < compiled.losses[0]  # it trains
+
+
+def test_transformer_adamw_loss_curve():
+    """AdamW's compiled step: the loss curve (weights are not compared: Adam turns the rounding
+    noise of gradients that are zero in exact arithmetic, such as the attention's key bias,
+    into full-size steps, differently on every backend)."""
+    case = make_case("lm")
+    compiled = train(case, "foo", compiled=True, optimizer="adamw")
+    for reference in (train(case, "foo", compiled=False, optimizer="adamw"),
+                      train(case, "cpu", compiled=False, optimizer="adamw")):
+        gaps = [abs(a - b) / abs(b) for a, b in zip(compiled.losses, reference.losses)]
+        assert max(gaps) < 1e-4, (compiled.losses, reference.losses)
+    assert compiled.losses[-1] < compiled.losses[0]
+
+
+@pytest.fixture
+def _no_transformer_fast_path() -> Iterator[None]:
+    """nn.TransformerEncoderLayer's inference fast path is one op, _transformer_encoder_layer_fwd,
+    which foo has no kernel for (eager or compiled, it would be the CPU fallback)."""
+    enabled = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    yield
+    torch.backends.mha.set_fastpath_enabled(enabled)
+
+
+@pytest.mark.usefixtures("_no_transformer_fast_path")
+def test_inference_outputs_match_cpu():
+    case = make_case("lm")
+    model = case.model.eval()
+    x = case.batches[0][0]
+    with torch.no_grad():
+        want = model(x)
+        got = torch.compile(model.to("foo"))(x.to("foo"))
+    assert_same(got, want, atol=1e-5, rtol=1e-5)
+
+
+# --- modes ---------------------------------------------------------------------------------
+
+
+def test_dynamic_shapes_compile_once():
+    model = make_case("mlp").model.to("foo")
+    compiled = torch.compile(model, dynamic=True)
+    for n in (3, 5, 8, 13):
+        x = torch.randn(n, 32)
+        assert_same(compiled(x.to("foo")), model.cpu()(x).detach(), atol=1e-5, rtol=1e-5)
+        model.to("foo")
+    assert _counters()["stats"]["unique_graphs"] == 1
+
+
+def test_max_autotune_no_cudagraphs():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+    x = torch.randn(4, 16)
+    want = model(x).detach()
+    got = torch.compile(model.to("foo"), mode="max-autotune-no-cudagraphs")(x.to("foo"))
+    assert_same(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_autocast_bfloat16():
+    case = make_case("lm")
+    x, y = case.batches[0]
+    results = {}
+    for device in ("cpu", "foo"):
+        model = case.model.to(device)
+        with torch.autocast(device, dtype=torch.bfloat16):
+            eager = model(x.to(device))
+            compiled = torch.compile(model)(x.to(device))
+            loss = case.loss(compiled, y.to(device))
+        loss.backward()
+        assert compiled.dtype == torch.bfloat16
+        torch.testing.assert_close(compiled.float().cpu(), eager.float().cpu(), atol=2e-2, rtol=2e-2)
+        results[device] = (compiled.float().cpu(), [p.grad.cpu() for p in model.parameters()])
+        model.zero_grad(set_to_none=True)
+        torch._dynamo.reset()
+    torch.testing.assert_close(results["foo"][0], results["cpu"][0], atol=2e-2, rtol=2e-2)
+    for a, b in zip(results["foo"][1], results["cpu"][1]):
+        torch.testing.assert_close(a, b, atol=2e-2, rtol=2e-2)
+
+
+# --- random ops ----------------------------------------------------------------------------
+
+
+def _random_model(x: torch.Tensor) -> torch.Tensor:
+    h = nn.functional.dropout(x.relu(), p=0.3, training=True)
+    return h * torch.rand_like(h) + torch.randn(x.shape, device=x.device) + torch.bernoulli(torch.full_like(x, 0.5))
+
+
+def test_random_ops_reproduce_eager_foo_under_a_seed():
+    x = torch.randn(64, 32, device="foo", requires_grad=True)
+    torch.manual_seed(7)
+    eager = _random_model(x)
+    (eager_grad,) = torch.autograd.grad(eager.sum(), x)
+    compiled = torch.compile(_random_model)
+    torch.manual_seed(7)
+    got = compiled(x)
+    (got_grad,) = torch.autograd.grad(got.sum(), x)
+    assert torch.equal(got.cpu(), eager.cpu()) and torch.equal(got_grad.cpu(), eager_grad.cpu())
+    torch.manual_seed(8)
+    assert not torch.equal(compiled(x).cpu(), eager.cpu())  # a new seed draws new numbers
+
+
+def test_transformer_dropout_reproduces_eager_foo():
+    """Dropout inside attention and feed-forward (on non-contiguous views): the compiled layer's
+    output and gradients equal eager foo's under the same seed."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.2, batch_first=True).to("foo")
+    x = torch.randn(4, 8, 32, device="foo")
+    results = []
+    for fn in (layer, torch.compile(layer)):
+        torch.manual_seed(5)
+        out = fn(x)
+        grads = torch.autograd.grad(out.pow(2).sum(), list(layer.parameters()))
+        results.append((out.detach().cpu(), [g.cpu() for g in grads]))
+    (eager, eager_grads), (got, got_grads) = results
+    torch.testing.assert_close(got, eager, atol=1e-5, rtol=1e-5)
+    for a, b in zip(got_grads, eager_grads):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_inductor_rng_on_request():
+    """options={"fallback_random": False} keeps inductor's own RNG (seeded from foo's
+    generator): still deterministic under a seed, not eager's numbers."""
+    compiled = torch.compile(lambda x: x + torch.rand_like(x), options={"fallback_random": False})
+    x = torch.zeros(1024, device="foo")
+    torch.manual_seed(3)
+    a = compiled(x)
+    torch.manual_seed(3)
+    b = compiled(x)
+    torch.manual_seed(3)
+    eager = x + torch.rand_like(x)
+    assert torch.equal(a.cpu(), b.cpu()) and not torch.equal(a.cpu(), eager.cpu())
+    assert 0.45 < a.mean().item() < 0.55
+
+
+# --- recompilations and graph breaks -------------------------------------------------------
+
+
+def _compiles(fn: Callable[[torch.Tensor], torch.Tensor], inputs: list[torch.Tensor]) -> int:
+    torch._dynamo.reset()
+    _counters().clear()
+    compiled = torch.compile(fn)
+    for x in inputs:
+        compiled(x)
+    return _counters()["stats"]["unique_graphs"]
+
+
+def test_recompilations_as_on_cpu():
+    model = make_case("mlp").model
+    shapes = [(16, 32), (16, 32), (8, 32), (4, 32), (4, 32)]  # static, then one dynamic recompile
+    counts = {}
+    for device in ("cpu", "foo"):
+        model.to(device)
+        counts[device] = _compiles(model, [torch.randn(s, device=device) for s in shapes])
+    assert counts["foo"] == counts["cpu"] == 2
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "lm"])
+def test_graph_breaks_no_more_than_cpu(name: str):
+    case = make_case(name, steps=1)
+    x, y = case.batches[0]
+    breaks = {}
+    for device in ("cpu", "foo"):
+        model = case.model.to(device)
+        opt = torch.optim.AdamW(model.parameters(), foreach=True)
+
+        def step(x: torch.Tensor, y: torch.Tensor, model: nn.Module = model,
+                 opt: torch.optim.Optimizer = opt) -> torch.Tensor:
+            loss = case.loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        breaks[device] = torch._dynamo.explain(step)(x.to(device), y.to(device)).graph_break_count
+        torch._dynamo.reset()
+    assert breaks["foo"] <= breaks["cpu"], breaks
+
+
+# --- devices, memory, generated code -------------------------------------------------------
+
+
+def test_second_device():
+    fn = torch.compile(lambda a, b: (a @ b).relu() + a.sum(0))
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    before = torch.foo.memory_allocated(1)
+    got = fn(a.to("foo:1"), b.to("foo:1"))
+    assert got.device == torch.device("foo:1")
+    assert_same(got, (a @ b).relu() + a.sum(0), atol=1e-5, rtol=1e-5)
+    assert torch.foo.memory_allocated(1) > before and torch.foo.current_device() == 0
+
+
+def test_buffers_come_from_foos_allocator():
+    fn = torch.compile(lambda x: ((x.sin() @ x).cos() @ x).tanh())
+    x = torch.randn(128, 128, device="foo")
+    _, (code,) = run_and_get_code(fn, x)
+    buffers = code.split("def call(")[1].count("empty_strided(")
+    assert buffers >= 2
+    allocations = torch.foo.memory_stats()["allocation.all.allocated"]
+    torch.foo.reset_peak_memory_stats()
+    base = torch.foo.memory_allocated()
+    out = fn(x)
+    # Each buffer of the graph is one allocation of foo's allocator, and the output stays.
+    assert torch.foo.memory_stats()["allocation.all.allocated"] - allocations == buffers
+    assert torch.foo.max_memory_allocated() - base >= 2 * out.untyped_storage().nbytes()
+    assert torch.foo.memory_allocated() - base == out.untyped_storage().nbytes()
+
+
+def test_generated_code_runs_cpp_kernels_and_foo_ops_in_place():
+    foo_rs.reset_op_counts()
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).to("foo")
+    with torch.no_grad():
+        _, (code,) = run_and_get_code(torch.compile(model), torch.randn(8, 16, device="foo"))
+    assert "cpp_fused_gelu" in code and "extern_kernels.addmm" in code  # C++ kernel, foo's addmm
+    assert "device='foo" in code and "empty_strided(" in code
+    assert "cpu" not in re.sub(r"cpp_|empty_strided_cpu\w* = .*|_cpu\b", "", code.split("async_compile.wait")[1])
+    assert foo_rs.native_counts().get("aten::addmm.out", 0) == 2 and not foo_rs.fallback_counts()
+
+
+def _kernels(code: str) -> list[str]:
+    return re.findall(r"async_compile\.cpp_pybinding\(\[.*?\], r'''(.*?)'''\)", code, re.S)
+
+
+CPU_LIKE = {
+    "argmax of a permuted tensor": (lambda x: x.permute(2, 0, 1).argmax(), (4, 5, 6)),
+    "max-pool indices, transposed": (lambda x: nn.functional.max_pool2d(x.transpose(2, 3), 3, 2, return_indices=True),
+                                     (2, 3, 9, 9)),
+    "variance, two-step and Welford": (lambda x: x.var(1) + x.std(0).sum(), (64, 1100)),
+    "division by a constant": (lambda x: x.mean() / 7.0 + x / 3.0, (33,)),
+    "bf16 softmax": (lambda x: torch.softmax(x.to(torch.bfloat16) * 3, -1).float(), (8, 33)),
+}
+
+
+@pytest.mark.parametrize("name", list(CPU_LIKE))
+def test_kernels_are_the_cpus(name: str):
+    """foo graphs compile to exactly the CPU's C++ kernels, and compute the CPU's results
+    (inductor's "cpu" decisions: argreduce indices, two-step variance, true division, ...)."""
+    fn, shape = CPU_LIKE[name]
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    want, (cpu_code,) = run_and_get_code(torch.compile(fn), x)
+    torch._dynamo.reset()
+    got, (foo_code,) = run_and_get_code(torch.compile(fn), x.to("foo"))
+    assert _kernels(foo_code) == _kernels(cpu_code) and _kernels(cpu_code)
+    assert_same(got, want, atol=0, rtol=0)
+
+
+def test_aoti_and_cpp_wrapper_say_what_is_missing(tmp_path: Path):
+    """AOTInductor needs C++ that foo does not have yet (C shims, a registered model runner):
+    a clear error, not a failing C++ compile or a package that cannot load."""
+    model = nn.Linear(4, 2).to("foo")
+    x = torch.randn(3, 4, device="foo")
+    exported = torch.export.export(model, (x,))
+    with pytest.raises(Exception, match="AOTInductor .* not available on foo"):
+        torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp_path / "model.pt2"))
+    with pytest.raises(Exception, match="cpp_wrapper=True are not available on foo"):
+        torch.compile(model, options={"cpp_wrapper": True})(x)
