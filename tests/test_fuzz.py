@@ -265,6 +265,16 @@ CPU_QUIRKS: dict[str, Known] = {
         ("conv1d", "dict(x=torch.tensor([[1.0]], dtype=torch.float16), w=torch.tensor([[[math.inf]]], "
                    "dtype=torch.float16), bias=None, stride=1, padding=1, dilation=1, groups=1)"),
         lambda a: _nonfinite(a, "w") and a["x"].dtype in (torch.float16, torch.bfloat16), some_cpus=True),
+    "cpu-mkldnn-conv-padding": Known(
+        "float32 conv on the CPU picks its algorithm by shape (at::native::ConvParams::use_mkldnn): with a "
+        "batch of 2 or more oneDNN treats zero padding as absent (a nan weight over padding adds nothing), "
+        "while a batch of 1 (the slow_conv2d path) and every float64 conv multiply the zero (nan), as foo "
+        "always does: the CPU's own result for one sample depends on the batch it is in",
+        ("conv1d", "conv2d"), ("values differ",),
+        ("conv2d", "dict(x=torch.ones(2, 1, 1, 1), w=torch.tensor([[[[math.nan, 1.0], [1.0, 1.0]]]]), "
+                   "bias=None, stride=1, padding=1, dilation=1, groups=1)"),
+        lambda a: _nonfinite(a, "w") and a["x"].dtype == torch.float32 and a["x"].dim() == a["w"].dim()
+        and a["x"].shape[0] > 1),
     "cpu-batch-norm-strided-float64": Known(
         "batch_norm training statistics on the CPU: float32 accumulation for contiguous input (overflowing "
         "like foo's where x*x > FLT_MAX), float64 for other layouts (finite): foo matches the contiguous path",
