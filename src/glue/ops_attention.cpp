@@ -77,6 +77,9 @@ std::string unsupported(const Tensor& q, const Tensor& k, const Tensor& v, const
 
 int64_t fused_sdp_choice(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask,
                          double dropout_p, bool is_causal, std::optional<double> /*scale*/, bool enable_gqa) {
+  // As the CPU (whose kernels refuse it): a dropout probability outside [0, 1] is an error.
+  TORCH_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "dropout probability has to be between 0 and 1, but got ",
+              dropout_p);
   auto& ctx = at::globalContext();
   const std::string why = unsupported(q, k, v, mask, dropout_p, is_causal, enable_gqa);
   if (ctx.userEnabledOverrideableSDP() && why.empty()) return static_cast<int64_t>(at::SDPBackend::overrideable);

@@ -476,7 +476,8 @@ unsafe fn panel<M: Math, const R: usize, const TA: bool, const F: bool>(
 
 /// `C[m x n] (+)= op(A)[m x k] B[k x n]` with row-major buffers; `op(A) = A^T` when `TA`
 /// (then `A` is `k x m`). `n` is a multiple of `PAD`. `WIDE`: 32 vector registers (AVX-512),
-/// so taller tiles fit.
+/// so taller tiles fit. Every element of `C` is the same chain of multiply-adds (over `p` in
+/// order) whatever tile it falls in, so the result does not depend on how rows are grouped.
 ///
 /// # Safety
 /// The buffers hold every element the shapes and leading dimensions reach; `C` is not aliased.
@@ -495,21 +496,30 @@ unsafe fn gemm<M: Math, const TA: bool, const F: bool, const WIDE: bool>(
     acc: bool,
 ) {
     debug_assert!(n % PAD == 0);
-    let rows = match (std::mem::size_of::<M>() == 4, WIDE) {
-        (true, true) => 4,
-        (true, false) | (false, true) => 2,
-        (false, false) => 1,
-    };
+    let f32 = std::mem::size_of::<M>() == 4;
     let mut i = 0;
     // SAFETY: every panel covers rows below m (caller's contract for the rest).
     unsafe {
-        if rows == 4 {
+        // Tiles of 6 x 64 f32 (3 x 64 f64) keep 24 of the 32 AVX-512 registers accumulating.
+        if WIDE && f32 {
+            while i + 6 <= m {
+                panel::<M, 6, TA, F>(i, n, k, a, lda, b, ldb, c, ldc, acc);
+                i += 6;
+            }
+        }
+        if WIDE && !f32 {
+            while i + 3 <= m {
+                panel::<M, 3, TA, F>(i, n, k, a, lda, b, ldb, c, ldc, acc);
+                i += 3;
+            }
+        }
+        if WIDE && f32 {
             while i + 4 <= m {
                 panel::<M, 4, TA, F>(i, n, k, a, lda, b, ldb, c, ldc, acc);
                 i += 4;
             }
         }
-        if rows >= 2 {
+        if WIDE || f32 {
             while i + 2 <= m {
                 panel::<M, 2, TA, F>(i, n, k, a, lda, b, ldb, c, ldc, acc);
                 i += 2;
@@ -575,6 +585,8 @@ struct Ops {
 struct Job<M> {
     o: Ops,
     packed: Vec<M>,
+    /// Backward: how tasks divide the work.
+    split: Split,
 }
 
 impl<M> std::ops::Deref for Job<M> {
@@ -805,7 +817,20 @@ fn fwd_range<M: AttnMath>(job: &Job<M>, s: usize, e: usize) {
     dispatch_isa!(fwd_body::<M>(job, s, e))
 }
 
-/// Backward tasks `s..e` (each a (b, key/value head)).
+/// How the backward splits its work (see [`attention_backward`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Split {
+    /// One task per (b, key/value head): dQ, dK and dV together.
+    Fused,
+    /// One task per (b, query head, query block): dQ only.
+    Dq,
+    /// One task per (b, key/value head, key block): dK and dV only.
+    Dkv,
+}
+
+/// Backward tasks `s..e` of `job.split`. Every mode computes each gradient element with the
+/// same operations in the same order (dQ over key blocks, dK/dV over query heads then query
+/// blocks), so the modes give the same bits.
 #[inline(always)]
 fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize, e: usize) {
     let g = job.g;
@@ -813,17 +838,16 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
         (Some(a), Some(b), Some(c), Some(d)) => (a, b, c, d),
         _ => unreachable!("backward jobs carry their gradients"),
     };
-    let mut kt = vec![M::zero(); g.nkb * g.e * BK];
-    let mut kr = vec![M::zero(); g.sp * g.ep];
-    let mut vt = vec![M::zero(); g.nkb * g.evp * BK];
-    let mut vrow = vec![M::zero(); g.evp.max(g.e)];
-    let mut dk = vec![M::zero(); g.sp * g.ep];
-    let mut dv = vec![M::zero(); g.sp * g.evp];
+    let (ktl, krl, vtl) = bwd_pack_lens(&g);
+    let do_dq = job.split != Split::Dkv;
+    let do_dkv = job.split != Split::Dq;
+    let mut dk = vec![M::zero(); if do_dkv { g.sp * g.ep } else { 0 }];
+    let mut dv = vec![M::zero(); if do_dkv { g.sp * g.evp } else { 0 }];
     let mut qb = vec![M::zero(); BQ * g.ep];
     let mut dob = vec![M::zero(); BQ * g.evp];
     let mut pb = vec![M::zero(); BQ * BK];
     let mut dsb = vec![M::zero(); BQ * BK];
-    let mut dqb = vec![M::zero(); BQ * g.ep];
+    let mut dqb = vec![M::zero(); if do_dq { BQ * g.ep } else { 0 }];
     let mut orow = vec![M::zero(); g.ev];
     let mut dvec = [M::zero(); BQ];
     let mut lse = [M::zero(); BQ];
@@ -833,28 +857,57 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
         .p
         .dropout
         .map(|d| (d, d.threshold(), M::from_f64c(1.0 / (1.0 - d.p))));
+    let group = g.group();
     for t in s..e {
-        let (b, hk) = (t / g.hk, t % g.hk);
-        // SAFETY: key/value rows of head (b, hk); the buffers have the packed sizes.
-        unsafe {
-            pack_kt(&g, &job.k, b, hk, &mut kt, &mut vrow);
-            pack_rows(&job.k, b, hk, g.s, g.e, g.ep, &mut kr);
-        }
-        vt.fill(M::zero());
-        for j in 0..g.s {
-            // SAFETY: value row j of head (b, hk).
-            unsafe { load_row(&job.v, job.v.off(b, hk, j), &mut vrow[..g.ev], M::one()) };
-            let blk = &mut vt[(j / BK) * g.evp * BK..];
-            for (c, &x) in vrow[..g.ev].iter().enumerate() {
-                blk[c * BK + j % BK] = x;
+        let (b, hk, heads, qblks, kbs) = match job.split {
+            Split::Fused => {
+                let hk = t % g.hk;
+                (
+                    t / g.hk,
+                    hk,
+                    hk * group..(hk + 1) * group,
+                    0..g.nqb,
+                    0..g.nkb,
+                )
             }
+            Split::Dq => {
+                let qblk = t % g.nqb;
+                let h = (t / g.nqb) % g.hq;
+                (
+                    t / (g.nqb * g.hq),
+                    h / group,
+                    h..h + 1,
+                    qblk..qblk + 1,
+                    0..g.nkb,
+                )
+            }
+            Split::Dkv => {
+                let kb = t % g.nkb;
+                let hk = (t / g.nkb) % g.hk;
+                (
+                    t / (g.nkb * g.hk),
+                    hk,
+                    hk * group..(hk + 1) * group,
+                    0..g.nqb,
+                    kb..kb + 1,
+                )
+            }
+        };
+        let pk = &job.packed[(b * g.hk + hk) * (ktl + krl + vtl)..][..ktl + krl + vtl];
+        let (kt, rest) = pk.split_at(ktl);
+        let (kr, vt) = rest.split_at(krl);
+        if do_dkv {
+            dk[kbs.start * BK * g.ep..kbs.end * BK * g.ep].fill(M::zero());
+            dv[kbs.start * BK * g.evp..kbs.end * BK * g.evp].fill(M::zero());
         }
-        dk.fill(M::zero());
-        dv.fill(M::zero());
-        for h in hk * g.group()..(hk + 1) * g.group() {
-            for qblk in 0..g.nqb {
+        for h in heads {
+            for qblk in qblks.clone() {
                 let i0 = qblk * BQ;
                 let bq = BQ.min(g.l - i0);
+                let kb_hi = kbs.end.min(g.key_blocks(job.p.causal, i0, bq));
+                if kbs.start >= kb_hi {
+                    continue;
+                }
                 for r in 0..bq {
                     let i = i0 + r;
                     // SAFETY: rows (b, h, i) of q, dout, out and element (b, h, i) of lse.
@@ -882,11 +935,13 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                     }
                     dvec[r] = simd::sum_zip(&dob[r * g.evp..r * g.evp + g.ev], &orow, |x, y| x * y);
                 }
-                dqb[..bq * g.ep].fill(M::zero());
-                for kb in 0..g.key_blocks(job.p.causal, i0, bq) {
+                if do_dq {
+                    dqb[..bq * g.ep].fill(M::zero());
+                }
+                for kb in kbs.start..kb_hi {
                     let j0 = kb * BK;
                     let kn = BK.min(g.s - j0);
-                    // SAFETY: buffer shapes as allocated above.
+                    // SAFETY: buffer shapes as allocated above and packed by `pack_backward`.
                     unsafe {
                         gemm::<M, false, F, WIDE>(
                             bq,
@@ -952,7 +1007,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                             }
                         }
                         drow[n..].fill(M::zero());
-                        if let Some(db) = job.dbias {
+                        if let (Some(db), true) = (job.dbias, do_dq) {
                             let at = ((b * g.hq + h) * g.l + i) * g.s + j0;
                             // SAFETY: the dense dbias row (b, h, i) belongs to this task alone.
                             let dst: &mut [M] = unsafe { P(db).slice_mut(at, kn) };
@@ -961,75 +1016,122 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                     }
                     // SAFETY: buffer shapes as allocated above; dk/dv rows j0..j0+BK exist (Sp rows).
                     unsafe {
-                        gemm::<M, true, F, WIDE>(
-                            BK,
-                            g.evp,
-                            bq,
-                            pb.as_ptr(),
-                            BK,
-                            dob.as_ptr(),
-                            g.evp,
-                            dv[j0 * g.evp..].as_mut_ptr(),
-                            g.evp,
-                            true,
-                        );
-                        gemm::<M, true, F, WIDE>(
-                            BK,
-                            g.ep,
-                            bq,
-                            dsb.as_ptr(),
-                            BK,
-                            qb.as_ptr(),
-                            g.ep,
-                            dk[j0 * g.ep..].as_mut_ptr(),
-                            g.ep,
-                            true,
-                        );
-                        gemm::<M, false, F, WIDE>(
-                            bq,
-                            g.ep,
-                            kn,
-                            dsb.as_ptr(),
-                            BK,
-                            kr[j0 * g.ep..].as_ptr(),
-                            g.ep,
-                            dqb.as_mut_ptr(),
-                            g.ep,
-                            true,
-                        );
+                        if do_dkv {
+                            gemm::<M, true, F, WIDE>(
+                                BK,
+                                g.evp,
+                                bq,
+                                pb.as_ptr(),
+                                BK,
+                                dob.as_ptr(),
+                                g.evp,
+                                dv[j0 * g.evp..].as_mut_ptr(),
+                                g.evp,
+                                true,
+                            );
+                            gemm::<M, true, F, WIDE>(
+                                BK,
+                                g.ep,
+                                bq,
+                                dsb.as_ptr(),
+                                BK,
+                                qb.as_ptr(),
+                                g.ep,
+                                dk[j0 * g.ep..].as_mut_ptr(),
+                                g.ep,
+                                true,
+                            );
+                        }
+                        if do_dq {
+                            gemm::<M, false, F, WIDE>(
+                                bq,
+                                g.ep,
+                                kn,
+                                dsb.as_ptr(),
+                                BK,
+                                kr[j0 * g.ep..].as_ptr(),
+                                g.ep,
+                                dqb.as_mut_ptr(),
+                                g.ep,
+                                true,
+                            );
+                        }
                     }
                 }
-                for r in 0..bq {
-                    // SAFETY: dq row (b, h, i0 + r) belongs to this task alone (its head group).
-                    unsafe {
-                        store_row(
-                            &dqv,
-                            dqv.off(b, h, i0 + r),
-                            &dqb[r * g.ep..r * g.ep + g.e],
-                            scale,
-                        )
-                    };
+                if do_dq {
+                    for r in 0..bq {
+                        // SAFETY: dq row (b, h, i0 + r) belongs to this task alone.
+                        unsafe {
+                            store_row(
+                                &dqv,
+                                dqv.off(b, h, i0 + r),
+                                &dqb[r * g.ep..r * g.ep + g.e],
+                                scale,
+                            )
+                        };
+                    }
                 }
             }
         }
-        for j in 0..g.s {
-            // SAFETY: dk/dv rows (b, hk, j) belong to this task alone.
-            unsafe {
-                store_row(
-                    &dkv,
-                    dkv.off(b, hk, j),
-                    &dk[j * g.ep..j * g.ep + g.e],
-                    M::one(),
-                );
-                store_row(
-                    &dvv,
-                    dvv.off(b, hk, j),
-                    &dv[j * g.evp..j * g.evp + g.ev],
-                    M::one(),
-                );
+        if do_dkv {
+            for j in kbs.start * BK..(kbs.end * BK).min(g.s) {
+                // SAFETY: dk/dv rows (b, hk, j) belong to this task alone.
+                unsafe {
+                    store_row(
+                        &dkv,
+                        dkv.off(b, hk, j),
+                        &dk[j * g.ep..j * g.ep + g.e],
+                        M::one(),
+                    );
+                    store_row(
+                        &dvv,
+                        dvv.off(b, hk, j),
+                        &dv[j * g.evp..j * g.evp + g.ev],
+                        M::one(),
+                    );
+                }
             }
         }
     }
+}
+
+/// Packed lengths per (b, hk) for the backward: keys as `[kb][E][BK]`, keys as rows
+/// `[Sp][Ep]`, values as `[kb][Evp][BK]`.
+fn bwd_pack_lens(g: &Geo) -> (usize, usize, usize) {
+    (g.nkb * g.e * BK, g.sp * g.ep, g.nkb * g.evp * BK)
+}
+
+fn pack_backward<M: AttnMath>(job: &mut Job<M>) {
+    let g = job.g;
+    let (ktl, krl, vtl) = bwd_pack_lens(&g);
+    let per = ktl + krl + vtl;
+    let mut packed = vec![M::zero(); g.b * g.hk * per];
+    let base = P(packed.as_mut_ptr() as usize);
+    let (k, v) = (job.k, job.v);
+    parallel_for(g.b * g.hk, 1, &|s, e| {
+        let mut row = vec![M::zero(); g.e.max(g.ev)];
+        for t in s..e {
+            let (b, hk) = (t / g.hk, t % g.hk);
+            // SAFETY: task t owns elements t*per .. (t+1)*per of `packed`.
+            let dst: &mut [M] = unsafe { base.slice_mut(t * per, per) };
+            let (kt, rest) = dst.split_at_mut(ktl);
+            let (kr, vt) = rest.split_at_mut(krl);
+            // SAFETY: k and v are live views of head (b, hk); the buffers have the sizes above.
+            unsafe {
+                pack_kt(&g, &k, b, hk, kt, &mut row);
+                pack_rows(&k, b, hk, g.s, g.e, g.ep, kr);
+            }
+            for j in 0..g.s {
+                // SAFETY: value row j of head (b, hk).
+                unsafe { load_row(&v, v.off(b, hk, j), &mut row[..g.ev], M::one()) };
+                let blk = &mut vt[(j / BK) * g.evp * BK..];
+                for (c, &x) in row[..g.ev].iter().enumerate() {
+                    blk[c * BK + j % BK] = x;
+                }
+            }
+        }
+    });
+    job.packed = packed;
 }
 
 fn bwd_range<M: AttnMath>(job: &Job<M>, s: usize, e: usize) {
@@ -1095,23 +1197,57 @@ pub fn attention_forward(
         dv: None,
         dbias: None,
     };
-    let tasks = g.b * g.hq * g.nqb;
     if math_of(q.dtype) == DType::F64 {
-        let mut j = Job::<f64> {
+        run_forward(Job::<f64> {
             o: ops,
             packed: Vec::new(),
-        };
-        pack_forward(&mut j);
-        parallel_for(tasks, 1, &|s, e| fwd_range(&j, s, e));
+            split: Split::Fused,
+        });
     } else {
-        let mut j = Job::<f32> {
+        run_forward(Job::<f32> {
             o: ops,
             packed: Vec::new(),
-        };
-        pack_forward(&mut j);
-        parallel_for(tasks, 1, &|s, e| fwd_range(&j, s, e));
+            split: Split::Fused,
+        });
     }
     Ok(())
+}
+
+fn run_forward<M: AttnMath>(mut job: Job<M>) {
+    pack_forward(&mut job);
+    parallel_for(job.g.b * job.g.hq * job.g.nqb, 1, &|s, e| {
+        fwd_range(&job, s, e)
+    });
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests force either way of splitting the backward.
+    static FORCE_SPLIT: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+fn split_backward(g: &Geo) -> bool {
+    #[cfg(test)]
+    if let Some(f) = FORCE_SPLIT.with(|c| c.get()) {
+        return f;
+    }
+    g.b * g.hk < 2 * crate::runtime::pool::num_threads()
+}
+
+/// Runs the backward: one task per (b, key/value head) when there are enough of them to keep
+/// every thread busy, else a dK/dV pass over (b, key/value head, key block) and a dQ pass over
+/// (b, query head, query block), which recompute the scores twice but give the same bits.
+fn run_backward<M: AttnMath>(mut job: Job<M>) {
+    pack_backward(&mut job);
+    let g = job.g;
+    if !split_backward(&g) {
+        parallel_for(g.b * g.hk, 1, &|s, e| bwd_range(&job, s, e));
+    } else {
+        job.split = Split::Dkv;
+        parallel_for(g.b * g.hk * g.nkb, 1, &|s, e| bwd_range(&job, s, e));
+        job.split = Split::Dq;
+        parallel_for(g.b * g.hq * g.nqb, 1, &|s, e| bwd_range(&job, s, e));
+    }
 }
 
 /// The tensors of a backward call.
@@ -1189,19 +1325,18 @@ pub fn attention_backward(
         dv: Some(View::m(grads.dv)),
         dbias: grads.dbias.map(|t| t.ptr as usize),
     };
-    let tasks = g.b * g.hk;
     if math_of(dt) == DType::F64 {
-        let j = Job::<f64> {
+        run_backward(Job::<f64> {
             o: ops,
             packed: Vec::new(),
-        };
-        parallel_for(tasks, 1, &|s, e| bwd_range(&j, s, e));
+            split: Split::Fused,
+        });
     } else {
-        let j = Job::<f32> {
+        run_backward(Job::<f32> {
             o: ops,
             packed: Vec::new(),
-        };
-        parallel_for(tasks, 1, &|s, e| bwd_range(&j, s, e));
+            split: Split::Fused,
+        });
     }
     Ok(())
 }
