@@ -35,11 +35,36 @@ pub extern "C" fn foo_attention_rng(
     })
 }
 
-/// Forward: `output [B, Hq, L, Ev]`, `lse [B, Hq, L]` (f32, f64 for f64 operands) from
-/// `q [B, Hq, L, E]`, `k [B, Hk, S, E]`, `v [B, Hk, S, Ev]` and an optional mask `[B, Hq, L, S]`.
+/// Bytes of workspace `foo_attention_forward` (`backward == 0`) or `foo_attention_backward`
+/// needs for these operands.
 ///
 /// # Safety
-/// Descriptors must describe live memory (outputs writable) for the call; `mask` may be null.
+/// Descriptors must describe live memory for the call.
+#[no_mangle]
+pub unsafe extern "C" fn foo_attention_workspace(
+    q: *const FooTensor,
+    k: *const FooTensor,
+    v: *const FooTensor,
+    backward: i32,
+    bytes: *mut usize,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (q, k, v) = unsafe { (tensor_ref(q)?, tensor_ref(k)?, tensor_ref(v)?) };
+        out(
+            bytes,
+            attention::attention_workspace(&q, &k, &v, backward != 0)?,
+        )
+    })
+}
+
+/// Forward: `output [B, Hq, L, Ev]`, `lse [B, Hq, L]` (f32, f64 for f64 operands) from
+/// `q [B, Hq, L, E]`, `k [B, Hk, S, E]`, `v [B, Hk, S, Ev]` and an optional mask `[B, Hq, L, S]`;
+/// `workspace` (null: allocated by Rust) holds `foo_attention_workspace` bytes.
+///
+/// # Safety
+/// Descriptors must describe live memory (outputs and workspace writable) for the call; `mask`
+/// and `workspace` may be null.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn foo_attention_forward(
@@ -49,6 +74,7 @@ pub unsafe extern "C" fn foo_attention_forward(
     k: *const FooTensor,
     v: *const FooTensor,
     mask: *const FooTensor,
+    workspace: *const FooTensor,
     scale: f64,
     causal: i32,
     dropout_p: f64,
@@ -57,7 +83,7 @@ pub unsafe extern "C" fn foo_attention_forward(
 ) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
-        let (o, l, q, k, v, m) = unsafe {
+        let (o, l, q, k, v, m, w) = unsafe {
             (
                 tensor_mut(output)?,
                 tensor_mut(lse)?,
@@ -65,10 +91,11 @@ pub unsafe extern "C" fn foo_attention_forward(
                 tensor_ref(k)?,
                 tensor_ref(v)?,
                 opt_ref(mask)?,
+                opt_mut(workspace)?,
             )
         };
         let p = params(scale, causal, dropout_p, seed, offset);
-        attention::attention_forward(&o, &l, &q, &k, &v, m.as_ref(), p)
+        attention::attention_forward(&o, &l, &q, &k, &v, m.as_ref(), p, w.as_ref())
     })
 }
 
@@ -76,7 +103,7 @@ pub unsafe extern "C" fn foo_attention_forward(
 /// tensor of the math dtype receiving the gradient of the scores.
 ///
 /// # Safety
-/// As `foo_attention_forward`; `grad_bias` and `mask` may be null.
+/// As `foo_attention_forward`; `grad_bias`, `mask` and `workspace` may be null.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn foo_attention_backward(
@@ -91,6 +118,7 @@ pub unsafe extern "C" fn foo_attention_backward(
     output: *const FooTensor,
     lse: *const FooTensor,
     mask: *const FooTensor,
+    workspace: *const FooTensor,
     scale: f64,
     causal: i32,
     dropout_p: f64,
@@ -99,7 +127,7 @@ pub unsafe extern "C" fn foo_attention_backward(
 ) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
-        let (dq, dk, dv, db, go, q, k, v, o, l, m) = unsafe {
+        let (dq, dk, dv, db, go, q, k, v, o, l, m, w) = unsafe {
             (
                 tensor_mut(grad_q)?,
                 tensor_mut(grad_k)?,
@@ -112,6 +140,7 @@ pub unsafe extern "C" fn foo_attention_backward(
                 tensor_ref(output)?,
                 tensor_ref(lse)?,
                 opt_ref(mask)?,
+                opt_mut(workspace)?,
             )
         };
         let grads = Grads {
@@ -121,6 +150,6 @@ pub unsafe extern "C" fn foo_attention_backward(
             dbias: db.as_ref(),
         };
         let p = params(scale, causal, dropout_p, seed, offset);
-        attention::attention_backward(grads, &go, &q, &k, &v, &o, &l, m.as_ref(), p)
+        attention::attention_backward(grads, &go, &q, &k, &v, &o, &l, m.as_ref(), p, w.as_ref())
     })
 }

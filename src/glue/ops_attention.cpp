@@ -168,6 +168,15 @@ Tensor mask_operand(const Tensor& bias, const Tensor& q, const Tensor& k) {
 
 at::ScalarType math_dtype(const Tensor& q) { return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
 
+// Scratch for the packed keys and values, from foo's caching allocator (so the kernel does not
+// fault in fresh pages on every call, and the bytes show in the memory statistics).
+Tensor workspace(const FooTensor& q, const FooTensor& k, const FooTensor& v, bool backward, const Tensor& like,
+                 const char* op) {
+  size_t bytes = 0;
+  check(foo_attention_workspace(&q, &k, &v, backward ? 1 : 0, &bytes), op);
+  return at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+}
+
 using FwdResult = std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor>;
 
 FwdResult fused_attention(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -199,7 +208,9 @@ FwdResult fused_attention(const Tensor& query, const Tensor& key, const Tensor& 
       const FooTensor d_o = describe(o4), d_l = describe(lse), d_q = describe(q), d_k = describe(k),
                       d_v = describe(v);
       const FooTensor d_m = mask.defined() ? describe(mask) : FooTensor{};
-      check(foo_attention_forward(&d_o, &d_l, &d_q, &d_k, &d_v, mask.defined() ? &d_m : nullptr,
+      const Tensor ws = workspace(d_q, d_k, d_v, false, query, op);
+      const FooTensor d_w = describe(ws);
+      check(foo_attention_forward(&d_o, &d_l, &d_q, &d_k, &d_v, mask.defined() ? &d_m : nullptr, &d_w,
                                   scale_of(query, scale), is_causal ? 1 : 0, dropout_p, seed, offset),
             op);
     }
@@ -253,9 +264,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
                     d_q = describe(q), d_k = describe(k), d_v = describe(v), d_o = describe(o), d_l = describe(lse);
     const FooTensor d_gb = want_bias ? describe(gbias_full) : FooTensor{};
     const FooTensor d_m = mask.defined() ? describe(mask) : FooTensor{};
+    const Tensor ws = workspace(d_q, d_k, d_v, true, query, op);
+    const FooTensor d_w = describe(ws);
     check(foo_attention_backward(&d_gq, &d_gk, &d_gv, want_bias ? &d_gb : nullptr, &d_go, &d_q, &d_k, &d_v, &d_o,
-                                 &d_l, mask.defined() ? &d_m : nullptr, scale_of(query, scale), is_causal ? 1 : 0,
-                                 dropout_p, seed, offset),
+                                 &d_l, mask.defined() ? &d_m : nullptr, &d_w, scale_of(query, scale),
+                                 is_causal ? 1 : 0, dropout_p, seed, offset),
           op);
   }
   Tensor gbias;

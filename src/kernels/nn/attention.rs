@@ -580,11 +580,15 @@ struct Ops {
     dbias: Option<usize>,
 }
 
-/// The operands and, for the forward, keys packed per block as `[E][BK]` then values as
-/// `[Sp][Evp]`, per (b, hk).
+/// The operands and the packed keys and values of every (b, hk): for the forward, keys as
+/// blocks `[kb][E][BK]` then values as rows `[Sp][Evp]`; for the backward see
+/// [`bwd_pack_lens`]. The packed buffer is the caller's workspace (foo memory from the caching
+/// allocator, so no page faults call after call) or, without one, owned here.
 struct Job<M> {
     o: Ops,
-    packed: Vec<M>,
+    packed: usize,
+    packed_len: usize,
+    owned: Vec<M>,
     /// Backward: how tasks divide the work.
     split: Split,
 }
@@ -597,75 +601,138 @@ impl<M> std::ops::Deref for Job<M> {
 }
 
 impl<M: AttnMath> Job<M> {
+    fn new(o: Ops) -> Self {
+        Job {
+            o,
+            packed: 0,
+            packed_len: 0,
+            owned: Vec::new(),
+            split: Split::Fused,
+        }
+    }
     fn kt_len(&self) -> usize {
         self.g.nkb * self.g.e * BK
     }
     fn vr_len(&self) -> usize {
         self.g.sp * self.g.evp
     }
+    /// Points the packed buffer at `len` elements of the workspace (or a new allocation).
+    fn workspace(&mut self, ws: Option<&TensorMut>, len: usize) -> FooResult<()> {
+        match ws {
+            Some(t) => {
+                let bytes = t.numel() * t.dtype.size();
+                let align = std::mem::align_of::<M>();
+                if !t.is_contiguous()
+                    || bytes < len * std::mem::size_of::<M>()
+                    || t.ptr as usize % align != 0
+                {
+                    return invalid_arg!(
+                        "attention: the workspace must be a dense, {align}-byte aligned tensor of at least {} bytes",
+                        len * std::mem::size_of::<M>()
+                    );
+                }
+                self.packed = t.ptr as usize;
+            }
+            None => {
+                self.owned = vec![M::zero(); len];
+                self.packed = self.owned.as_mut_ptr() as usize;
+            }
+        }
+        self.packed_len = len;
+        Ok(())
+    }
+    fn packed(&self) -> &[M] {
+        // SAFETY: `packed` points to `packed_len` elements (set by `workspace`) that live as long
+        // as the job (owned) or the call (the caller's workspace); tasks only read it after the
+        // packing pass.
+        unsafe { std::slice::from_raw_parts(self.packed as *const M, self.packed_len) }
+    }
 }
 
-/// Keys of head (b, hk) as blocks `[kb][E][BK]` (zero past the last key).
+/// Rows `0..Sp` of head (b, h) of `x` (zero past row `s`) transposed per block of `BK` rows
+/// into `[kb][rows_per_blk][BK]`, columns `cols..rows_per_blk` zero. Writes every element.
 ///
 /// # Safety
-/// `dst` holds `nkb * E * BK` elements; the view is live.
+/// `dst` holds `nkb * rows_per_blk * BK` elements, `row` at least `cols`; the view is live.
 #[inline(always)]
-unsafe fn pack_kt<M: Math>(g: &Geo, k: &View, b: usize, hk: usize, dst: &mut [M], row: &mut [M]) {
-    dst.fill(M::zero());
-    for j in 0..g.s {
-        // SAFETY: key row j of head (b, hk).
-        unsafe { load_row(k, k.off(b, hk, j), &mut row[..g.e], M::one()) };
+#[allow(clippy::too_many_arguments)]
+unsafe fn pack_t<M: Math>(
+    g: &Geo,
+    x: &View,
+    b: usize,
+    h: usize,
+    cols: usize,
+    rows_per_blk: usize,
+    dst: &mut [M],
+    row: &mut [M],
+) {
+    for j in 0..g.sp {
+        if j < g.s {
+            // SAFETY: row j of head (b, h).
+            unsafe { load_row(x, x.off(b, h, j), &mut row[..cols], M::one()) };
+        } else {
+            row[..cols].fill(M::zero());
+        }
         let (kb, jj) = (j / BK, j % BK);
-        let blk = &mut dst[kb * g.e * BK..(kb + 1) * g.e * BK];
-        for (c, &x) in row[..g.e].iter().enumerate() {
+        let blk = &mut dst[kb * rows_per_blk * BK..(kb + 1) * rows_per_blk * BK];
+        for (c, &x) in row[..cols].iter().enumerate() {
             blk[c * BK + jj] = x;
+        }
+        for c in cols..rows_per_blk {
+            blk[c * BK + jj] = M::zero();
         }
     }
 }
 
-/// Rows `0..n` of head (b, h) of `v` as a `[rows][ld]` buffer (zero padded).
+/// Rows `0..Sp` of head (b, h) of `x` as a `[Sp][ld]` buffer, zero past row `s` and column
+/// `cols`. Writes every element.
 ///
 /// # Safety
-/// `dst` holds `rows * ld` elements; the view is live.
+/// `dst` holds `Sp * ld` elements; the view is live.
 #[inline(always)]
 unsafe fn pack_rows<M: Math>(
-    v: &View,
+    g: &Geo,
+    x: &View,
     b: usize,
     h: usize,
-    n: usize,
     cols: usize,
     ld: usize,
     dst: &mut [M],
 ) {
-    dst.fill(M::zero());
-    for j in 0..n {
-        // SAFETY: row j of head (b, h).
-        unsafe { load_row(v, v.off(b, h, j), &mut dst[j * ld..j * ld + cols], M::one()) };
+    for j in 0..g.sp {
+        let r = &mut dst[j * ld..(j + 1) * ld];
+        if j < g.s {
+            // SAFETY: row j of head (b, h).
+            unsafe { load_row(x, x.off(b, h, j), &mut r[..cols], M::one()) };
+            r[cols..].fill(M::zero());
+        } else {
+            r.fill(M::zero());
+        }
     }
 }
 
-fn pack_forward<M: AttnMath>(job: &mut Job<M>) {
+fn pack_forward<M: AttnMath>(job: &mut Job<M>, ws: Option<&TensorMut>) -> FooResult<()> {
     let g = job.g;
     let (ktl, vrl) = (job.kt_len(), job.vr_len());
     let per = ktl + vrl;
-    let mut packed = vec![M::zero(); g.b * g.hk * per];
-    let base = P(packed.as_mut_ptr() as usize);
+    job.workspace(ws, g.b * g.hk * per)?;
+    let base = P(job.packed);
     let (k, v) = (job.k, job.v);
     parallel_for(g.b * g.hk, 1, &|s, e| {
         let mut row = vec![M::zero(); g.e];
         for t in s..e {
             let (b, hk) = (t / g.hk, t % g.hk);
-            // SAFETY: task t owns elements t*per .. (t+1)*per of `packed`.
+            // SAFETY: task t owns elements t*per .. (t+1)*per of the packed buffer.
             let dst: &mut [M] = unsafe { base.slice_mut(t * per, per) };
             let (kt, vr) = dst.split_at_mut(ktl);
             // SAFETY: k and v are live views of head (b, hk); the buffers have the sizes above.
             unsafe {
-                pack_kt(&g, &k, b, hk, kt, &mut row);
-                pack_rows(&v, b, hk, g.s, g.ev, g.evp, vr);
+                pack_t(&g, &k, b, hk, g.e, g.e, kt, &mut row);
+                pack_rows(&g, &v, b, hk, g.ev, g.evp, vr);
             }
         }
     });
-    job.packed = packed;
+    Ok(())
 }
 
 /// Forward tasks `s..e` (each a (b, h, query block)).
@@ -705,7 +772,7 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
         ob[..bq * g.evp].fill(M::zero());
         mx.fill(M::neg_infinity());
         sum.fill(M::zero());
-        let pk = &job.packed[(b * g.hk + hk) * (ktl + vrl)..][..ktl + vrl];
+        let pk = &job.packed()[(b * g.hk + hk) * (ktl + vrl)..][..ktl + vrl];
         let (kt, vr) = pk.split_at(ktl);
         for kb in 0..g.key_blocks(job.p.causal, i0, bq) {
             let j0 = kb * BK;
@@ -893,7 +960,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                 )
             }
         };
-        let pk = &job.packed[(b * g.hk + hk) * (ktl + krl + vtl)..][..ktl + krl + vtl];
+        let pk = &job.packed()[(b * g.hk + hk) * (ktl + krl + vtl)..][..ktl + krl + vtl];
         let (kt, rest) = pk.split_at(ktl);
         let (kr, vt) = rest.split_at(krl);
         if do_dkv {
@@ -1101,37 +1168,30 @@ fn bwd_pack_lens(g: &Geo) -> (usize, usize, usize) {
     (g.nkb * g.e * BK, g.sp * g.ep, g.nkb * g.evp * BK)
 }
 
-fn pack_backward<M: AttnMath>(job: &mut Job<M>) {
+fn pack_backward<M: AttnMath>(job: &mut Job<M>, ws: Option<&TensorMut>) -> FooResult<()> {
     let g = job.g;
     let (ktl, krl, vtl) = bwd_pack_lens(&g);
     let per = ktl + krl + vtl;
-    let mut packed = vec![M::zero(); g.b * g.hk * per];
-    let base = P(packed.as_mut_ptr() as usize);
+    job.workspace(ws, g.b * g.hk * per)?;
+    let base = P(job.packed);
     let (k, v) = (job.k, job.v);
     parallel_for(g.b * g.hk, 1, &|s, e| {
         let mut row = vec![M::zero(); g.e.max(g.ev)];
         for t in s..e {
             let (b, hk) = (t / g.hk, t % g.hk);
-            // SAFETY: task t owns elements t*per .. (t+1)*per of `packed`.
+            // SAFETY: task t owns elements t*per .. (t+1)*per of the packed buffer.
             let dst: &mut [M] = unsafe { base.slice_mut(t * per, per) };
             let (kt, rest) = dst.split_at_mut(ktl);
             let (kr, vt) = rest.split_at_mut(krl);
             // SAFETY: k and v are live views of head (b, hk); the buffers have the sizes above.
             unsafe {
-                pack_kt(&g, &k, b, hk, kt, &mut row);
-                pack_rows(&k, b, hk, g.s, g.e, g.ep, kr);
-            }
-            for j in 0..g.s {
-                // SAFETY: value row j of head (b, hk).
-                unsafe { load_row(&v, v.off(b, hk, j), &mut row[..g.ev], M::one()) };
-                let blk = &mut vt[(j / BK) * g.evp * BK..];
-                for (c, &x) in row[..g.ev].iter().enumerate() {
-                    blk[c * BK + j % BK] = x;
-                }
+                pack_t(&g, &k, b, hk, g.e, g.e, kt, &mut row);
+                pack_rows(&g, &k, b, hk, g.e, g.ep, kr);
+                pack_t(&g, &v, b, hk, g.ev, g.evp, vt, &mut row);
             }
         }
     });
-    job.packed = packed;
+    Ok(())
 }
 
 fn bwd_range<M: AttnMath>(job: &Job<M>, s: usize, e: usize) {
@@ -1162,6 +1222,8 @@ fn check_params(p: &Params) -> FooResult<()> {
 }
 
 /// Forward: `out [B, Hq, L, Ev]` and `lse [B, Hq, L]` (f32, or f64 for f64 operands).
+/// `workspace` (at least [`attention_workspace`] bytes) holds the packed keys and values; without
+/// one they are allocated here.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_forward(
     out: &TensorMut,
@@ -1171,6 +1233,7 @@ pub fn attention_forward(
     v: &TensorRef,
     mask: Option<&TensorRef>,
     p: Params,
+    workspace: Option<&TensorMut>,
 ) -> FooResult<()> {
     let g = geometry(q, k, v, mask)?;
     check_params(&p)?;
@@ -1198,26 +1261,37 @@ pub fn attention_forward(
         dbias: None,
     };
     if math_of(q.dtype) == DType::F64 {
-        run_forward(Job::<f64> {
-            o: ops,
-            packed: Vec::new(),
-            split: Split::Fused,
-        });
+        run_forward(Job::<f64>::new(ops), workspace)
     } else {
-        run_forward(Job::<f32> {
-            o: ops,
-            packed: Vec::new(),
-            split: Split::Fused,
-        });
+        run_forward(Job::<f32>::new(ops), workspace)
     }
-    Ok(())
 }
 
-fn run_forward<M: AttnMath>(mut job: Job<M>) {
-    pack_forward(&mut job);
+fn run_forward<M: AttnMath>(mut job: Job<M>, ws: Option<&TensorMut>) -> FooResult<()> {
+    pack_forward(&mut job, ws)?;
     parallel_for(job.g.b * job.g.hq * job.g.nqb, 1, &|s, e| {
         fwd_range(&job, s, e)
     });
+    Ok(())
+}
+
+/// Bytes of workspace the forward (or backward) needs for these operands: their keys and
+/// values packed in the math dtype.
+pub fn attention_workspace(
+    q: &TensorRef,
+    k: &TensorRef,
+    v: &TensorRef,
+    backward: bool,
+) -> FooResult<usize> {
+    let g = geometry(q, k, v, None)?;
+    let per = if backward {
+        let (a, b, c) = bwd_pack_lens(&g);
+        a + b + c
+    } else {
+        g.nkb * g.e * BK + g.sp * g.evp
+    };
+    let size = if math_of(q.dtype) == DType::F64 { 8 } else { 4 };
+    Ok(g.b * g.hk * per * size)
 }
 
 #[cfg(test)]
@@ -1237,8 +1311,8 @@ fn split_backward(g: &Geo) -> bool {
 /// Runs the backward: one task per (b, key/value head) when there are enough of them to keep
 /// every thread busy, else a dK/dV pass over (b, key/value head, key block) and a dQ pass over
 /// (b, query head, query block), which recompute the scores twice but give the same bits.
-fn run_backward<M: AttnMath>(mut job: Job<M>) {
-    pack_backward(&mut job);
+fn run_backward<M: AttnMath>(mut job: Job<M>, ws: Option<&TensorMut>) -> FooResult<()> {
+    pack_backward(&mut job, ws)?;
     let g = job.g;
     if !split_backward(&g) {
         parallel_for(g.b * g.hk, 1, &|s, e| bwd_range(&job, s, e));
@@ -1248,6 +1322,7 @@ fn run_backward<M: AttnMath>(mut job: Job<M>) {
         job.split = Split::Dq;
         parallel_for(g.b * g.hq * g.nqb, 1, &|s, e| bwd_range(&job, s, e));
     }
+    Ok(())
 }
 
 /// The tensors of a backward call.
@@ -1272,6 +1347,7 @@ pub fn attention_backward(
     lse: &TensorRef,
     mask: Option<&TensorRef>,
     p: Params,
+    workspace: Option<&TensorMut>,
 ) -> FooResult<()> {
     let g = geometry(q, k, v, mask)?;
     check_params(&p)?;
@@ -1326,19 +1402,10 @@ pub fn attention_backward(
         dbias: grads.dbias.map(|t| t.ptr as usize),
     };
     if math_of(dt) == DType::F64 {
-        run_backward(Job::<f64> {
-            o: ops,
-            packed: Vec::new(),
-            split: Split::Fused,
-        });
+        run_backward(Job::<f64>::new(ops), workspace)
     } else {
-        run_backward(Job::<f32> {
-            o: ops,
-            packed: Vec::new(),
-            split: Split::Fused,
-        });
+        run_backward(Job::<f32>::new(ops), workspace)
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -1545,7 +1612,41 @@ mod tests {
             tref(&mt, &ms, dtype),
         );
         let mref = c.mask.then_some(&mr);
-        attention_forward(&tmut(&mut out, &os, dtype), &lse_m, &qr, &kr, &vr, mref, p).unwrap();
+        attention_forward(
+            &tmut(&mut out, &os, dtype),
+            &lse_m,
+            &qr,
+            &kr,
+            &vr,
+            mref,
+            p,
+            None,
+        )
+        .unwrap();
+        {
+            // A caller's workspace holding garbage gives the same bits.
+            let bytes = attention_workspace(&qr, &kr, &vr, false).unwrap();
+            let mut ws = vec![0x7fu8; bytes + 8];
+            let off = ws.as_ptr().align_offset(8);
+            let wsm = tmut(&mut ws[off..off + bytes], &[bytes], DType::U8);
+            let mut out2 = vec![to(0.0); n(&os)];
+            attention_forward(
+                &tmut(&mut out2, &os, dtype),
+                &lse_m,
+                &qr,
+                &kr,
+                &vr,
+                mref,
+                p,
+                Some(&wsm),
+            )
+            .unwrap();
+            let bits = |x: &[T]| back(x).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert!(
+                bits(&out) == bits(&out2),
+                "forward with a workspace differs"
+            );
+        }
         let err = max_rel(&back(&out), &want.out);
         assert!(err < tol, "forward error {err}");
 
@@ -1572,18 +1673,58 @@ mod tests {
             dv: &dvm,
             dbias: Some(&dbm),
         };
-        attention_backward(
-            grads,
-            &tref(&dt, &os, dtype),
-            &qr,
-            &kr,
-            &vr,
-            &tref(&out, &os, dtype),
-            &lse_m.as_ref(),
-            mref,
-            p,
-        )
-        .unwrap();
+        let bwd = |grads: Grads, split: bool, ws: Option<&TensorMut>| {
+            FORCE_SPLIT.with(|c| c.set(Some(split)));
+            let r = attention_backward(
+                grads,
+                &tref(&dt, &os, dtype),
+                &qr,
+                &kr,
+                &vr,
+                &tref(&out, &os, dtype),
+                &lse_m.as_ref(),
+                mref,
+                p,
+                ws,
+            );
+            FORCE_SPLIT.with(|c| c.set(None));
+            r.unwrap();
+        };
+        bwd(grads, false, None);
+        {
+            // The split backward (dK/dV pass, then dQ pass) gives the same bits, also with a
+            // caller's workspace full of garbage.
+            let (mut dq2, mut dk2, mut dv2) = (
+                vec![to(0.0); n(&qs)],
+                vec![to(0.0); n(&ks)],
+                vec![to(0.0); n(&vs)],
+            );
+            let (dqm2, dkm2, dvm2) = (
+                tmut(&mut dq2, &qs, dtype),
+                tmut(&mut dk2, &ks, dtype),
+                tmut(&mut dv2, &vs, dtype),
+            );
+            let bytes = attention_workspace(&qr, &kr, &vr, true).unwrap();
+            let mut ws = vec![0xa5u8; bytes + 8];
+            let off = ws.as_ptr().align_offset(8);
+            let wsm = tmut(&mut ws[off..off + bytes], &[bytes], DType::U8);
+            bwd(
+                Grads {
+                    dq: &dqm2,
+                    dk: &dkm2,
+                    dv: &dvm2,
+                    dbias: None,
+                },
+                true,
+                Some(&wsm),
+            );
+            let bits = |x: &[T]| back(x).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert!(bits(&dq) == bits(&dq2), "split backward: dq differs");
+            assert!(
+                bits(&dk) == bits(&dk2) && bits(&dv) == bits(&dv2),
+                "split backward: dk/dv differ"
+            );
+        }
         let db: Vec<f64> = if math == DType::F64 {
             db64
         } else {
@@ -1724,6 +1865,7 @@ mod tests {
                 &tref(&k, &ks, DType::F32),
                 Some(m),
                 p,
+                None,
             )
             .unwrap();
             out
@@ -1754,6 +1896,7 @@ mod tests {
             &k,
             None,
             p,
+            None,
         );
         assert!(err.is_err());
         let bad = Params {
@@ -1772,7 +1915,8 @@ mod tests {
             &t4,
             &t4,
             None,
-            bad
+            bad,
+            None
         )
         .is_err());
     }
