@@ -713,26 +713,34 @@ unsafe fn pack_rows<M: Math>(
 
 fn pack_forward<M: AttnMath>(job: &mut Job<M>, ws: Option<&TensorMut>) -> FooResult<()> {
     let g = job.g;
+    job.workspace(ws, g.b * g.hk * (job.kt_len() + job.vr_len()))?;
+    parallel_for(g.b * g.hk, 1, &|s, e| pack_fwd_range(job, s, e));
+    Ok(())
+}
+
+/// Packs keys and values of (b, hk) for tasks `s..e` (the layout of [`Job`]).
+#[inline(always)]
+fn pack_fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize, e: usize) {
+    let g = job.g;
     let (ktl, vrl) = (job.kt_len(), job.vr_len());
     let per = ktl + vrl;
-    job.workspace(ws, g.b * g.hk * per)?;
-    let base = P(job.packed);
-    let (k, v) = (job.k, job.v);
-    parallel_for(g.b * g.hk, 1, &|s, e| {
-        let mut row = vec![M::zero(); g.e];
-        for t in s..e {
-            let (b, hk) = (t / g.hk, t % g.hk);
-            // SAFETY: task t owns elements t*per .. (t+1)*per of the packed buffer.
-            let dst: &mut [M] = unsafe { base.slice_mut(t * per, per) };
-            let (kt, vr) = dst.split_at_mut(ktl);
-            // SAFETY: k and v are live views of head (b, hk); the buffers have the sizes above.
-            unsafe {
-                pack_t(&g, &k, b, hk, g.e, g.e, kt, &mut row);
-                pack_rows(&g, &v, b, hk, g.ev, g.evp, vr);
-            }
+    let mut row = vec![M::zero(); g.e];
+    for t in s..e {
+        let (b, hk) = (t / g.hk, t % g.hk);
+        // SAFETY: task t owns elements t*per .. (t+1)*per of the packed buffer, which nobody
+        // reads during the packing pass.
+        let dst: &mut [M] = unsafe { P(job.packed).slice_mut(t * per, per) };
+        let (kt, vr) = dst.split_at_mut(ktl);
+        // SAFETY: k and v are live views of head (b, hk); the buffers have the sizes above.
+        unsafe {
+            pack_t(&g, &job.k, b, hk, g.e, g.e, kt, &mut row);
+            pack_rows(&g, &job.v, b, hk, g.ev, g.evp, vr);
         }
-    });
-    Ok(())
+    }
+}
+
+fn pack_fwd_range<M: AttnMath>(job: &Job<M>, s: usize, e: usize) {
+    dispatch_isa!(pack_fwd_body::<M>(job, s, e))
 }
 
 /// Forward tasks `s..e` (each a (b, h, query block)).
@@ -1171,27 +1179,36 @@ fn bwd_pack_lens(g: &Geo) -> (usize, usize, usize) {
 fn pack_backward<M: AttnMath>(job: &mut Job<M>, ws: Option<&TensorMut>) -> FooResult<()> {
     let g = job.g;
     let (ktl, krl, vtl) = bwd_pack_lens(&g);
-    let per = ktl + krl + vtl;
-    job.workspace(ws, g.b * g.hk * per)?;
-    let base = P(job.packed);
-    let (k, v) = (job.k, job.v);
-    parallel_for(g.b * g.hk, 1, &|s, e| {
-        let mut row = vec![M::zero(); g.e.max(g.ev)];
-        for t in s..e {
-            let (b, hk) = (t / g.hk, t % g.hk);
-            // SAFETY: task t owns elements t*per .. (t+1)*per of the packed buffer.
-            let dst: &mut [M] = unsafe { base.slice_mut(t * per, per) };
-            let (kt, rest) = dst.split_at_mut(ktl);
-            let (kr, vt) = rest.split_at_mut(krl);
-            // SAFETY: k and v are live views of head (b, hk); the buffers have the sizes above.
-            unsafe {
-                pack_t(&g, &k, b, hk, g.e, g.e, kt, &mut row);
-                pack_rows(&g, &k, b, hk, g.e, g.ep, kr);
-                pack_t(&g, &v, b, hk, g.ev, g.evp, vt, &mut row);
-            }
-        }
-    });
+    job.workspace(ws, g.b * g.hk * (ktl + krl + vtl))?;
+    parallel_for(g.b * g.hk, 1, &|s, e| pack_bwd_range(job, s, e));
     Ok(())
+}
+
+/// Packs keys (blocks and rows) and values (blocks) of (b, hk) for tasks `s..e`.
+#[inline(always)]
+fn pack_bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize, e: usize) {
+    let g = job.g;
+    let (ktl, krl, vtl) = bwd_pack_lens(&g);
+    let per = ktl + krl + vtl;
+    let mut row = vec![M::zero(); g.e.max(g.ev)];
+    for t in s..e {
+        let (b, hk) = (t / g.hk, t % g.hk);
+        // SAFETY: task t owns elements t*per .. (t+1)*per of the packed buffer, which nobody
+        // reads during the packing pass.
+        let dst: &mut [M] = unsafe { P(job.packed).slice_mut(t * per, per) };
+        let (kt, rest) = dst.split_at_mut(ktl);
+        let (kr, vt) = rest.split_at_mut(krl);
+        // SAFETY: k and v are live views of head (b, hk); the buffers have the sizes above.
+        unsafe {
+            pack_t(&g, &job.k, b, hk, g.e, g.e, kt, &mut row);
+            pack_rows(&g, &job.k, b, hk, g.e, g.ep, kr);
+            pack_t(&g, &job.v, b, hk, g.ev, g.evp, vt, &mut row);
+        }
+    }
+}
+
+fn pack_bwd_range<M: AttnMath>(job: &Job<M>, s: usize, e: usize) {
+    dispatch_isa!(pack_bwd_body::<M>(job, s, e))
 }
 
 fn bwd_range<M: AttnMath>(job: &Job<M>, s: usize, e: usize) {
