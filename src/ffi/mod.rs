@@ -14,6 +14,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod amp;
+mod attention;
 mod conv;
 mod elementwise;
 mod index;

@@ -1,5 +1,5 @@
 //! Neural-network kernels: softmax/log_softmax, losses, layer/batch norm, embedding backward,
-//! fused LSTM/GRU cells.
+//! fused LSTM/GRU cells, fused scaled-dot-product attention.
 //!
 //! Every kernel here takes contiguous operands (the glue calls `.contiguous()`, as ATen's CPU
 //! kernels do) and works row by row: a row is loaded into a small buffer of the math type
@@ -7,6 +7,7 @@
 //! loops are compiled twice more with AVX2/AVX-512 enabled and picked at run time
 //! ([`simd`]), so the polynomial `exp` and the multi-lane sums vectorize.
 
+pub mod attention;
 pub mod embedding;
 pub mod loss;
 pub mod norm;
@@ -14,6 +15,7 @@ pub mod rnn;
 pub mod simd;
 pub mod softmax;
 
+pub use attention::{attention_backward, attention_forward};
 pub use embedding::embedding_dense_backward;
 pub use loss::{
     bce_loss, bce_loss_backward, mse_loss, mse_loss_backward, nll_loss, nll_loss_backward,

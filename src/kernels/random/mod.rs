@@ -12,7 +12,7 @@ use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_all, invalid_arg, not_implemented};
 
 mod batch;
-mod stream;
+pub(crate) mod stream;
 
 use batch::{generate, generate_batches, NormalBatch, UniformBatch, BATCH};
 

@@ -1,0 +1,155 @@
+//! C ABI of the fused scaled-dot-product attention (see kernels::nn::attention). Optional
+//! tensors are null pointers; `dropout_p == 0` means no dropout (seed and offset unused).
+
+use super::nn::{opt_mut, opt_ref};
+use super::{guard, out, tensor_mut, tensor_ref};
+use crate::kernels::nn::attention::{self, Dropout, Grads, Params};
+use crate::runtime::rng;
+use crate::tensor::FooTensor;
+
+fn params(scale: f64, causal: i32, dropout_p: f64, seed: u64, offset: u64) -> Params {
+    Params {
+        scale,
+        causal: causal != 0,
+        dropout: (dropout_p != 0.0).then_some(Dropout {
+            p: dropout_p,
+            seed,
+            offset,
+        }),
+    }
+}
+
+/// Reserves `count` words of generator `generator`'s Philox stream for an attention dropout
+/// mask and returns the stream's seed and the first word's offset.
+#[no_mangle]
+pub extern "C" fn foo_attention_rng(
+    generator: u64,
+    count: u64,
+    seed: *mut u64,
+    offset: *mut u64,
+) -> i32 {
+    guard(|| {
+        let (s, o) = rng::reserve(generator, count)?;
+        out(seed, s)?;
+        out(offset, o)
+    })
+}
+
+/// Bytes of workspace `foo_attention_forward` (`backward == 0`) or `foo_attention_backward`
+/// needs for these operands.
+///
+/// # Safety
+/// Descriptors must describe live memory for the call.
+#[no_mangle]
+pub unsafe extern "C" fn foo_attention_workspace(
+    q: *const FooTensor,
+    k: *const FooTensor,
+    v: *const FooTensor,
+    backward: i32,
+    bytes: *mut usize,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (q, k, v) = unsafe { (tensor_ref(q)?, tensor_ref(k)?, tensor_ref(v)?) };
+        out(
+            bytes,
+            attention::attention_workspace(&q, &k, &v, backward != 0)?,
+        )
+    })
+}
+
+/// Forward: `output [B, Hq, L, Ev]`, `lse [B, Hq, L]` (f32, f64 for f64 operands) from
+/// `q [B, Hq, L, E]`, `k [B, Hk, S, E]`, `v [B, Hk, S, Ev]` and an optional mask `[B, Hq, L, S]`;
+/// `workspace` (null: allocated by Rust) holds `foo_attention_workspace` bytes.
+///
+/// # Safety
+/// Descriptors must describe live memory (outputs and workspace writable) for the call; `mask`
+/// and `workspace` may be null.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn foo_attention_forward(
+    output: *const FooTensor,
+    lse: *const FooTensor,
+    q: *const FooTensor,
+    k: *const FooTensor,
+    v: *const FooTensor,
+    mask: *const FooTensor,
+    workspace: *const FooTensor,
+    scale: f64,
+    causal: i32,
+    dropout_p: f64,
+    seed: u64,
+    offset: u64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, l, q, k, v, m, w) = unsafe {
+            (
+                tensor_mut(output)?,
+                tensor_mut(lse)?,
+                tensor_ref(q)?,
+                tensor_ref(k)?,
+                tensor_ref(v)?,
+                opt_ref(mask)?,
+                opt_mut(workspace)?,
+            )
+        };
+        let p = params(scale, causal, dropout_p, seed, offset);
+        attention::attention_forward(&o, &l, &q, &k, &v, m.as_ref(), p, w.as_ref())
+    })
+}
+
+/// Backward of `foo_attention_forward`: `grad_bias` (may be null) is a dense `[B, Hq, L, S]`
+/// tensor of the math dtype receiving the gradient of the scores.
+///
+/// # Safety
+/// As `foo_attention_forward`; `grad_bias`, `mask` and `workspace` may be null.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn foo_attention_backward(
+    grad_q: *const FooTensor,
+    grad_k: *const FooTensor,
+    grad_v: *const FooTensor,
+    grad_bias: *const FooTensor,
+    grad_out: *const FooTensor,
+    q: *const FooTensor,
+    k: *const FooTensor,
+    v: *const FooTensor,
+    output: *const FooTensor,
+    lse: *const FooTensor,
+    mask: *const FooTensor,
+    workspace: *const FooTensor,
+    scale: f64,
+    causal: i32,
+    dropout_p: f64,
+    seed: u64,
+    offset: u64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (dq, dk, dv, db, go, q, k, v, o, l, m, w) = unsafe {
+            (
+                tensor_mut(grad_q)?,
+                tensor_mut(grad_k)?,
+                tensor_mut(grad_v)?,
+                opt_mut(grad_bias)?,
+                tensor_ref(grad_out)?,
+                tensor_ref(q)?,
+                tensor_ref(k)?,
+                tensor_ref(v)?,
+                tensor_ref(output)?,
+                tensor_ref(lse)?,
+                opt_ref(mask)?,
+                opt_mut(workspace)?,
+            )
+        };
+        let grads = Grads {
+            dq: &dq,
+            dk: &dk,
+            dv: &dv,
+            dbias: db.as_ref(),
+        };
+        let p = params(scale, causal, dropout_p, seed, offset);
+        attention::attention_backward(grads, &go, &q, &k, &v, &o, &l, m.as_ref(), p, w.as_ref())
+    })
+}
