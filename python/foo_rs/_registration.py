@@ -133,9 +133,12 @@ def register() -> None:
         from . import device_module
 
         torch._register_device_module(BACKEND_NAME, device_module)
-    from . import _exit, _sparse
+    from . import _compile, _dlpack, _exit, _multiprocessing, _sparse
 
     _exit.install()
+    _compile.install()
+    _dlpack.install()
+    _multiprocessing.install()
     _warn_about_thread_setting()
     _generate_methods()
     _sparse.install()

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "foo_ffi.h"
+#include "profiler.h"
 
 namespace foo {
 
@@ -195,6 +196,24 @@ void check_out_on_foo(const DeviceCheck& c, const Args&... args) {
               "(", c.method, " got an out= tensor on foo and its inputs on the CPU)");
 }
 
+namespace detail {
+// The foo device of the first foo tensor among an op's arguments (-1: none), for the profiler.
+inline int foo_device_of(const at::Tensor& t) {
+  return t.defined() && t.device().is_privateuseone() ? t.device().index() : -1;
+}
+inline int foo_device_of(const std::optional<at::Tensor>& t) { return t.has_value() ? foo_device_of(*t) : -1; }
+template <typename T>
+inline int foo_device_of(const T&) {
+  return -1;
+}
+template <typename... Args>
+int first_foo_device(const Args&... args) {
+  int device = -1;
+  ((device = device >= 0 ? device : foo_device_of(args)), ...);
+  return device;
+}
+}  // namespace detail
+
 template <OpName Name, auto Fn>
 struct Counted;
 
@@ -208,6 +227,9 @@ struct Counted<Name, Fn> {
       check_out_on_foo(op.devices, args...);
     }
     try {
+      // The kernel's time, for the profilers; it ends before a CPU fallback starts.
+      prof::KernelScope kernel(Name.value);
+      if (kernel.timed()) kernel.set_device(detail::first_foo_device(args...));
       if constexpr (std::is_void_v<R>) {
         Fn(args...);
         foo_native_hit(op.slot);
