@@ -37,11 +37,12 @@ def test_accelerator_capability_lists_the_dtypes_foo_tensors_can_have():
         torch.accelerator.get_device_capability("foo:9")
 
 
-def test_unsupported_capability_dtypes_are_refused_on_foo():
+def test_dtypes_outside_the_capability_cannot_be_converted_on_foo():
     supported = torch.accelerator.get_device_capability("foo:0")["supported_dtypes"]
-    assert torch.float8_e5m2 not in supported
-    with pytest.raises(NotImplementedError):
-        torch.empty(2, dtype=torch.float8_e5m2, device="foo")
+    for dtype in (torch.float8_e5m2, torch.complex32):
+        assert dtype not in supported
+        with pytest.raises(NotImplementedError, match="does not support dtype"):
+            torch.zeros(2, dtype=dtype).to("foo")
 
 
 def test_get_device_capability_is_the_x86_64_level():

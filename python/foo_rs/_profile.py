@@ -17,6 +17,7 @@ attributed to the ops that launched them; foo allocations and frees appear as me
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 
@@ -27,8 +28,9 @@ from torch.profiler import ProfilerActivity, profile
 def run(script: str, args: list[str], trace: str | None, rows: int, sort_by: str, record_shapes: bool,
         with_stack: bool) -> int:
     """Runs ``script`` with ``args`` as its argv under the profiler; returns its exit status."""
-    saved_argv = sys.argv
+    saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python script.py` does
     status = 0
     with profile(
         activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
@@ -41,7 +43,7 @@ def run(script: str, args: list[str], trace: str | None, rows: int, sort_by: str
         except SystemExit as exit_:  # the script's own sys.exit(): still report what ran
             status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         finally:
-            sys.argv = saved_argv
+            sys.argv, sys.path[:] = saved_argv, saved_path
     print(prof.key_averages(group_by_input_shape=record_shapes).table(sort_by=sort_by, row_limit=rows))
     for i in range(torch.foo.device_count()):
         peak, reserved = torch.foo.max_memory_allocated(i), torch.foo.max_memory_reserved(i)

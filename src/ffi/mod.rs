@@ -234,8 +234,7 @@ pub extern "C" fn foo_memory_blocks(
     ctx: *mut c_void,
 ) -> i32 {
     guard(|| {
-        let visit =
-            visit.ok_or_else(|| FooError::InvalidArgument("null block visitor".into()))?;
+        let visit = visit.ok_or_else(|| FooError::InvalidArgument("null block visitor".into()))?;
         for b in memory::blocks() {
             let block = FooBlock {
                 device: b.device as i32,

@@ -258,18 +258,20 @@ void record_memory_history(std::optional<std::string> enabled, std::optional<std
   History& h = history();
   {
     std::lock_guard<std::mutex> lock(h.mutex);
-    const bool was_off = h.enabled == Enabled::None;
     h.enabled = e;
     h.context = e == Enabled::None ? Context::None : c;
     h.cpp = stacks == "all";
     h.skip = std::move(skip);
-    if (clear_history || static_cast<size_t>(max_entries) != h.max_entries || (was_off && e != Enabled::None)) {
-      // A new window (or a new ring size): the old entries no longer tell a consistent story.
+    // As torch.cuda's: the recorded events stay (in snapshots) until clear_history, or until a
+    // new ring size, which reorders them.
+    if (clear_history || static_cast<size_t>(max_entries) != h.max_entries) {
       h.trace.clear();
       h.next = 0;
     }
     h.max_entries = static_cast<size_t>(max_entries);
     if (e == Enabled::None) {
+      // Unlike torch.cuda's, the tracebacks of live blocks go too: frees are not followed while
+      // off, so a kept traceback could later be shown for another block at the same address.
       h.live.clear();
       h.segments.clear();
     }

@@ -21,6 +21,6 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 
 namespace foo {
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { FOO_IMPL(m, "record_stream", ops::record_stream); }
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { FOO_IMPL_META(m, "record_stream", ops::record_stream); }
 
 }  // namespace foo
