@@ -21,7 +21,6 @@ LACKS = {
     "MemPool": "no private memory pools in foo's allocator",
     "use_mem_pool": "no private memory pools in foo's allocator",
     "can_device_access_peer": "foo refuses ops that mix devices; no peer access to report",
-    "default_generators": "no Python handle on the per-device default generators yet (torch.foo.get_rng_state works)",
     "get_sync_debug_mode": "every foo op is synchronous: there is no implicit synchronization to flag",
     "set_sync_debug_mode": "every foo op is synchronous: there is no implicit synchronization to flag",
     "host_memory_stats": "the pinned-host allocator keeps no statistics yet",
@@ -109,3 +108,17 @@ def test_caching_allocator_alloc_and_delete():
         torch.foo.caching_allocator_alloc(-1)
     with pytest.raises(TypeError, match="foo stream"):
         torch.foo.caching_allocator_alloc(16, stream=torch.Stream(device="cpu"))
+
+
+def test_default_generators_are_the_devices_generators():
+    gens = torch.foo.default_generators
+    assert len(gens) == torch.foo.device_count() and all(isinstance(g, torch.Generator) for g in gens)
+    assert [g.device for g in gens] == [torch.device("foo", i) for i in range(len(gens))]
+    gens[1].manual_seed(1234)
+    a = torch.randn(5, device="foo:1")
+    torch.foo.default_generators[1].manual_seed(1234)
+    assert torch.equal(torch.randn(5, device="foo:1").cpu(), a.cpu())
+    with torch.foo.device(1):
+        assert torch.foo.initial_seed() == 1234
+    state = gens[0].get_state()
+    assert torch.equal(state, torch.foo.get_rng_state(0))

@@ -3,6 +3,8 @@
 Registered with ``torch._register_device_module("foo", ...)`` by ``import foo_rs``.
 """
 
+from typing import Any
+
 import torch
 
 from ._device import (
@@ -74,6 +76,16 @@ _initialized = True
 
 # torch.cuda.OutOfMemoryError is torch's own class; foo raises the same one.
 OutOfMemoryError = torch.OutOfMemoryError
+
+
+def __getattr__(name: str) -> Any:
+    # torch.cuda.default_generators is a tuple filled when CUDA initializes; foo's is made on
+    # access (PEP 562), so that importing the module touches no device.
+    if name == "default_generators":
+        from .random import default_generators
+
+        return default_generators()
+    raise AttributeError(f"module 'torch.foo' has no attribute {name!r}")
 
 __all__ = [
     "Event",
