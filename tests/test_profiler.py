@@ -198,3 +198,20 @@ def test_python_m_foo_rs_profile(tmp_path):
     assert "foo::mm" in done.stdout and "aten::mm" in done.stdout
     events = json.loads(trace.read_text())["traceEvents"]
     assert any(e.get("name") == "foo::mm" and e.get("cat") == "kernel" for e in events)
+
+
+def test_schedule_cycles_each_see_their_own_kernels():
+    x = torch.randn(32, 32, device="foo")
+    cycles: list[list[str]] = []
+
+    def ready(p: profile) -> None:
+        cycles.append([k.name for k in _kernels(p)])
+
+    schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=2)
+    with profile(activities=FOO_ACTIVITIES, schedule=schedule, on_trace_ready=ready) as prof:
+        for step in range(8):
+            for _ in range(step + 1):  # step s runs s + 1 matmuls
+                x @ x
+            prof.step()
+    # Active steps are 2, 3 (first cycle) and 6, 7 (second): 3 + 4 and 7 + 8 matmuls.
+    assert [c.count("foo::mm") for c in cycles] == [7, 15]

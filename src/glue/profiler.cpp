@@ -16,8 +16,11 @@
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/profiler/stubs/base.h>
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cstdint>
 
 #include <atomic>
 #include <mutex>
@@ -44,7 +47,27 @@ bool thread_profiled() noexcept {
   return c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) != nullptr;
 }
 
-int32_t system_thread_id() noexcept { return static_cast<int32_t>(::syscall(SYS_gettid)); }
+// The OS id of this thread, asked once per thread (a system call costs about a microsecond here)
+// and again in a forked child, whose threads have new ids.
+std::atomic<uint32_t> g_fork_generation{0};
+thread_local uint32_t t_tid_generation = UINT32_MAX;
+thread_local int32_t t_tid = 0;
+
+int32_t system_thread_id() noexcept {
+  const uint32_t generation = g_fork_generation.load(std::memory_order_relaxed);
+  if (t_tid_generation != generation) {
+    t_tid = static_cast<int32_t>(::syscall(SYS_gettid));
+    t_tid_generation = generation;
+  }
+  return t_tid;
+}
+
+struct ForkHandler {
+  ForkHandler() {
+    ::pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); });
+  }
+};
+const ForkHandler g_fork_handler;
 
 int64_t current_stream_id(int device) {
   const auto* impl = c10::impl::getDeviceGuardImpl(kFoo);
@@ -99,9 +122,10 @@ void pop_correlation() noexcept {
 
 namespace {
 
-// The stubs' event: which thread recorded it, and that thread's kernel time then.
+// The stubs' event: which thread recorded it (the address of its running total, unique among
+// live threads), and that thread's kernel time then.
 struct KernelClock {
-  int32_t thread;
+  const int64_t* thread;
   int64_t kernel_ns;
 };
 
@@ -109,7 +133,7 @@ struct FooProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
   void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
               int64_t* cpu_ns) const override {
     if (device != nullptr) *device = static_cast<c10::DeviceIndex>(foo_current_device());
-    *event = std::make_shared<KernelClock>(KernelClock{system_thread_id(), t_kernel_ns});
+    *event = std::make_shared<KernelClock>(KernelClock{&t_kernel_ns, t_kernel_ns});
     if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
   }
 
