@@ -100,6 +100,8 @@ def test_caching_allocator_alloc_and_delete():
     assert ptr != 0 and torch.foo.memory_allocated(1) == before + 3072
     torch.foo.caching_allocator_delete(ptr)
     assert torch.foo.memory_allocated(1) == before
+    on_stream = torch.foo.caching_allocator_alloc(100, device="foo:1", stream=torch.foo.Stream(device=1))
+    torch.foo.caching_allocator_delete(on_stream)
     assert torch.foo.caching_allocator_alloc(0) == 0
     torch.foo.caching_allocator_delete(0)
     with pytest.raises(ValueError, match="not allocated"):

@@ -106,7 +106,7 @@ def caching_allocator_alloc(size: int, device: DeviceLike = None, stream: Any = 
         raise TypeError(f"caching_allocator_alloc: size must be a non-negative int, got {size!r}")
     index = _C.check_device(_device_index(device))
     if stream is not None and not isinstance(stream, int):
-        if not isinstance(stream, torch.Stream) or stream.device_type != torch.device("foo").type:
+        if not isinstance(stream, torch.Stream) or stream.device.type != "foo":
             raise TypeError("caching_allocator_alloc: stream must be a foo stream, an int or None")
     if size == 0:
         return 0
