@@ -12,6 +12,9 @@ print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
 print(ext.library_paths()[0])
 import os, torchgen
 print(os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "native_functions.yaml"))
+# kineto compiled in, with the registry for a PrivateUse1 activity profiler (torch >= 2.10).
+registry = os.path.join(ext.include_paths()[0], "torch", "csrc", "profiler", "standalone", "privateuse1_profiler.h")
+print(int(torch.autograd.profiler.kineto_available() and os.path.exists(registry)))
 for p in ext.include_paths():
     print(p)
 "#;
@@ -126,6 +129,7 @@ fn main() {
         .next()
         .expect("native_functions.yaml path")
         .to_string();
+    let kineto = lines.next().expect("kineto flag") == "1";
     let includes: Vec<&str> = lines.collect();
     println!("cargo:rustc-env=FOO_RS_TORCH_VERSION={version}");
     println!("cargo:rerun-if-changed={yaml_path}");
@@ -160,6 +164,11 @@ fn main() {
     for inc in &includes {
         glue.include(inc);
     }
+    // profiler_kineto.cpp: foo's kernels as kineto device activity, where torch has kineto.
+    glue.define("FOO_RS_KINETO", if kineto { "1" } else { "0" });
+    if kineto {
+        glue.include(PathBuf::from(includes[0]).join("kineto"));
+    }
     let mut sources: Vec<PathBuf> = Vec::new();
     let mut entries: Vec<PathBuf> = std::fs::read_dir("src/glue")
         .expect("src/glue")
@@ -193,6 +202,7 @@ fn main() {
             let key = fnv1a(&[
                 text.as_str(),
                 no_check.as_str(),
+                if kineto { "kineto" } else { "no-kineto" },
                 version,
                 cxx11_abi,
                 &profile,

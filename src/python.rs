@@ -4,7 +4,7 @@
 
 use crate::error::FooError;
 use crate::runtime::memory::{MemoryStats, StatArray};
-use crate::runtime::{counters, device, memory, pool, rng};
+use crate::runtime::{counters, cpu, device, memory, pool, rng};
 use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -195,6 +195,35 @@ fn thread_setting_note() -> Option<&'static str> {
     pool::thread_setting_note()
 }
 
+/// The host's physical memory in bytes (what a device without a limit may hold).
+#[pyfunction]
+fn host_memory() -> usize {
+    memory::host_ram()
+}
+
+/// (name, present) for each CPU extension the kernels dispatch on.
+#[pyfunction]
+fn cpu_features() -> Vec<(&'static str, bool)> {
+    cpu::kernel_features()
+}
+
+/// The x86-64 psABI level (1-4) the host satisfies; 0 off x86-64.
+#[pyfunction]
+fn x86_64_level() -> u32 {
+    cpu::x86_64_level()
+}
+
+/// Whether the kernels have bfloat16 instructions (AVX512-BF16) on this host.
+#[pyfunction]
+fn native_bf16() -> bool {
+    cpu::native_bf16()
+}
+
+#[pyfunction]
+fn cpu_model_name() -> Option<String> {
+    cpu::model_name()
+}
+
 #[pymodule]
 #[pyo3(name = "_C")]
 fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -229,5 +258,10 @@ fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nondeterministic_seed, m)?)?;
     m.add_function(wrap_pyfunction!(num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(thread_setting_note, m)?)?;
+    m.add_function(wrap_pyfunction!(host_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_features, m)?)?;
+    m.add_function(wrap_pyfunction!(x86_64_level, m)?)?;
+    m.add_function(wrap_pyfunction!(native_bf16, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_model_name, m)?)?;
     Ok(())
 }

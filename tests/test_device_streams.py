@@ -66,3 +66,19 @@ def test_event_takes_the_device_of_the_stream_it_records():
     e = torch.foo.Event()
     e.record(torch.foo.Stream(device=1))
     assert e.device == torch.device("foo:1")
+
+
+def test_record_stream_is_native_and_checks_the_stream():
+    x = torch.ones(1000, device="foo")
+    s = torch.foo.Stream()
+    before = torch.foo.memory_allocated()
+    x.record_stream(s)  # strict mode: a CPU fallback would raise
+    x.record_stream(torch.foo.current_stream())
+    x.record_stream(torch.foo.Stream(device=1))  # another foo device's stream, as CUDA allows
+    assert torch.foo.memory_allocated() == before
+    with pytest.raises(RuntimeError, match="expected a foo stream"):
+        x.record_stream(torch.Stream(device="cpu"))
+    # The block is reusable as soon as x is gone: every stream's work is already done.
+    ptr = x.untyped_storage().data_ptr()
+    del x
+    assert torch.ones(1000, device="foo").untyped_storage().data_ptr() == ptr

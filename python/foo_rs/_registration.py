@@ -133,11 +133,13 @@ def register() -> None:
         from . import device_module
 
         torch._register_device_module(BACKEND_NAME, device_module)
-    from . import _exit, _sparse
+    from . import _dlpack, _exit, _multiprocessing, _sparse
     from .compile import install as _install_compile
 
     _exit.install()
     _install_compile()
+    _dlpack.install()
+    _multiprocessing.install()
     _warn_about_thread_setting()
     _generate_methods()
     _sparse.install()

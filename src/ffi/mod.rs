@@ -191,6 +191,66 @@ pub extern "C" fn foo_memory_info(
     })
 }
 
+/// (device, size class, requested bytes) of the live block that starts at `ptr`; an error
+/// for any other pointer.
+#[no_mangle]
+pub extern "C" fn foo_block_info(
+    ptr: *const c_void,
+    device: *mut i32,
+    size: *mut usize,
+    requested: *mut usize,
+) -> i32 {
+    guard(|| {
+        let (d, s, r) = memory::block_info(ptr as *const u8).ok_or_else(|| {
+            FooError::InvalidArgument(format!("{ptr:p} is not the start of a live foo block"))
+        })?;
+        out(device, d as i32)?;
+        out(size, s)?;
+        out(requested, r)
+    })
+}
+
+/// Installs (non-null) or removes (null) the function told about every segment the allocator
+/// obtains (event 0) or releases (event 1). It runs under the allocator's lock and must not
+/// call back into the allocator.
+#[no_mangle]
+pub extern "C" fn foo_set_segment_observer(observer: Option<memory::SegmentObserver>) {
+    memory::set_segment_observer(observer);
+}
+
+/// One block as `foo_memory_blocks` reports it.
+#[repr(C)]
+pub struct FooBlock {
+    pub device: i32,
+    pub live: bool,
+    pub addr: usize,
+    pub size: usize,
+    pub requested: usize,
+}
+
+/// Calls `visit(ctx, block)` for every block of every device (live ones first). The visitor
+/// runs after the allocator's lock is released, so it may allocate.
+#[no_mangle]
+pub extern "C" fn foo_memory_blocks(
+    visit: Option<extern "C" fn(ctx: *mut c_void, block: *const FooBlock)>,
+    ctx: *mut c_void,
+) -> i32 {
+    guard(|| {
+        let visit = visit.ok_or_else(|| FooError::InvalidArgument("null block visitor".into()))?;
+        for b in memory::blocks() {
+            let block = FooBlock {
+                device: b.device as i32,
+                live: b.live,
+                addr: b.addr,
+                size: b.size,
+                requested: b.requested,
+            };
+            visit(ctx, &block);
+        }
+        Ok(())
+    })
+}
+
 #[no_mangle]
 pub extern "C" fn foo_host_alloc(nbytes: usize, ptr: *mut *mut c_void) -> i32 {
     guard(|| out(ptr, memory::host_allocate(nbytes)? as *mut c_void))

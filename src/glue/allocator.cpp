@@ -8,15 +8,20 @@
 
 #include "allocator.h"
 #include "common.h"
+#include "memory_history.h"
 
 namespace foo {
 namespace {
 
 void delete_device_block(void* ptr) {
   // Deleters must not throw; a failure here means a foreign pointer, which Rust refused.
+  const bool observed = ptr != nullptr && memory::observed();
+  const memory::FreeNote note = observed ? memory::before_free(ptr) : memory::FreeNote{};
   if (foo_free(ptr) != FOO_OK) {
     std::fprintf(stderr, "foo_rs: %s\n", foo_last_error());
+    return;
   }
+  if (observed) memory::after_free(ptr, note);
 }
 
 void copy_stat(c10::CachingAllocator::Stat& to, const FooStat& from) {
@@ -38,7 +43,16 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
   at::DataPtr allocate(size_t nbytes) override {
     const auto device = static_cast<int32_t>(foo_current_device());
     void* ptr = nullptr;
-    check(foo_alloc(device, nbytes, &ptr), "foo allocate");
+    const int32_t status = foo_alloc(device, nbytes, &ptr);
+    if (status != FOO_OK) {
+      // on_oom's calls into Rust succeed (the device is valid), so foo_last_error() still holds
+      // the allocation's message when raise_status reads it.
+      if (status == FOO_OUT_OF_MEMORY && memory::observed()) {
+        memory::on_oom(static_cast<c10::DeviceIndex>(device), nbytes);
+      }
+      raise_status(status, "foo allocate");
+    }
+    if (ptr != nullptr && memory::observed()) memory::on_alloc(ptr, static_cast<c10::DeviceIndex>(device));
     return {ptr, ptr, &delete_device_block, c10::Device(kFoo, static_cast<c10::DeviceIndex>(device))};
   }
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "foo_ffi.h"
+#include "profiler.h"
 
 namespace foo {
 
@@ -195,34 +196,77 @@ void check_out_on_foo(const DeviceCheck& c, const Args&... args) {
               "(", c.method, " got an out= tensor on foo and its inputs on the CPU)");
 }
 
-template <OpName Name, auto Fn>
+namespace detail {
+// The foo device of the first foo tensor among an op's arguments (-1: none), for the profiler.
+inline int foo_device_of(const at::Tensor& t) {
+  return t.defined() && t.device().is_privateuseone() ? t.device().index() : -1;
+}
+inline int foo_device_of(const std::optional<at::Tensor>& t) { return t.has_value() ? foo_device_of(*t) : -1; }
+// A factory's device= argument (-1 for "the current device" too).
+inline int foo_device_of(const std::optional<c10::Device>& d) {
+  return d.has_value() && d->is_privateuseone() ? d->index() : -1;
+}
+template <typename T>
+inline int foo_device_of(const T&) {
+  return -1;
+}
+template <typename... Args>
+int first_foo_device(const Args&... args) {
+  int device = -1;
+  ((device = device >= 0 ? device : foo_device_of(args)), ...);
+  return device;
+}
+}  // namespace detail
+
+// Kernel: whether the op computes on device memory (a profiler's device kernel). Metadata-only
+// ops (views, factories that only allocate, set_) are FOO_IMPL_META: counted and checked alike,
+// but no device activity, as CUDA launches no kernel for them.
+template <OpName Name, auto Fn, bool Kernel = true>
 struct Counted;
 
-template <OpName Name, typename R, typename... Args, R (*Fn)(Args...)>
-struct Counted<Name, Fn> {
+template <OpName Name, typename R, typename... Args, R (*Fn)(Args...), bool Kernel>
+struct Counted<Name, Fn, Kernel> {
   static R call(Args... args) {
-    static const NativeOp op = native_op(Name.value, sizeof...(Args));
+    const NativeOp& op = native();
     if (op.devices.enabled) {
       check_devices(op.devices, args...);
     } else if (op.devices.out != 0) {
       check_out_on_foo(op.devices, args...);
     }
     try {
-      if constexpr (std::is_void_v<R>) {
-        Fn(args...);
-        foo_native_hit(op.slot);
+      if constexpr (Kernel) {
+        // The kernel's time, for the profilers; it ends before a CPU fallback starts.
+        prof::KernelScope kernel(Name.value);
+        if (kernel.timed()) kernel.set_device(detail::first_foo_device(args...));
+        return run(args...);
       } else {
-        R result = Fn(args...);
-        foo_native_hit(op.slot);
-        return result;
+        return run(args...);
       }
     } catch (const NeedsFallback& e) {
       return c10::impl::BoxedKernelWrapper<R(Args...)>::call(cpu_fallback_kernel(e.msg()), op.handle,
                                                              c10::DispatchKeySet(), args...);
     }
   }
+
+ private:
+  static const NativeOp& native() {
+    static const NativeOp op = native_op(Name.value, sizeof...(Args));
+    return op;
+  }
+
+  static R run(Args... args) {
+    if constexpr (std::is_void_v<R>) {
+      Fn(args...);
+      foo_native_hit(native().slot);
+    } else {
+      R result = Fn(args...);
+      foo_native_hit(native().slot);
+      return result;
+    }
+  }
 };
 
 #define FOO_IMPL(m, name, fn) m.impl(name, TORCH_FN((&::foo::Counted<name, &fn>::call)))
+#define FOO_IMPL_META(m, name, fn) m.impl(name, TORCH_FN((&::foo::Counted<name, &fn, false>::call)))
 
 }  // namespace foo

@@ -69,6 +69,20 @@ int32_t foo_memory_stats(int32_t device, FooMemoryStats* stats);
 int32_t foo_reset_peak_stats(int32_t device);
 int32_t foo_reset_accumulated_stats(int32_t device);
 int32_t foo_memory_info(int32_t device, size_t* free_bytes, size_t* total_bytes);
+int32_t foo_block_info(const void* ptr, int32_t* device, size_t* size, size_t* requested);
+// event 0: a segment was obtained from the system, 1: released to it. Runs under the
+// allocator's lock: it must not call back into the allocator.
+typedef void (*FooSegmentObserver)(int32_t event, int32_t device, size_t addr, size_t size);
+void foo_set_segment_observer(FooSegmentObserver observer);
+typedef struct FooBlock {
+  int32_t device;
+  bool live;
+  size_t addr;
+  size_t size;
+  size_t requested;
+} FooBlock;
+typedef void (*FooBlockVisitor)(void* ctx, const FooBlock* block);
+int32_t foo_memory_blocks(FooBlockVisitor visit, void* ctx);
 int32_t foo_host_alloc(size_t nbytes, void** ptr);
 int32_t foo_host_free(void* ptr);
 bool foo_is_pinned(const void* ptr);

@@ -77,6 +77,20 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return previous;
   }
 
+  // The dtypes a foo tensor can have (allocation and conversion; the kernels' own coverage is
+  // foo_rs.SUPPORTED_DTYPES' business): is_supported_dtype, which empty() and to() enforce.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    const auto index = resolve(d.index());
+    TORCH_CHECK(index >= 0 && index < foo_device_count(), "Invalid device index ", static_cast<int>(index), ": foo has ",
+                foo_device_count(), " device(s)");
+    c10::DeviceCapability cap;
+    cap.capability_data.capability_bits = 0;
+    for (int i = 0; i < static_cast<int>(c10::NumScalarTypes) && i < 64; ++i) {
+      if (is_supported_dtype(static_cast<c10::ScalarType>(i))) cap.capability_data.capability_bits |= 1ULL << i;
+    }
+    return cap;
+  }
+
   c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(foo_device_count()); }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,

@@ -8,10 +8,10 @@
 namespace foo {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  // factories and memory
-  FOO_IMPL(m, "empty.memory_format", ops::empty_memory_format);
-  FOO_IMPL(m, "empty_strided", ops::empty_strided);
-  FOO_IMPL(m, "_efficientzerotensor", ops::efficientzerotensor);
+  // factories and memory (FOO_IMPL_META: no device kernel, see common.h)
+  FOO_IMPL_META(m, "empty.memory_format", ops::empty_memory_format);
+  FOO_IMPL_META(m, "empty_strided", ops::empty_strided);
+  FOO_IMPL_META(m, "_efficientzerotensor", ops::efficientzerotensor);
   FOO_IMPL(m, "_copy_from", ops::copy_from);
   FOO_IMPL(m, "_copy_from_and_resize", ops::copy_from_and_resize);
   FOO_IMPL(m, "fill_.Scalar", ops::fill_scalar);
@@ -19,18 +19,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "zero_", ops::zero);
   FOO_IMPL(m, "_local_scalar_dense", ops::local_scalar_dense);
   // views and metadata
-  FOO_IMPL(m, "view", ops::view);
-  FOO_IMPL(m, "as_strided", ops::as_strided);
-  FOO_IMPL(m, "_reshape_alias", ops::reshape_alias);
+  FOO_IMPL_META(m, "view", ops::view);
+  FOO_IMPL_META(m, "as_strided", ops::as_strided);
+  FOO_IMPL_META(m, "_reshape_alias", ops::reshape_alias);
   FOO_IMPL(m, "resize_", ops::resize);
-  FOO_IMPL(m, "set_.source_Tensor", ops::set_source_tensor);
-  FOO_IMPL(m, "set_.source_Storage", ops::set_source_storage);
-  FOO_IMPL(m, "set_.source_Storage_storage_offset", ops::set_source_storage_offset);
-  FOO_IMPL(m, "set_", ops::set_empty);
-  FOO_IMPL(m, "unfold", ops::unfold);
-  FOO_IMPL(m, "view_as_real", ops::view_as_real);
-  FOO_IMPL(m, "view_as_complex", ops::view_as_complex);
-  FOO_IMPL(m, "is_set_to", ops::is_set_to);
+  FOO_IMPL_META(m, "set_.source_Tensor", ops::set_source_tensor);
+  FOO_IMPL_META(m, "set_.source_Storage", ops::set_source_storage);
+  FOO_IMPL_META(m, "set_.source_Storage_storage_offset", ops::set_source_storage_offset);
+  FOO_IMPL_META(m, "set_", ops::set_empty);
+  FOO_IMPL_META(m, "unfold", ops::unfold);
+  FOO_IMPL_META(m, "view_as_real", ops::view_as_real);
+  FOO_IMPL_META(m, "view_as_complex", ops::view_as_complex);
+  FOO_IMPL_META(m, "is_set_to", ops::is_set_to);
   FOO_IMPL(m, "equal", ops::equal);
   // Not FOO_IMPL: it compares a CPU and a foo tensor by design (Module.to), and is metadata only.
   m.impl("_has_compatible_shallow_copy_type", ops::has_compatible_shallow_copy_type);

@@ -14,6 +14,7 @@ use crate::error::{FooError, FooResult};
 use std::alloc::{alloc, dealloc, Layout};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Alignment of every block (a cache line; enough for any SIMD load).
@@ -175,6 +176,8 @@ impl Hasher for SizeHasher {
 
 #[derive(Default)]
 struct Pool {
+    /// The device this pool serves.
+    device: usize,
     /// size class -> addresses of cached (free) blocks
     cached: HashMap<usize, Vec<usize>, BuildHasherDefault<SizeHasher>>,
     cached_bytes: usize,
@@ -219,7 +222,8 @@ fn allocator() -> &'static Allocator {
         Allocator {
             state: Mutex::new(State {
                 pools: (0..device_count())
-                    .map(|_| Pool {
+                    .map(|device| Pool {
+                        device,
                         limit,
                         ..Pool::default()
                     })
@@ -267,20 +271,51 @@ fn layout(size: usize) -> Layout {
 fn release_cached(pool: &mut Pool) {
     for (size, addrs) in pool.cached.drain() {
         for addr in addrs {
-            release_block(&mut pool.stats, addr, size);
+            release_block(pool.device, &mut pool.stats, addr, size);
         }
     }
     pool.cached_bytes = 0;
 }
 
 /// Gives one cached block back to the system.
-fn release_block(stats: &mut MemoryStats, addr: usize, size: usize) {
+fn release_block(device: usize, stats: &mut MemoryStats, addr: usize, size: usize) {
     let small = size < SMALL_LIMIT;
     // SAFETY: cached blocks were allocated with `device_layout(size)` and are owned by the pool.
     unsafe { dealloc(addr as *mut u8, device_layout(size)) };
     stats.segment.decrease(small, 1);
     stats.reserved_bytes.decrease(small, size);
     stats.num_device_free += 1;
+    notify_segment(SegmentEvent::Free, device, addr, size);
+}
+
+/// What happened to a segment (a block obtained from or returned to the system).
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentEvent {
+    Alloc = 0,
+    Free = 1,
+}
+
+/// Called with (event, device, address, size) for every segment obtained or released, while
+/// the allocator's lock is held: it must not call back into the allocator (the glue's memory
+/// history only appends to its own trace).
+pub type SegmentObserver = extern "C" fn(event: i32, device: i32, addr: usize, size: usize);
+
+/// The observer as a plain address (0: none), so the allocation path pays one relaxed load.
+static SEGMENT_OBSERVER: AtomicUsize = AtomicUsize::new(0);
+
+/// Installs (`Some`) or removes (`None`) the segment observer.
+pub fn set_segment_observer(observer: Option<SegmentObserver>) {
+    SEGMENT_OBSERVER.store(observer.map_or(0, |f| f as usize), Ordering::Release);
+}
+
+fn notify_segment(event: SegmentEvent, device: usize, addr: usize, size: usize) {
+    let f = SEGMENT_OBSERVER.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: a non-zero value was stored by `set_segment_observer` from a `SegmentObserver`.
+        let f: SegmentObserver = unsafe { std::mem::transmute::<usize, SegmentObserver>(f) };
+        f(event as i32, device as i32, addr, size);
+    }
 }
 
 /// Bytes the cache may always keep (a training step's working set is reused from it).
@@ -304,7 +339,7 @@ fn trim_cache(pool: &mut Pool) {
         while pool.cached_bytes > cap {
             let Some(addr) = addrs.pop() else { break };
             pool.cached_bytes -= size;
-            release_block(&mut pool.stats, addr, size);
+            release_block(pool.device, &mut pool.stats, addr, size);
         }
         if addrs.is_empty() {
             pool.cached.remove(&size);
@@ -397,6 +432,7 @@ fn new_segment(pool: &mut Pool, device: usize, size: usize, nbytes: usize) -> Fo
             pool.stats.segment.increase(small, 1);
             pool.stats.reserved_bytes.increase(small, size);
             pool.stats.num_device_alloc += 1;
+            notify_segment(SegmentEvent::Alloc, device, ptr as usize, size);
             return Ok(ptr as usize);
         }
         if !retried && pool.cached_bytes > 0 {
@@ -526,7 +562,8 @@ pub fn total_memory(device: i64) -> FooResult<usize> {
     Ok(memory_limit(device)?.unwrap_or_else(host_ram))
 }
 
-fn host_ram() -> usize {
+/// The host's physical memory (MemTotal), or 0 where it cannot be read.
+pub fn host_ram() -> usize {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| {
@@ -549,6 +586,60 @@ pub fn device_of(ptr: *const u8) -> Option<usize> {
         .next_back()
         .filter(|(start, b)| addr < *start + b.size)
         .map(|(_, b)| b.device)
+}
+
+/// (device, size class, requested bytes) of the live block starting at `ptr`.
+pub fn block_info(ptr: *const u8) -> Option<(usize, usize, usize)> {
+    lock(&allocator().state)
+        .live
+        .get(&(ptr as usize))
+        .map(|b| (b.device, b.size, b.requested))
+}
+
+/// One block of the allocator, live or cached (each block is its own segment: the allocator
+/// never splits one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockView {
+    pub device: usize,
+    pub addr: usize,
+    pub size: usize,
+    /// Bytes the caller asked for (0 for a cached block).
+    pub requested: usize,
+    pub live: bool,
+}
+
+/// Every block of every device, live ones first, each group by address.
+pub fn blocks() -> Vec<BlockView> {
+    let state = lock(&allocator().state);
+    let mut out: Vec<BlockView> = state
+        .live
+        .iter()
+        .map(|(&addr, b)| BlockView {
+            device: b.device,
+            addr,
+            size: b.size,
+            requested: b.requested,
+            live: true,
+        })
+        .collect();
+    let mut cached: Vec<BlockView> = state
+        .pools
+        .iter()
+        .flat_map(|p| {
+            p.cached.iter().flat_map(move |(&size, addrs)| {
+                addrs.iter().map(move |&addr| BlockView {
+                    device: p.device,
+                    addr,
+                    size,
+                    requested: 0,
+                    live: false,
+                })
+            })
+        })
+        .collect();
+    cached.sort_unstable_by_key(|b| b.addr);
+    out.extend(cached);
+    out
 }
 
 /// Number of live device blocks across all devices (leak checks).
@@ -632,6 +723,12 @@ mod tests {
         assert!(parse_size("-1").is_err());
     }
 
+    static SEGMENTS: Mutex<Vec<(i32, i32, usize, usize)>> = Mutex::new(Vec::new());
+
+    extern "C" fn record_segment(event: i32, device: i32, addr: usize, size: usize) {
+        SEGMENTS.lock().unwrap().push((event, device, addr, size));
+    }
+
     // One test owns device 1 so that parallel tests do not disturb its statistics.
     #[test]
     fn cache_reuse_limit_and_stats() {
@@ -654,7 +751,21 @@ mod tests {
         assert!(free(p).is_err(), "double free is reported, not performed");
         let q = allocate(1, 900).unwrap();
         assert_eq!(p, q, "same size class reuses the cached block");
+        assert_eq!(block_info(q), Some((1, 1024, 900)));
+        // SAFETY: an interior pointer of the live block: not a block start.
+        assert_eq!(block_info(unsafe { q.add(8) }), None);
+        assert!(blocks().contains(&BlockView {
+            device: 1,
+            addr: q as usize,
+            size: 1024,
+            requested: 900,
+            live: true
+        }));
         free(q).unwrap();
+        assert_eq!(block_info(q), None);
+        assert!(blocks()
+            .iter()
+            .any(|b| b.addr == q as usize && b.device == 1 && !b.live && b.size == 1024));
         assert_eq!(
             stats(1).unwrap().allocated_bytes.all.current,
             before.allocated_bytes.all.current
@@ -671,7 +782,28 @@ mod tests {
         assert!(stats(1).unwrap().num_alloc_retries >= 1);
         free(retry).unwrap();
         set_memory_limit(Some(1), None).unwrap();
+        SEGMENTS.lock().unwrap().clear();
+        set_segment_observer(Some(record_segment));
+        let fresh = allocate(1, 5 << 20).unwrap();
         empty_cache(Some(1)).unwrap();
+        free(fresh).unwrap();
+        empty_cache(Some(1)).unwrap();
+        set_segment_observer(None);
+        let seen: Vec<(i32, usize)> = SEGMENTS
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, d, a, _)| *d == 1 && *a == fresh as usize)
+            .map(|(e, _, _, size)| (*e, *size))
+            .collect();
+        let class = round_size(5 << 20);
+        assert_eq!(
+            seen,
+            vec![
+                (SegmentEvent::Alloc as i32, class),
+                (SegmentEvent::Free as i32, class)
+            ]
+        );
         assert_eq!(cached_bytes(1).unwrap(), 0);
         assert_eq!(allocate(1, 0).unwrap(), std::ptr::null_mut());
         assert!(allocate(7, 10).is_err());

@@ -1,6 +1,7 @@
 //! Runtime services: devices, memory, generator state, op accounting, fork safety.
 
 pub mod counters;
+pub mod cpu;
 pub mod device;
 pub mod memory;
 pub mod pool;

@@ -109,16 +109,29 @@ class device_of(device):  # noqa: N801 - named like torch.cuda.device_of
 
 @dataclass(frozen=True)
 class FooDeviceProperties:
+    """What ``torch.foo.get_device_properties()`` reports, named like torch.cuda's fields where
+    one exists: ``major``/``minor`` as :func:`get_device_capability`, ``multi_processor_count``
+    the kernels' worker threads, ``total_memory`` the device's limit or the host's memory.
+    ``cpu_features`` lists the instruction-set extensions foo's kernels dispatch on that this
+    host has (of avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512bf16: no kernel uses AMX)."""
+
     name: str
     index: int
     total_memory: int
     multi_processor_count: int
+    major: int
+    minor: int
+    cpu_name: str
+    cpu_features: tuple[str, ...]
+    # Device memory is the host's: the CPU addresses it directly (CUDA's integrated GPUs).
+    is_integrated: bool = True
 
     def __repr__(self) -> str:
         return (
-            f"FooDeviceProperties(name='{self.name}', index={self.index}, "
+            f"FooDeviceProperties(name='{self.name}', index={self.index}, major={self.major}, minor={self.minor}, "
             f"total_memory={self.total_memory // (1024 * 1024)}MB, "
-            f"multi_processor_count={self.multi_processor_count})"
+            f"multi_processor_count={self.multi_processor_count}, cpu_name='{self.cpu_name}', "
+            f"cpu_features={list(self.cpu_features)})"
         )
 
 
@@ -128,11 +141,36 @@ def get_device_name(device: DeviceLike = None) -> str:
 
 
 def get_device_properties(device: DeviceLike = None) -> FooDeviceProperties:
-    """Properties of a foo device: its memory (limit or host RAM) and worker threads."""
+    """Properties of a foo device: its memory (limit or host RAM), worker threads, and the CPU
+    features its kernels use."""
     index = _C.check_device(_device_index(device))
+    major, minor = get_device_capability(index)
     return FooDeviceProperties(
         name=f"foo_rs Rust/Rayon device {index}",
         index=index,
         total_memory=_C.total_memory(index),
         multi_processor_count=_C.num_threads(),
+        major=major,
+        minor=minor,
+        cpu_name=_C.cpu_model_name() or "unknown",
+        cpu_features=tuple(name for name, present in _C.cpu_features() if present),
     )
+
+
+def get_device_capability(device: DeviceLike = None) -> tuple[int, int]:
+    """(major, minor) of a foo device, as ``torch.cuda.get_device_capability``'s pair: major is
+    the x86-64 microarchitecture level the host reaches (psABI x86-64-v1 to v4: v3 adds AVX2 and
+    FMA, v4 AVX-512), minor is 1 where the kernels also have AVX512-BF16, else 0. (0, 0) off
+    x86-64. It says which of the kernels' code paths run, nothing about CUDA architectures."""
+    _C.check_device(_device_index(device))
+    level = _C.x86_64_level()
+    return level, int(level > 0 and _C.native_bf16())
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Whether foo computes in bfloat16: always with ``including_emulation`` (the kernels convert
+    through float32 where the CPU has no bfloat16 instructions); otherwise only where it has
+    AVX512-BF16, which the bfloat16 matrix multiplications use."""
+    if not is_available():
+        return False
+    return True if including_emulation else _C.native_bf16()

@@ -80,3 +80,10 @@ def seed_all() -> None:
 def initial_seed() -> int:
     """The seed of the current foo device's generator."""
     return _C.generator_initial_seed(_generator_id(None))
+
+
+def default_generators() -> tuple[torch.Generator, ...]:
+    """The default generator of each foo device (``torch.foo.default_generators``, as torch.cuda's
+    tuple): torch.Generator handles onto the state these functions read and write."""
+    _device_index(None)  # reports an unusable FOO_RS_DEVICE_COUNT as every torch.foo call does
+    return tuple(torch._C._accelerator_getDefaultGenerator(i) for i in range(device_count()))
