@@ -31,11 +31,15 @@ pub fn max_threads() -> usize {
 /// The floor of [`max_threads`].
 pub const MIN_THREAD_CAP: usize = 16;
 
+/// The machine's cores, asked once: `available_parallelism` reads cgroup files (a system call or
+/// more), and `configured_threads` runs before every parallel op.
+fn all_cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}
+
 fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .max(MIN_THREAD_CAP / 4)
+    all_cores().max(MIN_THREAD_CAP / 4)
 }
 
 /// The thread count a setting asks for, and a note when it is unusable or clamped.
@@ -92,9 +96,7 @@ fn thread_config() -> &'static ThreadConfig {
         }
         ThreadConfig {
             explicit,
-            all_cores: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
+            all_cores: all_cores(),
             note: (!notes.is_empty()).then(|| notes.join("; ")),
         }
     })
