@@ -35,7 +35,11 @@ pub const MIN_THREAD_CAP: usize = 16;
 /// more), and `configured_threads` runs before every parallel op.
 fn all_cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
 }
 
 fn cores() -> usize {
