@@ -368,6 +368,33 @@ def test_generated_code_runs_cpp_kernels_and_foo_ops_in_place():
     assert foo_rs.native_counts().get("aten::addmm.out", 0) == 2 and not foo_rs.fallback_counts()
 
 
+def test_attention_calls_foos_fused_kernel():
+    """Compiled scaled_dot_product_attention (causal, dropout) calls foo's fused kernel forward
+    and backward, as eager foo does, and gives eager foo's output and gradients under a seed."""
+    F = nn.functional
+    q, k, v = (torch.randn(2, 4, 16, 8, device="foo", requires_grad=True) for _ in range(3))
+
+    def step(fn: Callable[..., Any]) -> list[torch.Tensor]:
+        torch.manual_seed(3)
+        out = fn(q, k, v)
+        return [out.detach(), *torch.autograd.grad(out.square().sum(), [q, k, v])]
+
+    def attention(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(a, b, c, dropout_p=0.25, is_causal=True)
+
+    eager = step(attention)
+    foo_rs.reset_op_counts()
+    got, code = run_and_get_code(step, torch.compile(attention))
+    assert len(code) == 2, "a forward and a backward graph"
+    assert "_scaled_dot_product_fused_attention_overrideable.default" in code[0]
+    assert "_scaled_dot_product_fused_attention_overrideable_backward.default" in code[1]
+    assert "bmm" not in code[0] + code[1] and "native_dropout" not in code[0]
+    counts = foo_rs.native_counts()
+    assert counts.get("aten::_scaled_dot_product_fused_attention_overrideable", 0) == 1, counts
+    for a, b in zip(got, eager):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
 def _kernels(code: str) -> list[str]:
     return re.findall(r"async_compile\.cpp_pybinding\(\[.*?\], r'''(.*?)'''\)", code, re.S)
 

@@ -8,7 +8,6 @@
 #include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/SDPBackend.h>
-#include <ATen/TensorSubclassLikeUtils.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
 #include <c10/core/DeviceGuard.h>
@@ -35,6 +34,12 @@ bool on_foo(const Tensor& t) { return t.device().type() == kFoo; }
 
 bool has_fw_grad(const Tensor& t) { return t._fw_grad(/*level=*/0).defined(); }
 
+bool functorch_wrapped(const Tensor& t) {
+  const auto keys = t.key_set();
+  return keys.has(c10::DispatchKey::FuncTorchBatched) || keys.has(c10::DispatchKey::FuncTorchGradWrapper) ||
+         keys.has(c10::DispatchKey::BatchedNestedTensor);
+}
+
 // Why the fused kernel cannot take these inputs; empty when it can. Whatever it refuses goes to
 // the math path, which then raises the CPU's errors for invalid inputs.
 std::string unsupported(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask_,
@@ -43,8 +48,11 @@ std::string unsupported(const Tensor& q, const Tensor& k, const Tensor& v, const
   if (q.is_nested() || k.is_nested() || v.is_nested()) return "nested tensors";
   if (q.layout() != at::kStrided || k.layout() != at::kStrided || v.layout() != at::kStrided) return "non-strided inputs";
   if (!on_foo(q) || !on_foo(k) || !on_foo(v)) return "inputs not all on foo";
-  if (at::areAnyTensorSubclassLike({q, k, v}) || (mask.defined() && at::isTensorSubclassLike(mask)))
-    return "tensor subclasses";
+  // Fake and functional tensors (torch.compile's tracing) take the fused kernel as real ones do:
+  // the compiled graph then calls it. Under vmap and functorch's grad transforms the fused op
+  // has no batching rule: the math path, which has them.
+  if (functorch_wrapped(q) || functorch_wrapped(k) || functorch_wrapped(v) || (mask.defined() && functorch_wrapped(mask)))
+    return "functorch transforms";
   if (has_fw_grad(q) || has_fw_grad(k) || has_fw_grad(v) || (mask.defined() && has_fw_grad(mask)))
     return "forward-mode AD";
   if (!attention_dtype(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())

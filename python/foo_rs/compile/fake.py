@@ -1,4 +1,5 @@
-"""Fake tensors of foo's convolution have the strides foo's kernel gives.
+"""Fake tensors of foo's convolution have the strides foo's kernel gives, and fake attention
+takes foo's fused kernel.
 
 Dynamo, AOTAutograd and inductor plan with fake tensors, and inductor checks every extern
 kernel's result against the plan (``assert_size_stride``). For a PrivateUse1 tensor
@@ -9,6 +10,14 @@ channels-last convolution on foo then failed inductor's check (inductor's layout
 optimization makes convolutions channels-last). The fake convolution is wrapped so that for foo
 it predicts foo's layout; its gradients (``convolution_backward``) are contiguous on foo, as
 predicted, and other devices are untouched.
+
+``F.scaled_dot_product_attention`` asks ``_fused_sdp_choice`` which kernel to run. On fake tensors
+that is ATen's Meta kernel, which knows CUDA's (and HIP's, HPU's) choice and answers "math" for
+every other device: a compiled foo graph then held the math decomposition (bmm, softmax, and
+``native_dropout`` with other random numbers than eager foo's fused kernel). For foo, the fake
+choice asks foo's own kernel, on real foo tensors of the same dtypes and sizes whose elements all
+alias one (zero strides: no memory to speak of); the choice reads only that metadata. The graph
+then calls foo's fused attention (forward and backward) as an extern kernel, as eager foo does.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from typing import Any
 
 import torch
 from torch._prims_common import suggest_memory_format
+from torch.fx.experimental.symbolic_shapes import optimization_hint
 
 from .._registration import BACKEND_NAME as BACKEND
 
@@ -50,9 +60,38 @@ def _foo_layout(original: Callable[..., Any]) -> Callable[..., Any]:
     return conv
 
 
+_SDP_CHOICE = torch.ops.aten._fused_sdp_choice.default
+
+
+def _stand_in(t: Any) -> Any:
+    """A real foo tensor with t's dtype and sizes (a symbolic size at its hint), every element
+    at one address."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    sizes = [optimization_hint(s, fallback=2) for s in t.shape]
+    return torch.empty_strided(sizes, [0] * len(sizes), dtype=t.dtype, device=t.device)
+
+
+def _sdp_choice(fake_mode: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+    query = _argument(args, kwargs, 0, "query")
+    if not isinstance(query, torch.Tensor) or query.device.type != BACKEND:
+        return NotImplemented  # ATen's meta kernel, as before
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        real_args = [_stand_in(a) for a in args]
+        real_kwargs = {k: _stand_in(v) for k, v in kwargs.items()}
+        return func(*real_args, **real_kwargs)
+
+
+_sdp_choice._foo_rs = True  # type: ignore[attr-defined]
+
+
 def install(fake_impls: ModuleType) -> None:
     """Idempotent."""
     table = fake_impls.op_implementations_dict
+    if not getattr(table.get(_SDP_CHOICE), "_foo_rs", False):
+        table[_SDP_CHOICE] = _sdp_choice
     for op in _FORWARD:
         impl = table.get(op)
         if impl is not None and not getattr(impl, "_foo_rs", False):
