@@ -100,10 +100,27 @@ def test_import_torch_stays_lazy_and_registers_on_dynamo_import():
         "print('torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)\n"
         "from torch._dynamo.device_interface import get_interface_for_device\n"
         "print(get_interface_for_device('foo').__name__)\n"
+        "from torch._dynamo.backends.registry import list_backends\n"
+        "print('foo' in list_backends(exclude_tags=()))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "False", "FooInterface"]
+    assert out.stdout.split() == ["False", "False", "FooInterface", "True"]
+
+
+def test_backend_named_foo_is_inductor():
+    """torch.compile(backend="foo"), the spelling of PyTorch's reference backend: inductor's
+    C++ kernels, counted and guarded like any backend."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    counter = CompileCounterWithBackend("foo")
+    fn = torch.compile(lambda t: torch.relu((t + 1) * 2).sum(1), backend=counter, fullgraph=True)
+    x = torch.randn(4, 5, device="foo")
+    assert_same(fn(x), torch.relu((x.cpu() + 1) * 2).sum(1))
+    fn(torch.randn(4, 5, device="foo"))
+    assert counter.frame_count == 1
+    _, (code,) = run_and_get_code(torch.compile(lambda t: t.sin() + 1, backend="foo"), x)
+    assert "cpp_fused" in code and "device='foo" in code
 
 
 def test_fake_tensors_propagate_foo_ops():

@@ -12,6 +12,9 @@ dynamo or inductor looks:
 - ``torch._inductor.compile_fx`` -> ``graph_options.wrap_compile_fx``: foo graphs are compiled
   with the options that make inductor treat them as the CPU graphs they compile to, and keep
   foo's random ops;
+- ``torch._dynamo.backends.registry`` -> ``torch.compile(backend="foo")``: the backend named
+  after the device, as PyTorch's reference backend has one; it is inductor (the default backend)
+  under another name, so code written for a device-named backend compiles foo graphs for real;
 - inductor's first compile calls ``torch.foo._inductor_backend_init`` -> ``inductor.register``:
   scheduling (inductor's C++ kernels), Python and C++ wrappers, device snippets, and the
   scheduler's "is this node C++ code" test.
@@ -20,6 +23,7 @@ dynamo or inductor looks:
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 from ._import_hooks import when_imported
 
@@ -40,8 +44,21 @@ def _fake_convolution(module: ModuleType) -> None:
     fake.install(module)
 
 
+def foo(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+    """``torch.compile(backend="foo")``: inductor, the default backend."""
+    from torch._dynamo.backends.inductor import inductor
+
+    return inductor(gm, example_inputs, **kwargs)
+
+
+def _register_backend(module: ModuleType) -> None:
+    if "foo" not in module._COMPILER_FNS:
+        module.register_backend(foo, name="foo")
+
+
 def install() -> None:
     when_imported("torch._subclasses.fake_impls", _fake_convolution)
+    when_imported("torch._dynamo.backends.registry", _register_backend)
     when_imported("torch._dynamo.device_interface", _register_interface)
     when_imported("torch._inductor.compile_fx", _wrap_compile_fx)
 
