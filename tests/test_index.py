@@ -276,8 +276,6 @@ def test_index_grad():
 @pytest.mark.parametrize("accumulate", [False, True])
 @pytest.mark.parametrize("dtype", ACC_DTYPES + [torch.bool])
 def test_index_put_dtypes(dtype, accumulate):
-    if dtype == torch.bool and accumulate:
-        pytest.skip("CPU: bool accumulation is not meaningful")
     x, v = sample((5, 3), dtype, seed=1), sample((4, 3), dtype, seed=2)
     i = idx([4, 0, 4, 2]) if accumulate else idx([4, 0, 1, 2])
     check(lambda t, i, v: t.clone().index_put_((i,), v, accumulate=accumulate), x, i, v)
