@@ -68,6 +68,12 @@ CONV2D_CASES = [
     ((5, 16, 8, 8), (24, 16, 3, 3), {"stride": 2, "padding": 1}),
     ((9, 6, 10, 10), (10, 6, 3, 3), {"padding": 1, "dilation": (1, 2)}),
     ((3, 8, 6, 6), (12, 8, 1, 1), {"stride": 2}),
+    # Depthwise (groups == C: direct loops per plane): MobileNet's 3x3/5x5 at stride 1 and 2,
+    # a channel multiplier of 2, tiny planes, dilation.
+    ((4, 16, 16, 16), (16, 1, 3, 3), {"stride": 2, "padding": 1, "groups": 16}),
+    ((3, 24, 8, 8), (24, 1, 5, 5), {"padding": 2, "groups": 24}),
+    ((2, 12, 2, 2), (12, 1, 5, 5), {"padding": 2, "groups": 12}),
+    ((2, 6, 9, 7), (12, 1, 3, 3), {"stride": (1, 2), "padding": 1, "dilation": (2, 1), "groups": 6}),
 ]
 
 
@@ -97,6 +103,28 @@ def test_conv2d_noncontiguous_inputs():
     grads_match(lambda x, w: F.conv2d(x, w, padding=(0, 1)), [x, w], dtype)
     xcl = sample((2, 3, 8, 8), dtype, seed=4).to(memory_format=torch.channels_last)
     check(lambda x, w: F.conv2d(x, w), xcl, sample((4, 3, 3, 3), dtype, seed=5), **tol(dtype))
+
+
+def test_depthwise_channels_last_and_nonfinite_over_padding():
+    # A channels-last input (the direct loops read any strides), and the padding rule of the
+    # GEMM paths and of the CPU's float64 convolution: a non-finite weight (or output gradient)
+    # times the zero padding is nan.
+    x = sample((2, 8, 7, 7), torch.float32, seed=1).to(memory_format=torch.channels_last)
+    grads_match(lambda x, w: F.conv2d(x, w, padding=1, groups=8), [x, sample((8, 1, 3, 3), torch.float32, seed=2)],
+                torch.float32)
+    x, w = sample((2, 3, 4, 5), torch.float64, seed=3), sample((3, 1, 3, 3), torch.float64, seed=4)
+    w[1, 0, 0, 2] = float("inf")
+    w[2, 0, 1, 1] = float("nan")
+    check(lambda x, w: F.conv2d(x, w, padding=1, groups=3), x, w, atol=1e-12, rtol=1e-12)
+    gy = sample((2, 3, 4, 5), torch.float64, seed=5)
+    gy[0, 1, 0, 0] = float("inf")
+    cpu = x.clone().requires_grad_()
+    w_ok = sample((3, 1, 3, 3), torch.float64, seed=4).requires_grad_()
+    F.conv2d(cpu, w_ok, padding=1, groups=3).backward(gy)
+    foo_x, foo_w = x.to(FOO).requires_grad_(), w_ok.detach().to(FOO).requires_grad_()
+    F.conv2d(foo_x, foo_w, padding=1, groups=3).backward(gy.to(FOO))
+    assert_same(foo_w.grad, w_ok.grad, atol=1e-12, rtol=1e-12)
+    assert_same(foo_x.grad, cpu.grad, atol=1e-12, rtol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

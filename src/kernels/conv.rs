@@ -11,6 +11,7 @@
 //! its forward is [`conv_backward_input`] (+ bias), its input gradient [`conv_forward`], its
 //! weight gradient [`conv_backward_weight`] with input and output gradient exchanged.
 
+mod depthwise;
 mod grid;
 pub mod pool;
 mod transpose;
@@ -386,7 +387,7 @@ fn bias_values<T: GemmElem>(bias: Option<&TensorRef>) -> Option<Vec<T>> {
     })
 }
 
-fn forward_impl<T: GemmElem>(
+fn forward_impl<T: depthwise::DwFloat>(
     g: &Geometry,
     out: &TensorMut,
     input: &TensorRef,
@@ -397,6 +398,19 @@ fn forward_impl<T: GemmElem>(
         return Ok(());
     }
     let bias = bias_values::<T>(bias);
+    if depthwise::applies(g) {
+        // SAFETY: the contiguous weight [o, 1, kd, kh, kw].
+        let wt = unsafe { std::slice::from_raw_parts(weight.ptr as *const T, g.o * g.kk()) };
+        depthwise::forward(
+            g,
+            Addr::of(out.ptr),
+            Addr::of(input.ptr),
+            &input.strides,
+            wt,
+            bias.as_deref(),
+        );
+        return Ok(());
+    }
     if g.batched() && g.forward_grid().is_none() {
         forward_batched(g, out, input, weight, bias.as_deref());
         return Ok(());
@@ -705,7 +719,7 @@ pub fn conv_backward_input(
     }
 }
 
-fn backward_input_impl<T: GemmElem>(
+fn backward_input_impl<T: depthwise::DwFloat>(
     g: &Geometry,
     gi_t: &TensorMut,
     go_t: &TensorRef,
@@ -716,6 +730,18 @@ fn backward_input_impl<T: GemmElem>(
         return Ok(());
     }
     let bias = bias_values::<T>(bias);
+    if depthwise::applies(g) {
+        // SAFETY: the contiguous weight [o, 1, kd, kh, kw].
+        let wt = unsafe { std::slice::from_raw_parts(weight.ptr as *const T, g.o * g.kk()) };
+        depthwise::backward_input(
+            g,
+            Addr::of(gi_t.ptr),
+            Addr::of(go_t.ptr),
+            wt,
+            bias.as_deref(),
+        );
+        return Ok(());
+    }
     if g.batched() && g.input_grid().is_none() {
         backward_input_batched(g, gi_t, go_t, weight, bias.as_deref());
         return Ok(());
@@ -992,7 +1018,7 @@ fn backward_weight_batched<T: GemmElem>(
     }
 }
 
-fn backward_weight_impl<T: GemmElem>(
+fn backward_weight_impl<T: depthwise::DwFloat>(
     g: &Geometry,
     gw_t: &TensorMut,
     input: &TensorRef,
@@ -1007,6 +1033,16 @@ fn backward_weight_impl<T: GemmElem>(
     gw.fill(T::ZERO);
     let (og, ck, p) = (g.og(), g.ck(), g.op());
     if g.n == 0 || p == 0 {
+        return Ok(());
+    }
+    if depthwise::applies(g) {
+        depthwise::backward_weight(
+            g,
+            gw,
+            Addr::of(input.ptr),
+            &input.strides,
+            Addr::of(go_t.ptr),
+        );
         return Ok(());
     }
     if g.batched() {
@@ -1370,6 +1406,22 @@ mod tests {
                 p: [1, 1, 0],
                 d: [2, 1, 1],
                 groups: 2,
+            },
+            // Depthwise (groups == C, the direct loops): 3x3 stride 1 and 2, 5x5 with padding
+            // wider than the input, dilation, a channel multiplier of 2, and 3-D.
+            Case::d2(3, 8, 9, 7, 8, 3, 1, 1, 1, 8),
+            Case::d2(2, 6, 9, 8, 6, 3, 2, 1, 1, 6),
+            Case::d2(2, 4, 3, 2, 4, 5, 1, 3, 1, 4),
+            Case::d2(1, 5, 9, 9, 5, 3, 1, 2, 2, 5),
+            Case::d2(2, 3, 6, 7, 6, 3, 2, 1, 1, 3),
+            Case {
+                x: [2, 4, 4, 5, 6],
+                o: 4,
+                k: [3, 3, 2],
+                s: [1, 2, 1],
+                p: [1, 1, 0],
+                d: [1, 1, 2],
+                groups: 4,
             },
         ] {
             for strided in [false, true] {
