@@ -1,8 +1,12 @@
 //! Builds the C++ dispatcher glue (src/glue/*.cpp) against the installed torch, but only for the
 //! Python extension (feature `python`, which maturin enables). `cargo test` / `cargo bench`
 //! build the pure-Rust crate and need neither Python nor torch.
+//!
+//! The glue reaches Rust through `foo_ffi.h`, which is not written by hand: cbindgen generates
+//! it here from the `extern "C"` functions of src/ffi and the `#[repr(C)]` types and code enums
+//! they use (settings in cbindgen.toml), into `$OUT_DIR/glue-gen/foo_ffi.h`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const PROBE: &str = r#"
@@ -50,8 +54,11 @@ fn fnv1a(parts: &[&str]) -> u64 {
     h
 }
 
-/// The text of `src` and of every `#include "..."` of src/glue it reaches, transitively.
-fn local_closure(src: &std::path::Path) -> String {
+/// The text of `src` and of every `#include "..."` it reaches, transitively, found in src/glue
+/// or in `generated` (foo_ffi.h, device_check_nocheck.inc). Comment lines of the generated
+/// files are left out: a changed doc comment in src/ffi does not recompile the glue, a changed
+/// declaration does.
+fn local_closure(src: &Path, generated: &Path) -> String {
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut stack = vec![src.to_path_buf()];
     let mut text = String::new();
@@ -63,14 +70,46 @@ fn local_closure(src: &std::path::Path) -> String {
         for line in body.lines() {
             if let Some(rest) = line.trim().strip_prefix("#include \"") {
                 if let Some(name) = rest.split('"').next() {
-                    stack.push(PathBuf::from("src/glue").join(name));
+                    let glue = Path::new("src/glue").join(name);
+                    let gen = generated.join(name);
+                    stack.push(if !glue.exists() && gen.exists() {
+                        gen
+                    } else {
+                        glue
+                    });
                 }
             }
         }
-        text.push_str(&body);
+        if p.starts_with(generated) {
+            for line in body.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                text.push_str(line);
+                text.push('\n');
+            }
+        } else {
+            text.push_str(&body);
+        }
         seen.push(p);
     }
     text
+}
+
+/// Writes the glue's C header, `dir/foo_ffi.h`, from the Rust declarations (cbindgen.toml says
+/// which and how). The file is rewritten only when its text changes.
+#[cfg(feature = "python")]
+fn generate_ffi_header(dir: &Path) {
+    let config = cbindgen::Config::from_file("cbindgen.toml")
+        .unwrap_or_else(|e| panic!("foo_rs: cannot read cbindgen.toml: {e}"));
+    cbindgen::Builder::new()
+        .with_config(config)
+        .with_src("src/lib.rs")
+        .generate()
+        .unwrap_or_else(|e| panic!("foo_rs: cbindgen could not generate foo_ffi.h: {e}"))
+        .write_to_file(dir.join("foo_ffi.h"));
+}
+
+#[cfg(not(feature = "python"))]
+fn generate_ffi_header(_dir: &Path) {
+    unreachable!("the glue (and its header) is built with feature `python` only")
 }
 
 /// The ops whose entry in torch's native_functions.yaml says `device_check: NoCheck`, sorted.
@@ -102,7 +141,9 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_PYTHON").is_none() {
         return;
     }
-    println!("cargo:rerun-if-changed=src/glue");
+    // src: the glue, and the Rust declarations foo_ffi.h is generated from.
+    println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-changed=cbindgen.toml");
 
     let py = python();
     // Autoload off: the venv may hold an editable foo_rs whose extension is not built yet (this
@@ -137,6 +178,7 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let generated = out_dir.join("glue-gen");
     std::fs::create_dir_all(&generated).expect("glue-gen dir");
+    generate_ffi_header(&generated);
     let yaml = std::fs::read_to_string(&yaml_path)
         .unwrap_or_else(|e| panic!("foo_rs: cannot read torch's {yaml_path}: {e}"));
     let no_check: String = no_device_check_ops(&yaml)
@@ -197,8 +239,8 @@ fn main() {
     let stale: Vec<(PathBuf, PathBuf)> = sources
         .iter()
         .map(|src| {
-            // The source plus the glue headers it includes, transitively.
-            let text = local_closure(src);
+            // The source plus the glue headers it includes, transitively (foo_ffi.h too).
+            let text = local_closure(src, &generated);
             let key = fnv1a(&[
                 text.as_str(),
                 no_check.as_str(),

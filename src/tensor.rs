@@ -16,15 +16,18 @@ pub type Strides = SmallVec<[isize; INLINE_DIMS]>;
 
 const _: () = assert!(std::mem::size_of::<isize>() == std::mem::size_of::<i64>());
 
-/// `#[repr(C)]` tensor descriptor, one definition (mirrored by `FooTensor` in `foo_ffi.h`).
-/// `data` points at element 0 (storage base + storage offset); strides are in elements.
+/// The tensor descriptor every kernel call takes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct FooTensor {
+    /// Element 0 (storage base + storage offset).
     pub data: *mut c_void,
+    /// `ndim` sizes, in elements.
     pub sizes: *const i64,
+    /// `ndim` strides, in elements (may be 0 or negative).
     pub strides: *const i64,
     pub ndim: i32,
+    /// The c10::ScalarType code.
     pub dtype: i32,
     pub device: i32,
 }
@@ -206,24 +209,43 @@ pub fn contiguous_strides(shape: &[usize]) -> Strides {
     strides
 }
 
-/// A scalar value crossing the C ABI (mirrors `FooScalar` in `foo_ffi.h`).
+/// A scalar value crossing the C ABI (C: `FooScalar`): a tagged union of the values a
+/// c10::Scalar holds.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scalar {
-    /// 0 = bool (in `i`), 1 = signed integer (`i`), 2 = float (`f`), 3 = complex (`f`, `imag`),
-    /// 4 = unsigned 64-bit integer (`i` reinterpreted as u64).
+    /// A `FooScalarTag` code; kernels that take optional parameters read any other value (-1) as
+    /// "absent".
     pub tag: i32,
     pub i: i64,
     pub f: f64,
     pub imag: f64,
 }
 
+/// What a `FooScalar` holds (its `tag`).
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalarTag {
+    /// A bool, in `i` (0 or 1).
+    Bool = 0,
+    /// A signed integer, in `i`.
+    Int = 1,
+    /// A float, in `f`.
+    Float = 2,
+    /// A complex number: real part in `f`, imaginary part in `imag`.
+    Complex = 3,
+    /// An unsigned 64-bit integer, in `i` reinterpreted as u64.
+    Uint = 4,
+}
+
+/// The tags as constants, for `match` patterns.
+/// cbindgen:ignore
 impl Scalar {
-    pub const TAG_BOOL: i32 = 0;
-    pub const TAG_INT: i32 = 1;
-    pub const TAG_FLOAT: i32 = 2;
-    pub const TAG_COMPLEX: i32 = 3;
-    pub const TAG_UINT: i32 = 4;
+    pub const TAG_BOOL: i32 = ScalarTag::Bool as i32;
+    pub const TAG_INT: i32 = ScalarTag::Int as i32;
+    pub const TAG_FLOAT: i32 = ScalarTag::Float as i32;
+    pub const TAG_COMPLEX: i32 = ScalarTag::Complex as i32;
+    pub const TAG_UINT: i32 = ScalarTag::Uint as i32;
 
     pub fn from_bool(v: bool) -> Self {
         Scalar {

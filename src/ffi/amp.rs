@@ -5,8 +5,10 @@ use crate::error::FooError;
 use crate::kernels::amp;
 use crate::tensor::FooTensor;
 
-/// Multiplies each of `grads[0..n]` by `inv_scale` in place and sets `found_inf` to 1.0 when
-/// any gradient holds an inf or NaN (it is left alone otherwise: zeroing it is the caller's job).
+/// Multiplies each of `grads[0..n]` by `inv_scale` in place (opmath: float32 for
+/// float16/bfloat16) and sets `found_inf` to 1.0 when any gradient holds an inf or NaN (it is
+/// left alone otherwise: zeroing it is the caller's job). `found_inf` and `inv_scale` are
+/// 1-element float32 tensors.
 ///
 /// # Safety
 /// `grads` must point to `n` descriptors of live, writable tensors (none overlapping another
@@ -38,7 +40,8 @@ pub unsafe extern "C" fn foo_amp_unscale(
     })
 }
 
-/// `_amp_update_scale_`: updates `scale` (float32) and `growth_tracker` (int32) in place.
+/// `_amp_update_scale_`: updates `scale` (float32) and `growth_tracker` (int32) in place from
+/// `found_inf` (float32).
 ///
 /// # Safety
 /// The descriptors must describe live 1-element tensors (`scale`, `growth_tracker` writable).

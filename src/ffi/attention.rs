@@ -59,8 +59,11 @@ pub unsafe extern "C" fn foo_attention_workspace(
 }
 
 /// Forward: `output [B, Hq, L, Ev]`, `lse [B, Hq, L]` (f32, f64 for f64 operands) from
-/// `q [B, Hq, L, E]`, `k [B, Hk, S, E]`, `v [B, Hk, S, Ev]` and an optional mask `[B, Hq, L, S]`;
-/// `workspace` (null: allocated by Rust) holds `foo_attention_workspace` bytes.
+/// `q [B, Hq, L, E]`, `k [B, Hk, S, E]`, `v [B, Hk, S, Ev]` and an optional mask `[B, Hq, L, S]`.
+/// Operands are 4-D `[batch, heads, seq, dim]` views with a unit last stride; the mask may have
+/// any strides (zero where it is broadcast). `dropout_p == 0` means no dropout (`seed` and
+/// `offset`, from `foo_attention_rng`, unused). `workspace` (null: allocated by Rust) is a byte
+/// tensor of foo memory (the caching allocator) of `foo_attention_workspace` bytes.
 ///
 /// # Safety
 /// Descriptors must describe live memory (outputs and workspace writable) for the call; `mask`

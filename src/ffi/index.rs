@@ -1,6 +1,5 @@
 //! C ABI of the index family (see kernels::index): gathers/scatters through index tensors,
 //! cat, nonzero/masked_select/masked_scatter, sort/topk, arange/linspace, tril/triu.
-//! Declared again in `src/glue/foo_ffi_index.h`.
 
 use super::{guard, out, tensor_mut, tensor_ref};
 use crate::error::{FooError, FooResult};
@@ -9,13 +8,17 @@ use crate::kernels::index::iter::Bounds;
 use crate::kernels::index::{cat, compact, range, sort};
 use crate::tensor::{FooTensor, Scalar};
 
-/// An index tensor and the dim it indexes (mirrors `FooIndexer` in foo_ffi_index.h).
+/// An index tensor and the dim it indexes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct FooIndexer {
+    /// int64 indices, broadcast to the iteration shape.
     pub index: FooTensor,
+    /// The size of the data dim it indexes.
     pub size: i64,
+    /// The stride (elements) of the data dim it indexes.
     pub stride: i64,
+    /// The dim number errors report.
     pub dim: i64,
 }
 
@@ -66,7 +69,7 @@ fn dim_arg(dim: i64) -> FooResult<usize> {
 }
 
 /// `out[p] = src[p + sum_k index_k[p] * stride_k]` (see kernels::index::advanced). `mode` is
-/// `allow_negative | style << 1`; an out-of-range index returns FOO_INVALID_ARGUMENT with
+/// a `FooIndexBounds` code; an out-of-range index returns FOO_STATUS_INVALID_ARGUMENT with
 /// ATen's message.
 ///
 /// # Safety
@@ -106,7 +109,7 @@ pub unsafe extern "C" fn foo_index_scatter(
         // SAFETY: caller's contract.
         let (d, s, i) = unsafe { (tensor_mut(dst)?, tensor_ref(src)?, indexers(idx, nidx)?) };
         let b = Bounds::from_code(mode)?;
-        let r = Reduce::from_code(reduce).ok_or_else(|| {
+        let r = Reduce::from_repr(reduce).ok_or_else(|| {
             FooError::InvalidArgument(format!("unknown scatter reduction {reduce}"))
         })?;
         // SAFETY: caller's contract (nullable).
@@ -294,56 +297,4 @@ pub unsafe extern "C" fn foo_tril_triu(
         let (o, s) = unsafe { (tensor_mut(out)?, tensor_ref(src)?) };
         range::tril_triu(&o, &s, k, upper)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    //! Codes written twice (here and in foo_ffi_index.h): check they agree.
-    use super::*;
-
-    fn header_value(name: &str) -> i32 {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/glue/foo_ffi_index.h"
-        ))
-        .unwrap();
-        text.lines()
-            .find_map(|l| {
-                let (n, v) = l.trim().trim_end_matches(',').split_once('=')?;
-                (n.trim() == name).then(|| v.trim().parse().ok())?
-            })
-            .unwrap_or_else(|| panic!("{name} missing in foo_ffi_index.h"))
-    }
-
-    #[test]
-    fn header_matches_rust() {
-        for (name, r) in [
-            ("FOO_REDUCE_ASSIGN", Reduce::Assign),
-            ("FOO_REDUCE_ADD", Reduce::Add),
-            ("FOO_REDUCE_MUL", Reduce::Mul),
-            ("FOO_REDUCE_MAX", Reduce::Max),
-            ("FOO_REDUCE_MIN", Reduce::Min),
-        ] {
-            assert_eq!(header_value(name), r as i32, "{name}");
-        }
-        use crate::kernels::index::iter::Style;
-        for (name, code, style, neg) in [
-            ("FOO_BOUNDS_INDEX", "FOO_BOUNDS_INDEX", Style::Dim, true),
-            ("FOO_BOUNDS_STRICT", "FOO_BOUNDS_STRICT", Style::Dim, false),
-            (
-                "FOO_BOUNDS_SELECT",
-                "FOO_BOUNDS_SELECT",
-                Style::Select,
-                false,
-            ),
-            ("FOO_BOUNDS_TAKE", "FOO_BOUNDS_TAKE", Style::Take, true),
-        ] {
-            let b = Bounds::from_code(header_value(code)).unwrap();
-            assert_eq!((b.style, b.allow_negative), (style, neg), "{name}");
-        }
-        assert_eq!(
-            std::mem::size_of::<FooIndexer>(),
-            std::mem::size_of::<FooTensor>() + 24
-        );
-    }
 }

@@ -7,7 +7,9 @@ use crate::runtime::pool;
 use crate::tensor::{FooTensor, Scalar};
 
 /// `out = beta * c + alpha * (a @ b)` over 3-D descriptors `[B,M,K] x [B,K,N] -> [B,M,N]`;
-/// `c` may be null (then `beta` is ignored), or broadcast to `[B,M,N]`.
+/// `c` may be null (then `beta` is ignored), or broadcast (zero strides) to `[B,M,N]`;
+/// `c == out` (same data and strides) is read in place. Dtypes: float32/64 and complex (gemm),
+/// float16/bfloat16 (computed in float32), integers; all the same dtype.
 ///
 /// # Safety
 /// Descriptors must describe live memory (out writable, not overlapping a/b); `beta` and

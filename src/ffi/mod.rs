@@ -1,4 +1,6 @@
-//! The C ABI the C++ glue calls (declared again in `src/glue/foo_ffi.h`; keep the two in step).
+//! The C ABI the C++ glue calls. The glue's C header (`foo_ffi.h`) is generated from these
+//! declarations and the `#[repr(C)]` types they use by cbindgen at build time (build.rs,
+//! cbindgen.toml): the `///` comments here are the header's comments.
 //!
 //! Every fallible function returns a status code (`error::Status`) and leaves a message for
 //! `foo_last_error()`. No panic crosses this boundary: each body runs under `catch_unwind` and
@@ -210,11 +212,15 @@ pub extern "C" fn foo_block_info(
     })
 }
 
-/// Installs (non-null) or removes (null) the function told about every segment the allocator
-/// obtains (event 0) or releases (event 1). It runs under the allocator's lock and must not
-/// call back into the allocator.
+/// Told about every segment the allocator obtains or releases: `event` is a `FooSegmentEvent`
+/// code (0: obtained from the system, 1: released to it), then the device, address and size.
+/// It runs under the allocator's lock and must not call back into the allocator.
+pub type FooSegmentObserver =
+    Option<extern "C" fn(event: i32, device: i32, addr: usize, size: usize)>;
+
+/// Installs (non-null) or removes (null) the segment observer.
 #[no_mangle]
-pub extern "C" fn foo_set_segment_observer(observer: Option<memory::SegmentObserver>) {
+pub extern "C" fn foo_set_segment_observer(observer: FooSegmentObserver) {
     memory::set_segment_observer(observer);
 }
 
@@ -222,19 +228,22 @@ pub extern "C" fn foo_set_segment_observer(observer: Option<memory::SegmentObser
 #[repr(C)]
 pub struct FooBlock {
     pub device: i32,
+    /// In use (not cached).
     pub live: bool,
     pub addr: usize,
+    /// The size class (rounded) bytes.
     pub size: usize,
+    /// The bytes the caller asked for.
     pub requested: usize,
 }
+
+/// The visitor `foo_memory_blocks` calls with its `ctx` and each block.
+pub type FooBlockVisitor = Option<extern "C" fn(ctx: *mut c_void, block: *const FooBlock)>;
 
 /// Calls `visit(ctx, block)` for every block of every device (live ones first). The visitor
 /// runs after the allocator's lock is released, so it may allocate.
 #[no_mangle]
-pub extern "C" fn foo_memory_blocks(
-    visit: Option<extern "C" fn(ctx: *mut c_void, block: *const FooBlock)>,
-    ctx: *mut c_void,
-) -> i32 {
+pub extern "C" fn foo_memory_blocks(visit: FooBlockVisitor, ctx: *mut c_void) -> i32 {
     guard(|| {
         let visit = visit.ok_or_else(|| FooError::InvalidArgument("null block visitor".into()))?;
         for b in memory::blocks() {
@@ -322,25 +331,26 @@ pub extern "C" fn foo_debug_panic() -> i32 {
 
 // ---- op accounting ---------------------------------------------------------------------------
 
-/// The call counter of a native op (stable for the process; bump it with a relaxed add).
+/// The call counter of a native op (stable for the process), an opaque handle for
+/// `foo_native_hit`.
 ///
 /// # Safety
 /// `name` must be a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn foo_native_slot(name: *const c_char) -> *const AtomicU64 {
+pub unsafe extern "C" fn foo_native_slot(name: *const c_char) -> *const c_void {
     // SAFETY: caller's contract.
     let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-    counters::native_slot(&name) as *const AtomicU64
+    counters::native_slot(&name) as *const AtomicU64 as *const c_void
 }
 
-/// Bumps a counter returned by `foo_native_slot`.
+/// Bumps a counter returned by `foo_native_slot` (a relaxed add).
 ///
 /// # Safety
 /// `slot` must come from `foo_native_slot`.
 #[no_mangle]
-pub unsafe extern "C" fn foo_native_hit(slot: *const AtomicU64) {
-    // SAFETY: slots are leaked statics (caller's contract).
-    if let Some(s) = unsafe { slot.as_ref() } {
+pub unsafe extern "C" fn foo_native_hit(slot: *const c_void) {
+    // SAFETY: slots are leaked statics of type AtomicU64 (caller's contract).
+    if let Some(s) = unsafe { (slot as *const AtomicU64).as_ref() } {
         s.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -411,40 +421,6 @@ pub extern "C" fn foo_generator_set_offset(id: u64, offset: u64) -> i32 {
 #[no_mangle]
 pub extern "C" fn foo_nondeterministic_seed() -> u64 {
     rng::nondeterministic_seed()
-}
-
-/// Op codes are written twice, in a Rust enum and in a C header: checks that they agree.
-#[cfg(test)]
-pub(crate) fn check_header_codes<T: std::fmt::Debug + Copy>(
-    header: &str,
-    prefix: &str,
-    all: &[T],
-    code: impl Fn(T) -> i32,
-) {
-    let path = format!("{}/src/glue/{header}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    let codes: Vec<(String, i32)> = text
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim().trim_end_matches(',');
-            let (name, value) = l.split_once('=')?;
-            let name = name.trim().strip_prefix(prefix)?;
-            Some((name.replace('_', ""), value.trim().parse().ok()?))
-        })
-        .collect();
-    assert_eq!(
-        codes.len(),
-        all.len(),
-        "{prefix}: {header} and the Rust enum list different numbers of ops"
-    );
-    for op in all {
-        let rust_name = format!("{op:?}").to_uppercase();
-        let (_, v) = codes
-            .iter()
-            .find(|(n, _)| *n == rust_name)
-            .unwrap_or_else(|| panic!("{prefix}{rust_name} missing in {header}"));
-        assert_eq!(*v, code(*op), "{prefix}{rust_name}");
-    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,9 @@ pub(super) unsafe fn opt_mut(t: *const FooTensor) -> FooResult<Option<TensorMut>
     unsafe { tensor_mut(t) }.map(Some)
 }
 
-/// softmax (`log == 0`) or log_softmax along `dim` of contiguous operands.
+/// softmax (`log == 0`) or log_softmax along `dim` of contiguous operands. Like it, every
+/// function of the nn family takes contiguous operands, null for an optional tensor, and a
+/// `reduction` in ATen's codes (0 none, 1 mean, 2 sum).
 ///
 /// # Safety
 /// Descriptors must describe live memory (`out` writable) for the call.

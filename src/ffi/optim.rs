@@ -44,7 +44,9 @@ unsafe fn item(list: *const FooTensor, i: usize, what: &str) -> FooResult<Tensor
 }
 
 /// `_fused_adam_` / `_fused_adamw_` (`args.decoupled`) over `n` parameters.
-/// `max_exp_avg_sqs` is read only when `args.amsgrad`.
+/// `max_exp_avg_sqs` is read only when `args.amsgrad`. Like it, each fused step takes lists of
+/// `n` descriptors of dense (contiguous) tensors; `grad_scale` and `found_inf` are null or
+/// 1-element float32 tensors, and the whole step is skipped when `found_inf` holds 1.0.
 ///
 /// # Safety
 /// Every non-null list points to `n` descriptors of live tensors (all but `steps` writable;
@@ -101,7 +103,7 @@ pub unsafe extern "C" fn foo_fused_adam(
 /// `_fused_sgd_` over `n` parameters (`momentum_buffers` is read only when momentum != 0).
 ///
 /// # Safety
-/// As [`foo_fused_adam`].
+/// As `foo_fused_adam`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_fused_sgd(
     params: *const FooTensor,
@@ -145,7 +147,7 @@ pub unsafe extern "C" fn foo_fused_sgd(
 /// `_fused_adagrad_` over `n` parameters.
 ///
 /// # Safety
-/// As [`foo_fused_adam`].
+/// As `foo_fused_adam`.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn foo_fused_adagrad(

@@ -1,5 +1,4 @@
-//! C ABI of the fused RNN cells (see kernels::nn::rnn). Optional tensors are null pointers;
-//! declared again in `src/glue/foo_ffi_rnn.h`.
+//! C ABI of the fused RNN cells (see kernels::nn::rnn). Optional tensors are null pointers.
 
 use super::guard;
 use super::nn::{opt_mut, opt_ref};
@@ -7,7 +6,9 @@ use super::{tensor_mut, tensor_ref};
 use crate::kernels::nn::rnn;
 use crate::tensor::FooTensor;
 
-/// LSTM cell forward; `input_bias`/`hidden_bias` may be null (both or neither).
+/// LSTM cell forward; `input_bias`/`hidden_bias` may be null (both or neither). Like it, every
+/// RNN cell takes `[B, k*H]` matrices with any strides, contiguous biases, null for an optional
+/// tensor.
 ///
 /// # Safety
 /// Descriptors must describe live memory for the call (`hy`, `cy`, `workspace` writable).

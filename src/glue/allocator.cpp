@@ -17,7 +17,7 @@ void delete_device_block(void* ptr) {
   // Deleters must not throw; a failure here means a foreign pointer, which Rust refused.
   const bool observed = ptr != nullptr && memory::observed();
   const memory::FreeNote note = observed ? memory::before_free(ptr) : memory::FreeNote{};
-  if (foo_free(ptr) != FOO_OK) {
+  if (foo_free(ptr) != FOO_STATUS_OK) {
     std::fprintf(stderr, "foo_rs: %s\n", foo_last_error());
     return;
   }
@@ -44,10 +44,10 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     const auto device = static_cast<int32_t>(foo_current_device());
     void* ptr = nullptr;
     const int32_t status = foo_alloc(device, nbytes, &ptr);
-    if (status != FOO_OK) {
+    if (status != FOO_STATUS_OK) {
       // on_oom's calls into Rust succeed (the device is valid), so foo_last_error() still holds
       // the allocation's message when raise_status reads it.
-      if (status == FOO_OUT_OF_MEMORY && memory::observed()) {
+      if (status == FOO_STATUS_OUT_OF_MEMORY && memory::observed()) {
         memory::on_oom(static_cast<c10::DeviceIndex>(device), nbytes);
       }
       raise_status(status, "foo allocate");
@@ -99,7 +99,7 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
 };
 
 void delete_host_block(void* ptr) {
-  if (foo_host_free(ptr) != FOO_OK) {
+  if (foo_host_free(ptr) != FOO_STATUS_OK) {
     std::fprintf(stderr, "foo_rs: %s\n", foo_last_error());
   }
 }

@@ -7,15 +7,15 @@ namespace foo {
 void raise_status(int32_t status, const char* what) {
   std::string msg = foo_last_error();
   switch (status) {
-    case FOO_OUT_OF_MEMORY:
+    case FOO_STATUS_OUT_OF_MEMORY:
       TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
-    case FOO_NOT_IMPLEMENTED:
+    case FOO_STATUS_NOT_IMPLEMENTED:
       TORCH_CHECK_NOT_IMPLEMENTED(false, what, ": ", msg);
-    case FOO_INVALID_ARGUMENT:
+    case FOO_STATUS_INVALID_ARGUMENT:
       TORCH_CHECK_VALUE(false, what, ": ", msg);
-    case FOO_INVALID_DEVICE:
+    case FOO_STATUS_INVALID_DEVICE:
       TORCH_CHECK(false, msg);
-    case FOO_UNSUPPORTED:
+    case FOO_STATUS_UNSUPPORTED:
       needs_fallback(std::string(what) + ": " + msg);
     default:
       TORCH_CHECK(false, what, ": ", msg);
@@ -79,21 +79,21 @@ FooTensor describe_bytes(void* data, const int64_t* nbytes, const int64_t* one) 
 FooScalar to_ffi(const c10::Scalar& s) {
   FooScalar r{};
   if (s.isBoolean()) {
-    r.tag = FOO_SCALAR_BOOL;
+    r.tag = FOO_SCALAR_TAG_BOOL;
     r.i = s.toBool();
   } else if (s.isComplex()) {
     auto c = s.toComplexDouble();
-    r.tag = FOO_SCALAR_COMPLEX;
+    r.tag = FOO_SCALAR_TAG_COMPLEX;
     r.f = c.real();
     r.imag = c.imag();
   } else if (s.isFloatingPoint()) {
-    r.tag = FOO_SCALAR_FLOAT;
+    r.tag = FOO_SCALAR_TAG_FLOAT;
     r.f = s.toDouble();
   } else if (s.type() == c10::kUInt64) {
-    r.tag = FOO_SCALAR_UINT;
+    r.tag = FOO_SCALAR_TAG_UINT;
     r.i = static_cast<int64_t>(s.toUInt64());
   } else {
-    r.tag = FOO_SCALAR_INT;
+    r.tag = FOO_SCALAR_TAG_INT;
     r.i = s.toLong();
   }
   return r;
@@ -126,13 +126,13 @@ void check_scalar_fits_opmath(const c10::Scalar& s, c10::ScalarType t) {
 
 c10::Scalar from_ffi(const FooScalar& s) {
   switch (s.tag) {
-    case FOO_SCALAR_BOOL:
+    case FOO_SCALAR_TAG_BOOL:
       return c10::Scalar(s.i != 0);
-    case FOO_SCALAR_INT:
+    case FOO_SCALAR_TAG_INT:
       return c10::Scalar(s.i);
-    case FOO_SCALAR_UINT:
+    case FOO_SCALAR_TAG_UINT:
       return c10::Scalar(static_cast<uint64_t>(s.i));
-    case FOO_SCALAR_COMPLEX:
+    case FOO_SCALAR_TAG_COMPLEX:
       return c10::Scalar(c10::complex<double>(s.f, s.imag));
     default:
       return c10::Scalar(s.f);

@@ -25,7 +25,7 @@ constexpr c10::DeviceType kFoo = c10::DeviceType::PrivateUse1;
 [[noreturn]] void raise_status(int32_t status, const char* what);
 
 inline void check(int32_t status, const char* what) {
-  if (status != FOO_OK) {
+  if (status != FOO_STATUS_OK) {
     raise_status(status, what);
   }
 }
@@ -128,7 +128,7 @@ void check_same_device(const at::Tensor& self, std::initializer_list<std::refere
                        bool cpu_scalars);
 
 // ---- CPU fallback for inputs a native kernel cannot handle -----------------------------------
-// Thrown (through raise_status for FOO_UNSUPPORTED, or needs_fallback) by a native kernel that
+// Thrown (through raise_status for FOO_STATUS_UNSUPPORTED, or needs_fallback) by a native kernel that
 // has no code for its inputs, e.g. a complex dtype: FOO_IMPL's wrapper catches it and runs the op
 // through the counted CPU fallback instead (correct, counted, an error under FOO_RS_STRICT=1).
 // Escaping anyway, it is still a NotImplementedError.

@@ -82,7 +82,7 @@ namespace {
 // inf * 0 = nan. Its other kernels (add, sub, pow, remainder, ...) and a scalar *first* operand
 // round it to `dtype` first, as the foo kernels do.
 bool opmath_scalar(int32_t op, const at::Tensor& second, at::ScalarType dtype) {
-  if (op != FOO_BINARY_MUL && op != FOO_BINARY_DIV && op != FOO_BINARY_DIV_TRUNC && op != FOO_BINARY_DIV_FLOOR) {
+  if (op != FOO_BINARY_OP_MUL && op != FOO_BINARY_OP_DIV && op != FOO_BINARY_OP_DIV_TRUNC && op != FOO_BINARY_OP_DIV_FLOOR) {
     return false;
   }
   if ((dtype != at::kHalf && dtype != at::kBFloat16) || second.numel() != 1 || second.scalar_type() == dtype ||

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common.h"
-#include "foo_ffi_elementwise.h"
+#include "foo_ffi.h"
 
 namespace foo::ew {
 

@@ -102,7 +102,7 @@ Traceback gather(bool wanted) {
 
 void segment_observer(int32_t event, int32_t device, size_t addr, size_t size) noexcept {
   if (!g_recording.load(std::memory_order_relaxed)) return;
-  if (event == 0) {
+  if (event == FOO_SEGMENT_EVENT_ALLOC) {
     t_pending = {true, static_cast<c10::DeviceIndex>(device), addr, size};
     return;
   }
@@ -118,7 +118,7 @@ void segment_observer(int32_t event, int32_t device, size_t addr, size_t size) n
 
 void report_to_profiler(void* ptr, int64_t delta, c10::DeviceIndex device) {
   FooMemoryStats s{};
-  if (foo_memory_stats(device, &s) != FOO_OK) return;
+  if (foo_memory_stats(device, &s) != FOO_STATUS_OK) return;
   c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(s.allocated_bytes.all.current),
                                    static_cast<size_t>(s.reserved_bytes.all.current), c10::Device(kFoo, device));
 }
@@ -131,7 +131,7 @@ void on_alloc(void* ptr, c10::DeviceIndex device) noexcept {
   try {
     int32_t d = 0;
     size_t size = 0, requested = 0;
-    if (foo_block_info(ptr, &d, &size, &requested) != FOO_OK) return;
+    if (foo_block_info(ptr, &d, &size, &requested) != FOO_STATUS_OK) return;
     if (c10::memoryProfilingEnabled()) report_to_profiler(ptr, static_cast<int64_t>(size), device);
     if (!g_recording.load(std::memory_order_relaxed)) return;
     History& h = history();
@@ -161,7 +161,7 @@ FreeNote before_free(void* ptr) noexcept {
   try {
     int32_t d = 0;
     size_t size = 0, requested = 0;
-    if (foo_block_info(ptr, &d, &size, &requested) != FOO_OK) return note;
+    if (foo_block_info(ptr, &d, &size, &requested) != FOO_STATUS_OK) return note;
     note = {true, static_cast<c10::DeviceIndex>(d), size};
     if (!g_recording.load(std::memory_order_relaxed)) return note;
     History& h = history();
@@ -194,8 +194,8 @@ void on_oom(c10::DeviceIndex device, size_t nbytes) noexcept {
   try {
     FooMemoryStats s{};
     size_t free_bytes = 0, total = 0;
-    const bool have_stats = foo_memory_stats(device, &s) == FOO_OK;
-    if (foo_memory_info(device, &free_bytes, &total) != FOO_OK) free_bytes = 0;
+    const bool have_stats = foo_memory_stats(device, &s) == FOO_STATUS_OK;
+    if (foo_memory_info(device, &free_bytes, &total) != FOO_STATUS_OK) free_bytes = 0;
     if (have_stats && c10::memoryProfilingEnabled()) {
       c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(nbytes), static_cast<size_t>(s.allocated_bytes.all.current),
                                        static_cast<size_t>(s.reserved_bytes.all.current), c10::Device(kFoo, device));

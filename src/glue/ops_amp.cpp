@@ -5,7 +5,7 @@
 #include <torch/library.h>
 
 #include "common.h"
-#include "foo_ffi_amp.h"
+#include "foo_ffi.h"
 #include "ops_amp.h"
 
 namespace foo::ops {

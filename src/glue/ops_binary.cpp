@@ -63,20 +63,20 @@ at::Tensor add(const at::Tensor& self, const at::Tensor& other, const c10::Scala
   auto it = ew::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
-  return same(it, FOO_BINARY_ADD, {alpha});
+  return same(it, FOO_BINARY_OP_ADD, {alpha});
 }
 at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   auto it = ew::binary_op(self, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
-  same(it, FOO_BINARY_ADD, {alpha});
+  same(it, FOO_BINARY_OP_ADD, {alpha});
   return self;
 }
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out) {
   auto it = ew::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
-  same(it, FOO_BINARY_ADD, {alpha});
+  same(it, FOO_BINARY_OP_ADD, {alpha});
   return out;
 }
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
@@ -85,14 +85,14 @@ at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const c10::Scala
   auto it = ew::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
-  return same(it, FOO_BINARY_SUB, {alpha});
+  return same(it, FOO_BINARY_OP_SUB, {alpha});
 }
 at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   at::native::sub_check(self, other);
   auto it = ew::binary_op(self, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
-  same(it, FOO_BINARY_SUB, {alpha});
+  same(it, FOO_BINARY_OP_SUB, {alpha});
   return self;
 }
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out) {
@@ -100,7 +100,7 @@ at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::
   auto it = ew::binary_op(out, self, other);
   at::native::alpha_check(it.common_dtype(), alpha);
   check_scalar_fits(alpha, it.common_dtype());
-  same(it, FOO_BINARY_SUB, {alpha});
+  same(it, FOO_BINARY_OP_SUB, {alpha});
   return out;
 }
 
@@ -133,24 +133,24 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scal
     return self;                                                                             \
   }
 
-FOO_BINARY(mul, binary_op, FOO_BINARY_MUL, (void)0)
-FOO_BINARY(floor_divide, binary_op, FOO_BINARY_DIV_FLOOR, (void)0)
-FOO_BINARY(div, binary_float_op, FOO_BINARY_DIV, (void)0)
-FOO_BINARY(remainder, binary_op, FOO_BINARY_REMAINDER, check_real_kernel(self, other, "remainder_cpu"))
-FOO_BINARY(fmod, binary_op, FOO_BINARY_FMOD, check_real_kernel(self, other, "fmod_cpu"))
+FOO_BINARY(mul, binary_op, FOO_BINARY_OP_MUL, (void)0)
+FOO_BINARY(floor_divide, binary_op, FOO_BINARY_OP_DIV_FLOOR, (void)0)
+FOO_BINARY(div, binary_float_op, FOO_BINARY_OP_DIV, (void)0)
+FOO_BINARY(remainder, binary_op, FOO_BINARY_OP_REMAINDER, check_real_kernel(self, other, "remainder_cpu"))
+FOO_BINARY(fmod, binary_op, FOO_BINARY_OP_FMOD, check_real_kernel(self, other, "fmod_cpu"))
 // Tensor ** tensor has no bool kernel on the CPU (a Python bool exponent does: pow_scalar_exp).
-FOO_BINARY(pow, binary_op, FOO_BINARY_POW,
+FOO_BINARY(pow, binary_op, FOO_BINARY_OP_POW,
            TORCH_CHECK_NOT_IMPLEMENTED(at::result_type(self, other) != at::kBool,
                                        "\"pow\" not implemented for 'Bool'"))
-FOO_BINARY(atan2, binary_float_op, FOO_BINARY_ATAN2, (void)0)
-FOO_BINARY(hypot, binary_float_op, FOO_BINARY_HYPOT, check_hypot(self, other))
-FOO_BINARY(copysign, binary_float_op, FOO_BINARY_COPYSIGN, (void)0)
-FOO_BINARY(xlogy, binary_float_op, FOO_BINARY_XLOGY, (void)0)
-FOO_BINARY(bitwise_and, binary_op, FOO_BINARY_BIT_AND, check_integral_or_bool(self, other, "bitwise_and_cpu"))
-FOO_BINARY(bitwise_or, binary_op, FOO_BINARY_BIT_OR, check_integral_or_bool(self, other, "bitwise_or_cpu"))
-FOO_BINARY(bitwise_xor, binary_op, FOO_BINARY_BIT_XOR, check_integral_or_bool(self, other, "bitwise_xor_cpu"))
-FOO_BINARY(bitwise_left_shift, binary_op, FOO_BINARY_SHL, check_integral_or_bool(self, other, "lshift_cpu"))
-FOO_BINARY(bitwise_right_shift, binary_op, FOO_BINARY_SHR, check_integral_or_bool(self, other, "rshift_cpu"))
+FOO_BINARY(atan2, binary_float_op, FOO_BINARY_OP_ATAN2, (void)0)
+FOO_BINARY(hypot, binary_float_op, FOO_BINARY_OP_HYPOT, check_hypot(self, other))
+FOO_BINARY(copysign, binary_float_op, FOO_BINARY_OP_COPYSIGN, (void)0)
+FOO_BINARY(xlogy, binary_float_op, FOO_BINARY_OP_XLOGY, (void)0)
+FOO_BINARY(bitwise_and, binary_op, FOO_BINARY_OP_BIT_AND, check_integral_or_bool(self, other, "bitwise_and_cpu"))
+FOO_BINARY(bitwise_or, binary_op, FOO_BINARY_OP_BIT_OR, check_integral_or_bool(self, other, "bitwise_or_cpu"))
+FOO_BINARY(bitwise_xor, binary_op, FOO_BINARY_OP_BIT_XOR, check_integral_or_bool(self, other, "bitwise_xor_cpu"))
+FOO_BINARY(bitwise_left_shift, binary_op, FOO_BINARY_OP_SHL, check_integral_or_bool(self, other, "lshift_cpu"))
+FOO_BINARY(bitwise_right_shift, binary_op, FOO_BINARY_OP_SHR, check_integral_or_bool(self, other, "rshift_cpu"))
 #undef FOO_BINARY
 
 at::Tensor lshift(const at::Tensor& self, const at::Tensor& other) { return ops::bitwise_left_shift(self, other); }
@@ -172,9 +172,9 @@ at::Tensor& irshift_scalar(at::Tensor& self, const c10::Scalar& other) {
 }
 
 // ---- binary ops without an in-place variant -------------------------------------------------------
-FOO_BINARY2(maximum, binary_op, FOO_BINARY_MAXIMUM, check_not_complex(self, other, "maximum"))
-FOO_BINARY2(minimum, binary_op, FOO_BINARY_MINIMUM, check_not_complex(self, other, "minimum"))
-FOO_BINARY2(fmax, binary_op, FOO_BINARY_FMAX, check_not_complex(self, other, "fmax"))
+FOO_BINARY2(maximum, binary_op, FOO_BINARY_OP_MAXIMUM, check_not_complex(self, other, "maximum"))
+FOO_BINARY2(minimum, binary_op, FOO_BINARY_OP_MINIMUM, check_not_complex(self, other, "minimum"))
+FOO_BINARY2(fmax, binary_op, FOO_BINARY_OP_FMAX, check_not_complex(self, other, "fmax"))
 
 // ---- clamp with tensor bounds -------------------------------------------------------------------
 // As ATen: a lone bound is maximum/minimum (clamp_min/clamp_max.Tensor use those kernels); both
@@ -232,8 +232,8 @@ at::Tensor& clamp_max_tensor_(at::Tensor& self, const at::Tensor& max) { return 
 at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& max, at::Tensor& out) {
   return ops::clamp_tensor_out(self, std::nullopt, max, out);
 }
-FOO_BINARY2(fmin, binary_op, FOO_BINARY_FMIN, check_not_complex(self, other, "fmin"))
-FOO_BINARY2(logaddexp, binary_op, FOO_BINARY_LOG_ADD_EXP, fallback_if_complex(self, other, "logaddexp"))
+FOO_BINARY2(fmin, binary_op, FOO_BINARY_OP_FMIN, check_not_complex(self, other, "fmin"))
+FOO_BINARY2(logaddexp, binary_op, FOO_BINARY_OP_LOG_ADD_EXP, fallback_if_complex(self, other, "logaddexp"))
 #undef FOO_BINARY2
 
 // ---- division with a rounding mode ---------------------------------------------------------------
@@ -242,14 +242,14 @@ at::Tensor div_mode_into(at::Tensor& out, const at::Tensor& self, const at::Tens
                          std::optional<c10::string_view> mode) {
   if (!mode.has_value()) {
     auto it = ew::binary_float_op(out, self, other);
-    return same(it, FOO_BINARY_DIV);
+    return same(it, FOO_BINARY_OP_DIV);
   }
   const bool trunc = *mode == "trunc";
   TORCH_CHECK(trunc || *mode == "floor",
               "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
   auto it = ew::binary_op(out, self, other);
   TORCH_CHECK_NOT_IMPLEMENTED(it.common_dtype() != at::kBool, "\"div_", *mode, "_cpu\" not implemented for 'Bool'");
-  return same(it, trunc ? FOO_BINARY_DIV_TRUNC : FOO_BINARY_DIV_FLOOR);
+  return same(it, trunc ? FOO_BINARY_OP_DIV_TRUNC : FOO_BINARY_OP_DIV_FLOOR);
 }
 }  // namespace
 
@@ -302,7 +302,7 @@ at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(out, self, e);
   check_scalar_fits(exponent, it.common_dtype());
-  return same(it, FOO_BINARY_POW);
+  return same(it, FOO_BINARY_OP_POW);
 }
 at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
   check_int_pow(self, exponent);
@@ -310,7 +310,7 @@ at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(self, self, e);
   check_scalar_fits(exponent, it.common_dtype());
-  same(it, FOO_BINARY_POW);
+  same(it, FOO_BINARY_OP_POW);
   return self;
 }
 at::Tensor& pow_scalar_exp_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
@@ -324,19 +324,19 @@ at::Tensor& pow_scalar_exp_out(const at::Tensor& self, const c10::Scalar& expone
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(out, self, e);
   check_scalar_fits(exponent, it.common_dtype());
-  same(it, FOO_BINARY_POW);
+  same(it, FOO_BINARY_OP_POW);
   return out;
 }
 at::Tensor pow_scalar_base(const c10::Scalar& self, const at::Tensor& exponent) {
   at::Tensor out;
   const auto b = at::native::wrapped_scalar_tensor(self);
   auto it = ew::binary_op(out, b, exponent);
-  return same(it, FOO_BINARY_POW);
+  return same(it, FOO_BINARY_OP_POW);
 }
 at::Tensor& pow_scalar_base_out(const c10::Scalar& self, const at::Tensor& exponent, at::Tensor& out) {
   const auto b = at::native::wrapped_scalar_tensor(self);
   auto it = ew::binary_op(out, b, exponent);
-  same(it, FOO_BINARY_POW);
+  same(it, FOO_BINARY_OP_POW);
   return out;
 }
 
@@ -372,17 +372,17 @@ at::Tensor& pow_scalar_base_out(const c10::Scalar& self, const at::Tensor& expon
     return ops::name##_out(self, at::native::wrapped_scalar_tensor(other), out);                     \
   }
 
-FOO_COMPARE(eq, FOO_BINARY_EQ)
-FOO_COMPARE(ne, FOO_BINARY_NE)
-FOO_COMPARE(lt, FOO_BINARY_LT)
-FOO_COMPARE(le, FOO_BINARY_LE)
-FOO_COMPARE(gt, FOO_BINARY_GT)
-FOO_COMPARE(ge, FOO_BINARY_GE)
+FOO_COMPARE(eq, FOO_BINARY_OP_EQ)
+FOO_COMPARE(ne, FOO_BINARY_OP_NE)
+FOO_COMPARE(lt, FOO_BINARY_OP_LT)
+FOO_COMPARE(le, FOO_BINARY_OP_LE)
+FOO_COMPARE(gt, FOO_BINARY_OP_GT)
+FOO_COMPARE(ge, FOO_BINARY_OP_GE)
 #undef FOO_COMPARE
 
-FOO_BOOL_BINARY(logical_and, FOO_BINARY_LOGICAL_AND)
-FOO_BOOL_BINARY(logical_or, FOO_BINARY_LOGICAL_OR)
-FOO_BOOL_BINARY(logical_xor, FOO_BINARY_LOGICAL_XOR)
+FOO_BOOL_BINARY(logical_and, FOO_BINARY_OP_LOGICAL_AND)
+FOO_BOOL_BINARY(logical_or, FOO_BINARY_OP_LOGICAL_OR)
+FOO_BOOL_BINARY(logical_xor, FOO_BINARY_OP_LOGICAL_XOR)
 #undef FOO_BOOL_BINARY
 
 // ---- activation backward ---------------------------------------------------------------------------
@@ -401,15 +401,15 @@ FOO_BOOL_BINARY(logical_xor, FOO_BINARY_LOGICAL_XOR)
 
 #define FOO_NO_PARAMS {}
 #define FOO_PARAMS(...) {__VA_ARGS__}
-FOO_BACKWARD(threshold_backward, FOO_BINARY_THRESHOLD_BACKWARD, {threshold}, const c10::Scalar& threshold)
-FOO_BACKWARD(sigmoid_backward, FOO_BINARY_SIGMOID_BACKWARD, FOO_NO_PARAMS)
-FOO_BACKWARD(tanh_backward, FOO_BINARY_TANH_BACKWARD, FOO_NO_PARAMS)
-FOO_BACKWARD(silu_backward, FOO_BINARY_SILU_BACKWARD, FOO_NO_PARAMS)
-FOO_BACKWARD(softplus_backward, FOO_BINARY_SOFTPLUS_BACKWARD, FOO_PARAMS(beta, threshold), const c10::Scalar& beta,
+FOO_BACKWARD(threshold_backward, FOO_BINARY_OP_THRESHOLD_BACKWARD, {threshold}, const c10::Scalar& threshold)
+FOO_BACKWARD(sigmoid_backward, FOO_BINARY_OP_SIGMOID_BACKWARD, FOO_NO_PARAMS)
+FOO_BACKWARD(tanh_backward, FOO_BINARY_OP_TANH_BACKWARD, FOO_NO_PARAMS)
+FOO_BACKWARD(silu_backward, FOO_BINARY_OP_SILU_BACKWARD, FOO_NO_PARAMS)
+FOO_BACKWARD(softplus_backward, FOO_BINARY_OP_SOFTPLUS_BACKWARD, FOO_PARAMS(beta, threshold), const c10::Scalar& beta,
              const c10::Scalar& threshold)
-FOO_BACKWARD(hardtanh_backward, FOO_BINARY_HARDTANH_BACKWARD, FOO_PARAMS(min_val, max_val), const c10::Scalar& min_val,
+FOO_BACKWARD(hardtanh_backward, FOO_BINARY_OP_HARDTANH_BACKWARD, FOO_PARAMS(min_val, max_val), const c10::Scalar& min_val,
              const c10::Scalar& max_val)
-FOO_BACKWARD(hardsigmoid_backward, FOO_BINARY_HARDSIGMOID_BACKWARD, FOO_NO_PARAMS)
+FOO_BACKWARD(hardsigmoid_backward, FOO_BINARY_OP_HARDSIGMOID_BACKWARD, FOO_NO_PARAMS)
 #undef FOO_NO_PARAMS
 #undef FOO_PARAMS
 #undef FOO_BACKWARD
@@ -418,13 +418,13 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& self, c10::st
   TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
   at::Tensor out;
   auto it = ew::binary_op(out, grad, self);
-  return same(it, FOO_BINARY_GELU_BACKWARD, {approximate == "tanh" ? 1 : 0});
+  return same(it, FOO_BINARY_OP_GELU_BACKWARD, {approximate == "tanh" ? 1 : 0});
 }
 at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate,
                               at::Tensor& grad_input) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
   auto it = ew::binary_op(grad_input, grad, self);
-  same(it, FOO_BINARY_GELU_BACKWARD, {approximate == "tanh" ? 1 : 0});
+  same(it, FOO_BINARY_OP_GELU_BACKWARD, {approximate == "tanh" ? 1 : 0});
   return grad_input;
 }
 at::Tensor leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& negative_slope,
@@ -436,23 +436,23 @@ at::Tensor leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self, c
               "in-place leakRelu backward calculation with negative slope");
   at::Tensor out;
   auto it = ew::binary_op(out, grad, self);
-  return same(it, FOO_BINARY_LEAKY_RELU_BACKWARD, {negative_slope});
+  return same(it, FOO_BINARY_OP_LEAKY_RELU_BACKWARD, {negative_slope});
 }
 at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& self, const c10::Scalar& negative_slope,
                                     bool self_is_result, at::Tensor& grad_input) {
   auto it = ew::binary_op(grad_input, grad, self);
-  same(it, FOO_BINARY_LEAKY_RELU_BACKWARD, {negative_slope});
+  same(it, FOO_BINARY_OP_LEAKY_RELU_BACKWARD, {negative_slope});
   return grad_input;
 }
 at::Tensor hardswish_backward(const at::Tensor& grad, const at::Tensor& self) {
   at::Tensor out;
   auto it = ew::binary_op(out, grad, self);
-  return same(it, FOO_BINARY_HARDSWISH_BACKWARD);
+  return same(it, FOO_BINARY_OP_HARDSWISH_BACKWARD);
 }
 at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
   at::Tensor out;
   auto it = ew::binary_op(out, grad, self);
-  return same(it, FOO_BINARY_MISH_BACKWARD);
+  return same(it, FOO_BINARY_OP_MISH_BACKWARD);
 }
 
 }  // namespace foo::ops

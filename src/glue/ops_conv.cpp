@@ -5,7 +5,7 @@
 #include <ATen/native/ConvUtils.h>
 
 #include "common.h"
-#include "foo_ffi_conv.h"
+#include "foo_ffi.h"
 #include "ops_linalg.h"
 
 namespace foo::ops {

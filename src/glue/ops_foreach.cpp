@@ -8,7 +8,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "common.h"
-#include "foo_ffi_elementwise.h"
+#include "foo_ffi.h"
 #include "ops.h"
 #include "ops_foreach.h"
 
@@ -107,7 +107,7 @@ void add_list_(TensorList self, TensorList other, const c10::Scalar& alpha) {
     for (size_t i = 0; i < self.size(); ++i) self[i].add_(other[i], alpha);
     return;
   }
-  for (size_t i = 0; i < self.size(); ++i) binary(FOO_BINARY_ADD, self[i], self[i], describe(other[i]), {to_ffi(alpha)});
+  for (size_t i = 0; i < self.size(); ++i) binary(FOO_BINARY_OP_ADD, self[i], self[i], describe(other[i]), {to_ffi(alpha)});
 }
 std::vector<Tensor> add_list(TensorList self, TensorList other, const c10::Scalar& alpha) {
   check_sizes({self, other});
@@ -117,7 +117,7 @@ std::vector<Tensor> add_list(TensorList self, TensorList other, const c10::Scala
     return out;
   }
   auto out = empty_like_all(self);
-  for (size_t i = 0; i < self.size(); ++i) binary(FOO_BINARY_ADD, out[i], self[i], describe(other[i]), {to_ffi(alpha)});
+  for (size_t i = 0; i < self.size(); ++i) binary(FOO_BINARY_OP_ADD, out[i], self[i], describe(other[i]), {to_ffi(alpha)});
   return out;
 }
 void add_scalar_(TensorList self, const c10::Scalar& s) {
@@ -126,7 +126,7 @@ void add_scalar_(TensorList self, const c10::Scalar& s) {
     return;
   }
   const Tensor st = scalar_tensor(s, self[0]);
-  for (const auto& t : self) binary(FOO_BINARY_ADD, t, t, bcast(st, t), {to_ffi(c10::Scalar(1))});
+  for (const auto& t : self) binary(FOO_BINARY_OP_ADD, t, t, bcast(st, t), {to_ffi(c10::Scalar(1))});
 }
 std::vector<Tensor> add_scalar(TensorList self, const c10::Scalar& s) {
   if (!fast({self}) || s.isComplex()) {
@@ -137,7 +137,7 @@ std::vector<Tensor> add_scalar(TensorList self, const c10::Scalar& s) {
   const Tensor st = scalar_tensor(s, self[0]);
   auto out = empty_like_all(self);
   for (size_t i = 0; i < self.size(); ++i)
-    binary(FOO_BINARY_ADD, out[i], self[i], bcast(st, self[i]), {to_ffi(c10::Scalar(1))});
+    binary(FOO_BINARY_OP_ADD, out[i], self[i], bcast(st, self[i]), {to_ffi(c10::Scalar(1))});
   return out;
 }
 
@@ -205,8 +205,8 @@ std::vector<Tensor> add_scalar(TensorList self, const c10::Scalar& s) {
     for (const auto& t : self) binary(code, t, t, bcast(other, t));                              \
   }
 
-FOO_FOREACH_BINARY(mul, FOO_BINARY_MUL, mul)
-FOO_FOREACH_BINARY(div, FOO_BINARY_DIV, div)
+FOO_FOREACH_BINARY(mul, FOO_BINARY_OP_MUL, mul)
+FOO_FOREACH_BINARY(div, FOO_BINARY_OP_DIV, div)
 #undef FOO_FOREACH_BINARY
 
 void maximum_list_(TensorList self, TensorList other) {
@@ -215,7 +215,7 @@ void maximum_list_(TensorList self, TensorList other) {
     for (size_t i = 0; i < self.size(); ++i) self[i].copy_(at::maximum(self[i], other[i]));
     return;
   }
-  for (size_t i = 0; i < self.size(); ++i) binary(FOO_BINARY_MAXIMUM, self[i], self[i], describe(other[i]));
+  for (size_t i = 0; i < self.size(); ++i) binary(FOO_BINARY_OP_MAXIMUM, self[i], self[i], describe(other[i]));
 }
 
 // ---- addcmul / addcdiv -----------------------------------------------------------------------
@@ -240,8 +240,8 @@ void maximum_list_(TensorList self, TensorList other) {
       ternary(code, self[i], self[i], describe(t1[i]), describe(t2[i]), {to_ffi(s[i])});              \
   }
 
-FOO_FOREACH_POINTWISE(addcmul, FOO_TERNARY_ADDCMUL)
-FOO_FOREACH_POINTWISE(addcdiv, FOO_TERNARY_ADDCDIV)
+FOO_FOREACH_POINTWISE(addcmul, FOO_TERNARY_OP_ADDCMUL)
+FOO_FOREACH_POINTWISE(addcdiv, FOO_TERNARY_OP_ADDCDIV)
 #undef FOO_FOREACH_POINTWISE
 
 // ---- lerp ------------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ void lerp_scalar_(TensorList self, TensorList end, const c10::Scalar& weight) {
     return;
   }
   const Tensor w = scalar_tensor(weight, self[0]);
-  for (size_t i = 0; i < self.size(); ++i) ternary(FOO_TERNARY_LERP, self[i], self[i], describe(end[i]), bcast(w, self[i]));
+  for (size_t i = 0; i < self.size(); ++i) ternary(FOO_TERNARY_OP_LERP, self[i], self[i], describe(end[i]), bcast(w, self[i]));
 }
 void lerp_list_(TensorList self, TensorList end, TensorList weight) {
   check_sizes({self, end, weight});
@@ -261,7 +261,7 @@ void lerp_list_(TensorList self, TensorList end, TensorList weight) {
     return;
   }
   for (size_t i = 0; i < self.size(); ++i)
-    ternary(FOO_TERNARY_LERP, self[i], self[i], describe(end[i]), describe(weight[i]));
+    ternary(FOO_TERNARY_OP_LERP, self[i], self[i], describe(end[i]), describe(weight[i]));
 }
 
 // ---- unary -----------------------------------------------------------------------------------
@@ -284,8 +284,8 @@ void lerp_list_(TensorList self, TensorList end, TensorList weight) {
     for (const auto& t : self) unary(code, t, t);                              \
   }
 
-FOO_FOREACH_UNARY(sqrt, FOO_UNARY_SQRT)
-FOO_FOREACH_UNARY(neg, FOO_UNARY_NEG)
+FOO_FOREACH_UNARY(sqrt, FOO_UNARY_OP_SQRT)
+FOO_FOREACH_UNARY(neg, FOO_UNARY_OP_NEG)
 #undef FOO_FOREACH_UNARY
 
 void zero_(TensorList self) {

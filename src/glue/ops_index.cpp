@@ -21,7 +21,7 @@
 namespace foo::idx {
 
 void check_index(int32_t status, const char* what, OutOfRange kind, const char* prefix) {
-  if (status == FOO_INVALID_ARGUMENT) {
+  if (status == FOO_STATUS_INVALID_ARGUMENT) {
     const std::string msg = std::string(prefix) + foo_last_error();
     if (kind == OutOfRange::IndexError) {
       TORCH_CHECK_INDEX(false, msg);
@@ -232,15 +232,15 @@ void index_into(const at::Tensor& self, const c10::List<std::optional<at::Tensor
   const c10::DeviceGuard guard(self.device());
   const FooTensor o = describe(out), s = src.desc();
   const auto ix = a.indexers();
-  idx::check_index(foo_index_gather(&o, &s, ix.data(), static_cast<int32_t>(ix.size()), FOO_BOUNDS_INDEX), "index",
+  idx::check_index(foo_index_gather(&o, &s, ix.data(), static_cast<int32_t>(ix.size()), FOO_INDEX_BOUNDS_INDEX), "index",
                    OutOfRange::IndexError);
 }
 
 // ---- scatter helpers ---------------------------------------------------------------------------
 
 int32_t scatter_reduce_code(c10::string_view reduce) {
-  if (reduce == "add") return FOO_REDUCE_ADD;
-  if (reduce == "multiply") return FOO_REDUCE_MUL;
+  if (reduce == "add") return FOO_INDEX_REDUCE_ADD;
+  if (reduce == "multiply") return FOO_INDEX_REDUCE_MUL;
   TORCH_CHECK(false, "reduce argument must be either add or multiply.");
 }
 
@@ -269,7 +269,7 @@ void scatter_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
   const c10::DeviceGuard guard(self.device());
   scatter_call(view(self, i.sizes(), strides_of(self, i.dim(), dim)), view(s, i.sizes(), std::move(s_strides)),
                view(i, i.sizes(), strides_of(i, i.dim(), -1)), size_or1(self, dim), stride_or0(self, dim), dim,
-               FOO_BOUNDS_STRICT, reduce, std::nullopt, OutOfRange::RuntimeError, name);
+               FOO_INDEX_BOUNDS_STRICT, reduce, std::nullopt, OutOfRange::RuntimeError, name);
 }
 
 at::Tensor& into_out(const at::Tensor& self, at::Tensor& out, const char* name) {
@@ -308,13 +308,13 @@ void scatter_reduce_two_impl(const at::Tensor& self, int64_t dim, const at::Tens
   if (reduce == "mean" && self.is_complex()) needs_fallback("scatter_reduce: no foo kernel for a complex mean");
   int32_t code = 0;
   if (reduce == "sum" || reduce == "mean") {
-    code = FOO_REDUCE_ADD;
+    code = FOO_INDEX_REDUCE_ADD;
   } else if (reduce == "prod") {
-    code = FOO_REDUCE_MUL;
+    code = FOO_INDEX_REDUCE_MUL;
   } else if (reduce == "amax") {
-    code = FOO_REDUCE_MAX;
+    code = FOO_INDEX_REDUCE_MAX;
   } else if (reduce == "amin") {
-    code = FOO_REDUCE_MIN;
+    code = FOO_INDEX_REDUCE_MIN;
   } else {
     TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
   }
@@ -324,13 +324,13 @@ void scatter_reduce_two_impl(const at::Tensor& self, int64_t dim, const at::Tens
   if (index.numel() == 0) return;
   if (!include_self) {
     // As ATen: the scattered-to elements start from the reduction's identity.
-    scatter_impl(self, dim, index, std::nullopt, reduce_identity(self.scalar_type(), reduce), FOO_REDUCE_ASSIGN,
+    scatter_impl(self, dim, index, std::nullopt, reduce_identity(self.scalar_type(), reduce), FOO_INDEX_REDUCE_ASSIGN,
                  "scatter_reduce");
   }
   scatter_impl(self, dim, index, src, std::nullopt, code, "scatter_reduce");
   if (reduce == "mean") {
     at::Tensor count = include_self ? at::ones_like(self) : at::zeros_like(self);
-    scatter_impl(count, dim, index, std::nullopt, c10::Scalar(1), FOO_REDUCE_ADD, "scatter_reduce");
+    scatter_impl(count, dim, index, std::nullopt, c10::Scalar(1), FOO_INDEX_REDUCE_ADD, "scatter_reduce");
     count.clamp_min_(1);
     if (at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type())) {
       self.div_(count);
@@ -380,7 +380,7 @@ void index_reduce_impl(const at::Tensor& self, int64_t dim, const at::Tensor& in
   const c10::DeviceGuard guard(self.device());
   scatter_call(view(self, shape, strides_of(self, n, dim)), view(src, shape, strides_of(src, n, -1)),
                view(i, shape, only_dim(n, dim, i.dim() == 0 ? 0 : i.stride(0))), size_or1(self, dim),
-               stride_or0(self, dim), dim, FOO_BOUNDS_STRICT, reduce, alpha, kind, name, prefix);
+               stride_or0(self, dim), dim, FOO_INDEX_BOUNDS_STRICT, reduce, alpha, kind, name, prefix);
 }
 
 void index_add_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
@@ -398,7 +398,7 @@ void index_add_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, index);
   // The CPU's classes: an IndexError for 0-d and 1-d self, a RuntimeError above.
-  index_reduce_impl(self, dim, index, source, FOO_REDUCE_ADD, alpha,
+  index_reduce_impl(self, dim, index, source, FOO_INDEX_REDUCE_ADD, alpha,
                     self.dim() <= 1 ? OutOfRange::IndexError : OutOfRange::RuntimeError, "index_add_", "");
 }
 
@@ -414,7 +414,7 @@ void index_copy_impl(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   check_index_source(self, dim, index, source, "index_copy_");
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, index);
-  index_reduce_impl(self, dim, index, source, FOO_REDUCE_ASSIGN, std::nullopt, OutOfRange::IndexError, "index_copy_",
+  index_reduce_impl(self, dim, index, source, FOO_INDEX_REDUCE_ASSIGN, std::nullopt, OutOfRange::IndexError, "index_copy_",
                     "index_copy_(): ");
 }
 
@@ -463,8 +463,8 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
   const c10::DeviceGuard guard(self.device());
   const FooTensor d = dst.desc(), s = describe(v);
   const auto ix = a.indexers();
-  idx::check_index(foo_index_scatter(&d, &s, ix.data(), static_cast<int32_t>(ix.size()), FOO_BOUNDS_INDEX,
-                                     accumulate ? FOO_REDUCE_ADD : FOO_REDUCE_ASSIGN, nullptr),
+  idx::check_index(foo_index_scatter(&d, &s, ix.data(), static_cast<int32_t>(ix.size()), FOO_INDEX_BOUNDS_INDEX,
+                                     accumulate ? FOO_INDEX_REDUCE_ADD : FOO_INDEX_REDUCE_ASSIGN, nullptr),
                    "index_put_", OutOfRange::IndexError);
   return self;
 }
@@ -495,7 +495,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   const size_t nd = shape.size();
   gather_call(out, view(self, shape, strides_of(self, nd, dim)),
               view(i, shape, only_dim(nd, dim, i.dim() == 0 ? 0 : i.stride(0))), size_or1(self, dim),
-              stride_or0(self, dim), dim, FOO_BOUNDS_SELECT, OutOfRange::IndexError, "index_select");
+              stride_or0(self, dim), dim, FOO_INDEX_BOUNDS_SELECT, OutOfRange::IndexError, "index_select");
   return out;
 }
 
@@ -520,7 +520,7 @@ at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor
   const at::Tensor i = idx::long_index(index, self.device());
   const size_t nd = static_cast<size_t>(i.dim());
   gather_call(out, view(flat, i.sizes(), std::vector<int64_t>(nd, 0)), view(i, i.sizes(), strides_of(i, nd, -1)),
-              flat.numel(), flat.stride(0), 0, FOO_BOUNDS_TAKE, OutOfRange::IndexError, "take");
+              flat.numel(), flat.stride(0), 0, FOO_INDEX_BOUNDS_TAKE, OutOfRange::IndexError, "take");
   return out;
 }
 
@@ -552,8 +552,8 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
   {
     const c10::DeviceGuard guard(self.device());
     scatter_call(view(flat, i.sizes(), std::vector<int64_t>(nd, 0)), view(src.reshape(i.sizes()), i.sizes(), strides_of(src.reshape(i.sizes()), nd, -1)),
-                 view(i, i.sizes(), strides_of(i, nd, -1)), flat.numel(), 1, 0, FOO_BOUNDS_TAKE,
-                 accumulate ? FOO_REDUCE_ADD : FOO_REDUCE_ASSIGN, std::nullopt, OutOfRange::IndexError, "put_");
+                 view(i, i.sizes(), strides_of(i, nd, -1)), flat.numel(), 1, 0, FOO_INDEX_BOUNDS_TAKE,
+                 accumulate ? FOO_INDEX_REDUCE_ADD : FOO_INDEX_REDUCE_ASSIGN, std::nullopt, OutOfRange::IndexError, "put_");
   }
   if (!self.is_contiguous()) self.copy_(flat.view(self.sizes()));
   return self;
@@ -577,7 +577,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   const at::Tensor i = idx::long_index(index, self.device());
   const size_t nd = static_cast<size_t>(i.dim());
   gather_call(out, view(self, i.sizes(), strides_of(self, nd, dim)), view(i, i.sizes(), strides_of(i, nd, -1)),
-              size_or1(self, dim), stride_or0(self, dim), dim, FOO_BOUNDS_STRICT, OutOfRange::RuntimeError, "gather");
+              size_or1(self, dim), stride_or0(self, dim), dim, FOO_INDEX_BOUNDS_STRICT, OutOfRange::RuntimeError, "gather");
   return out;
 }
 
@@ -589,7 +589,7 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
 // ---- scatter ---------------------------------------------------------------------------------
 
 at::Tensor& scatter_src_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
-  scatter_impl(self, dim, index, src, std::nullopt, FOO_REDUCE_ASSIGN, "scatter");
+  scatter_impl(self, dim, index, src, std::nullopt, FOO_INDEX_REDUCE_ASSIGN, "scatter");
   return self;
 }
 at::Tensor scatter_src(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
@@ -602,7 +602,7 @@ at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tenso
 }
 
 at::Tensor& scatter_value_(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
-  scatter_impl(self, dim, index, std::nullopt, value, FOO_REDUCE_ASSIGN, "scatter");
+  scatter_impl(self, dim, index, std::nullopt, value, FOO_INDEX_REDUCE_ASSIGN, "scatter");
   return self;
 }
 at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
@@ -645,7 +645,7 @@ at::Tensor& scatter_value_reduce_out(const at::Tensor& self, int64_t dim, const 
 }
 
 at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
-  scatter_impl(self, dim, index, src, std::nullopt, FOO_REDUCE_ADD, "scatter_add");
+  scatter_impl(self, dim, index, src, std::nullopt, FOO_INDEX_REDUCE_ADD, "scatter_add");
   return self;
 }
 at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
@@ -723,7 +723,7 @@ at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& 
   const c10::DeviceGuard guard(self.device());
   scatter_call(view(self, shape, strides_of(self, nd, dim)), view(v, shape, std::vector<int64_t>(nd, 0)),
                view(i, shape, only_dim(nd, dim, i.dim() == 0 ? 0 : i.stride(0))), size_or1(self, dim),
-               stride_or0(self, dim), dim, FOO_BOUNDS_INDEX, FOO_REDUCE_ASSIGN, std::nullopt, OutOfRange::IndexError,
+               stride_or0(self, dim), dim, FOO_INDEX_BOUNDS_INDEX, FOO_INDEX_REDUCE_ASSIGN, std::nullopt, OutOfRange::IndexError,
                "index_fill_");
   return self;
 }

@@ -1,5 +1,5 @@
 // The index / data-movement family (ops_index.cpp, ops_index_misc.cpp; registered in
-// register_index.cpp). Shape checks and restriding live here; Rust (foo_ffi_index.h) moves data.
+// register_index.cpp). Shape checks and restriding live here; Rust (foo_ffi.h) moves data.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "common.h"
-#include "foo_ffi_index.h"
+#include "foo_ffi.h"
 
 namespace foo::idx {
 
 // Which Python exception an out-of-range index raises (ATen's CPU choice per op).
 enum class OutOfRange { IndexError, RuntimeError };
 
-// Like check(), but a FOO_INVALID_ARGUMENT (an out-of-range index) becomes `kind` with the
+// Like check(), but a FOO_STATUS_INVALID_ARGUMENT (an out-of-range index) becomes `kind` with the
 // Rust message, preceded by `prefix`.
 void check_index(int32_t status, const char* what, OutOfRange kind, const char* prefix = "");
 

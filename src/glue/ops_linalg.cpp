@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "common.h"
-#include "foo_ffi_linalg.h"
+#include "foo_ffi.h"
 #include "ops_linalg.h"
 
 namespace foo::ops {

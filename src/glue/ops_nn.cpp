@@ -1,13 +1,13 @@
 // NN ops: softmax family, losses, layer/batch norm, embedding backward. The glue checks
 // arguments (ATen's messages), makes operands contiguous (as ATen's CPU kernels do), allocates
-// outputs and calls Rust (foo_ffi_nn.h); no arithmetic on tensor data here.
+// outputs and calls Rust (foo_ffi.h); no arithmetic on tensor data here.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/layer_norm.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "common.h"
-#include "foo_ffi_nn.h"
+#include "foo_ffi.h"
 #include "ops_nn.h"
 
 namespace foo::ops::nn {
@@ -15,7 +15,7 @@ namespace {
 // A class index out of range is an IndexError, as on the CPU (code catching it breaks otherwise);
 // the kernel's other refusals keep check()'s classes.
 void check_nll_targets(int32_t status) {
-  if (status == FOO_INVALID_ARGUMENT) {
+  if (status == FOO_STATUS_INVALID_ARGUMENT) {
     const std::string msg = foo_last_error();
     TORCH_CHECK_INDEX(msg.rfind("Target ", 0) != 0, msg);
     TORCH_CHECK_VALUE(false, "nll_loss: ", msg);

@@ -5,7 +5,7 @@
 #include <torch/library.h>
 
 #include "common.h"
-#include "foo_ffi_optim.h"
+#include "foo_ffi.h"
 
 namespace foo::ops::optim {
 namespace {

@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "common.h"
-#include "foo_ffi_random.h"
+#include "foo_ffi.h"
 #include "generator.h"
 #include "ops_random.h"
 
@@ -61,7 +61,7 @@ int64_t float_digits(at::ScalarType t) {
 
 // [from, from + range) with range 0 meaning 2^64, as kernels::random::RandomRange reads it.
 at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, const std::optional<at::Generator>& gen) {
-  return fill_random(self, FOO_RANDOM_RANDOM_RANGE, {i(from), i(static_cast<int64_t>(range))}, gen);
+  return fill_random(self, FOO_RANDOM_OP_RANDOM_RANGE, {i(from), i(static_cast<int64_t>(range))}, gen);
 }
 
 // One past the largest value random_() may produce for a dtype (as a 128-bit-safe pair).
@@ -90,39 +90,39 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
               self.scalar_type());
   TORCH_CHECK(std::isfinite(to - from), "uniform_ expects to-from <= std::numeric_limits<",
               self.scalar_type(), ">::max(), but found to=", to, " and from=", from, " which result in to-from to exceed the limit");
-  return fill_random(self, FOO_RANDOM_UNIFORM, {f(from), f(to)}, gen);
+  return fill_random(self, FOO_RANDOM_OP_UNIFORM, {f(from), f(to)}, gen);
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   if (self.is_complex()) needs_fallback("normal_: no foo kernel for complex tensors");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ is only implemented for floating-point types");
-  return fill_random(self, FOO_RANDOM_NORMAL, {f(mean), f(std)}, gen);
+  return fill_random(self, FOO_RANDOM_OP_NORMAL, {f(mean), f(std)}, gen);
 }
 
 at::Tensor& log_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
-  return fill_random(self, FOO_RANDOM_LOG_NORMAL, {f(mean), f(std)}, gen);
+  return fill_random(self, FOO_RANDOM_OP_LOG_NORMAL, {f(mean), f(std)}, gen);
 }
 
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
-  return fill_random(self, FOO_RANDOM_EXPONENTIAL, {f(lambd)}, gen);
+  return fill_random(self, FOO_RANDOM_OP_EXPONENTIAL, {f(lambd)}, gen);
 }
 
 at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
-  return fill_random(self, FOO_RANDOM_GEOMETRIC, {f(p)}, gen);
+  return fill_random(self, FOO_RANDOM_OP_GEOMETRIC, {f(p)}, gen);
 }
 
 at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> gen) {
   TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
-  return fill_random(self, FOO_RANDOM_CAUCHY, {f(median), f(sigma)}, gen);
+  return fill_random(self, FOO_RANDOM_OP_CAUCHY, {f(median), f(sigma)}, gen);
 }
 
 at::Tensor& bernoulli_float_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
-  return fill_random(self, FOO_RANDOM_BERNOULLI, {f(p)}, gen);
+  return fill_random(self, FOO_RANDOM_OP_BERNOULLI, {f(p)}, gen);
 }
 
 at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common.h"
-#include "foo_ffi_reduce.h"
+#include "foo_ffi.h"
 #include "ops_reduce.h"
 
 namespace foo::ops {
@@ -97,7 +97,7 @@ void sum_like(int32_t op, const Tensor& self, DimMask mask, bool keepdim, const 
   const bool fl = at::isFloatingType(rt);
   Tensor in = self;
   if (fl ? self.scalar_type() != rt : at::isFloatingType(self.scalar_type())) in = self.to(rt);
-  if (!fl && op == FOO_REDUCE_NAN_SUM) op = FOO_REDUCE_SUM;
+  if (!fl && op == FOO_REDUCE_OP_NAN_SUM) op = FOO_REDUCE_OP_SUM;
   Target t(result, fl ? rt : at::kLong);
   launch(op, in, mask, keepdim, t);
 }
@@ -142,7 +142,7 @@ void minmax_dim_into(bool max, const Tensor& self, int64_t dim, bool keepdim, Te
   resize_out(indices, self, mask, keepdim);
   check_values_out(values, indices, self, name);
   Target v(values, self.scalar_type()), i(indices, at::kLong);
-  launch(max ? FOO_REDUCE_ARG_MAX : FOO_REDUCE_ARG_MIN, self, mask, keepdim, v, &i);
+  launch(max ? FOO_REDUCE_OP_ARG_MAX : FOO_REDUCE_OP_ARG_MIN, self, mask, keepdim, v, &i);
 }
 
 void full_minmax_into(bool max, const Tensor& self, Tensor& out) {
@@ -153,7 +153,7 @@ void full_minmax_into(bool max, const Tensor& self, Tensor& out) {
   const DimMask mask = mask_of(self, std::nullopt);
   resize_out(out, self, mask, false);
   Target t(out, self.scalar_type());
-  launch(max ? FOO_REDUCE_MAX : FOO_REDUCE_MIN, self, mask, false, t);
+  launch(max ? FOO_REDUCE_OP_MAX : FOO_REDUCE_OP_MIN, self, mask, false, t);
 }
 
 void amax_into(bool max, const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
@@ -165,7 +165,7 @@ void amax_into(bool max, const Tensor& self, at::IntArrayRef dim, bool keepdim, 
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Expected the dtype for input and out to match, but got ",
               self.scalar_type(), " for input's dtype and ", out.scalar_type(), " for out's dtype.");
   Target t(out, self.scalar_type());
-  launch(max ? FOO_REDUCE_MAX : FOO_REDUCE_MIN, self, mask, keepdim, t);
+  launch(max ? FOO_REDUCE_OP_MAX : FOO_REDUCE_OP_MIN, self, mask, keepdim, t);
 }
 
 void argmax_into(bool max, const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
@@ -173,7 +173,7 @@ void argmax_into(bool max, const Tensor& self, std::optional<int64_t> dim, bool 
   TORCH_CHECK_TYPE(!self.is_complex(), name, ": does not support complex input");
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, name, ": does not support bool input");
   check_real(self, name);
-  const int32_t op = max ? FOO_REDUCE_ARG_MAX : FOO_REDUCE_ARG_MIN;
+  const int32_t op = max ? FOO_REDUCE_OP_ARG_MAX : FOO_REDUCE_OP_ARG_MIN;
   if (dim.has_value()) {
     const int64_t d = at::maybe_wrap_dim(*dim, self.dim());
     if (self.numel() == 0) at::native::zero_numel_check_dims(self, d, name);
@@ -213,7 +213,7 @@ void var_into(bool is_std, const Tensor& self, at::OptionalIntArrayRef dim, cons
     resize_out(*mean, self, mask, keepdim);
     m.emplace(*mean, self.scalar_type());
   }
-  launch(is_std ? FOO_REDUCE_STD : FOO_REDUCE_VAR, self, mask, keepdim, t, m ? &*m : nullptr, {param(c)});
+  launch(is_std ? FOO_REDUCE_OP_STD : FOO_REDUCE_OP_VAR, self, mask, keepdim, t, m ? &*m : nullptr, {param(c)});
 }
 
 // ---- norms -----------------------------------------------------------------------------------
@@ -242,7 +242,7 @@ void vector_norm_into(const Tensor& self, const c10::Scalar& ord, at::OptionalIn
   resize_out(out, self, mask, keepdim);
   const Tensor in = self.scalar_type() == rt ? self : self.to(rt);
   Target t(out, rt);
-  launch(FOO_REDUCE_NORM, in, mask, keepdim, t, nullptr, {param(p)});
+  launch(FOO_REDUCE_OP_NORM, in, mask, keepdim, t, nullptr, {param(p)});
 }
 
 // ---- all / any -------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ void all_any_into(bool all, const Tensor& self, DimMask mask, bool keepdim, Tens
   check_real(self, all ? "all" : "any");
   resize_out(out, self, mask, keepdim);
   Target t(out, at::kBool, /*byte_ok=*/true);
-  launch(all ? FOO_REDUCE_ALL : FOO_REDUCE_ANY, self, mask, keepdim, t, nullptr, {}, /*as_bool=*/true);
+  launch(all ? FOO_REDUCE_OP_ALL : FOO_REDUCE_OP_ANY, self, mask, keepdim, t, nullptr, {}, /*as_bool=*/true);
 }
 
 DimMask dims_mask(const Tensor& self, at::OptionalIntArrayRef dim) { return mask_of(self, dim, /*allow_empty=*/true); }
@@ -269,7 +269,7 @@ void logsumexp_into(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tenso
   const DimMask mask = mask_of(in, dim);
   resize_out(out, in, mask, keepdim);
   Target t(out, in.scalar_type());
-  launch(FOO_REDUCE_LOG_SUM_EXP, in, mask, keepdim, t);
+  launch(FOO_REDUCE_OP_LOG_SUM_EXP, in, mask, keepdim, t);
 }
 
 // ---- cumsum / cumprod ------------------------------------------------------------------------
@@ -305,7 +305,7 @@ Tensor sum(const Tensor& self, std::optional<at::ScalarType> dtype) {
 Tensor sum_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   const DimMask mask = mask_of(self, dim);
   Tensor r = new_result(self, mask, keepdim, sum_dtype(self, dtype));
-  sum_like(FOO_REDUCE_SUM, self, mask, keepdim, r, "sum");
+  sum_like(FOO_REDUCE_OP_SUM, self, mask, keepdim, r, "sum");
   return r;
 }
 Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
@@ -313,7 +313,7 @@ Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, s
   out_dtype(out, dtype, "sum");
   const DimMask mask = mask_of(self, dim);
   resize_out(out, self, mask, keepdim);
-  sum_like(FOO_REDUCE_SUM, self, mask, keepdim, out, "sum");
+  sum_like(FOO_REDUCE_OP_SUM, self, mask, keepdim, out, "sum");
   return out;
 }
 namespace {
@@ -328,7 +328,7 @@ Tensor nan_as_zero_for(const Tensor& self, at::ScalarType result) {
 Tensor nansum(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   const DimMask mask = mask_of(self, dim);
   Tensor r = new_result(self, mask, keepdim, sum_dtype(self, dtype));
-  sum_like(FOO_REDUCE_NAN_SUM, nan_as_zero_for(self, r.scalar_type()), mask, keepdim, r, "nansum");
+  sum_like(FOO_REDUCE_OP_NAN_SUM, nan_as_zero_for(self, r.scalar_type()), mask, keepdim, r, "nansum");
   return r;
 }
 Tensor& nansum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
@@ -341,7 +341,7 @@ Tensor& nansum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
                               "\"nansum_cpu\" not implemented for '", out.scalar_type(), "'");
   const DimMask mask = mask_of(self, dim);
   resize_out(out, self, mask, keepdim);
-  sum_like(FOO_REDUCE_NAN_SUM, nan_as_zero_for(self, out.scalar_type()), mask, keepdim, out, "nansum");
+  sum_like(FOO_REDUCE_OP_NAN_SUM, nan_as_zero_for(self, out.scalar_type()), mask, keepdim, out, "nansum");
   return out;
 }
 Tensor mean(const Tensor& self, std::optional<at::ScalarType> dtype) {
@@ -351,7 +351,7 @@ Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, s
   const auto rt = mean_dtype(self, dtype);  // the dtype before the dims, as the CPU reports
   const DimMask mask = mask_of(self, dim);
   Tensor r = new_result(self, mask, keepdim, rt);
-  sum_like(FOO_REDUCE_MEAN, self, mask, keepdim, r, "mean");
+  sum_like(FOO_REDUCE_OP_MEAN, self, mask, keepdim, r, "mean");
   return r;
 }
 Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
@@ -362,26 +362,26 @@ Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, 
               out.scalar_type());
   const DimMask mask = mask_of(self, dim);
   resize_out(out, self, mask, keepdim);
-  sum_like(FOO_REDUCE_MEAN, self, mask, keepdim, out, "mean");
+  sum_like(FOO_REDUCE_OP_MEAN, self, mask, keepdim, out, "mean");
   return out;
 }
 Tensor prod(const Tensor& self, std::optional<at::ScalarType> dtype) {
   const DimMask mask = mask_of(self, std::nullopt);
   Tensor r = new_result(self, mask, false, sum_dtype(self, dtype));
-  sum_like(FOO_REDUCE_PROD, self, mask, false, r, "prod");
+  sum_like(FOO_REDUCE_OP_PROD, self, mask, false, r, "prod");
   return r;
 }
 Tensor prod_dim(const Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   const DimMask mask = mask_one(self, dim);
   Tensor r = new_result(self, mask, keepdim, sum_dtype(self, dtype));
-  sum_like(FOO_REDUCE_PROD, self, mask, keepdim, r, "prod");
+  sum_like(FOO_REDUCE_OP_PROD, self, mask, keepdim, r, "prod");
   return r;
 }
 Tensor& prod_out(const Tensor& self, int64_t dim, bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
   out_dtype(out, dtype, "prod");
   const DimMask mask = mask_one(self, dim);
   resize_out(out, self, mask, keepdim);
-  sum_like(FOO_REDUCE_PROD, self, mask, keepdim, out, "prod");
+  sum_like(FOO_REDUCE_OP_PROD, self, mask, keepdim, out, "prod");
   return out;
 }
 
@@ -456,8 +456,8 @@ std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64
   resize_out(min, self, mask, keepdim);
   resize_out(max, self, mask, keepdim);
   Target lo(min, self.scalar_type()), hi(max, self.scalar_type());
-  launch(FOO_REDUCE_MIN, self, mask, keepdim, lo);
-  launch(FOO_REDUCE_MAX, self, mask, keepdim, hi);
+  launch(FOO_REDUCE_OP_MIN, self, mask, keepdim, lo);
+  launch(FOO_REDUCE_OP_MAX, self, mask, keepdim, hi);
   return {min, max};
 }
 std::tuple<Tensor, Tensor> aminmax(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
@@ -596,8 +596,8 @@ Tensor& logsumexp_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Ten
     return out;                                                                                               \
   }
 
-FOO_SCAN(cumsum, FOO_SCAN_CUM_SUM)
-FOO_SCAN(cumprod, FOO_SCAN_CUM_PROD)
+FOO_SCAN(cumsum, FOO_SCAN_OP_CUM_SUM)
+FOO_SCAN(cumprod, FOO_SCAN_OP_CUM_PROD)
 #undef FOO_SCAN
 
 }  // namespace foo::ops

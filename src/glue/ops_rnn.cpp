@@ -1,13 +1,13 @@
 // Fused LSTM/GRU cells: the pointwise tails PyTorch's RNN loop runs on every device but CPU.
 // The glue checks arguments as CUDA does (aten/src/ATen/native/cuda/RNN.cu: same checks and
 // messages, plus exact shapes, which the kernels rely on), allocates CUDA's outputs (contiguous;
-// the LSTM workspace is [B, 4H], the GRU one [B, 5H]) and calls Rust (foo_ffi_rnn.h), which also
+// the LSTM workspace is [B, 4H], the GRU one [B, 5H]) and calls Rust (foo_ffi.h), which also
 // computes the bias gradients: no arithmetic on tensor data here.
 #include <ATen/TensorUtils.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "common.h"
-#include "foo_ffi_rnn.h"
+#include "foo_ffi.h"
 #include "ops_rnn.h"
 
 namespace foo::ops::rnn {

@@ -37,7 +37,7 @@ at::Tensor where_into(at::Tensor& out, const at::Tensor& condition, const at::Te
                 .build();
   TORCH_CHECK(!out.defined() || out.scalar_type() == result || at::canCast(result, out.scalar_type()),
               "Expected out type to be ", result, " but got ", out.scalar_type());
-  return ew::launch_ternary(it, FOO_TERNARY_WHERE, result, at::kBool, result, result);
+  return ew::launch_ternary(it, FOO_TERNARY_OP_WHERE, result, at::kBool, result, result);
 }
 
 // lerp has float and complex kernels only.
@@ -59,12 +59,12 @@ at::Tensor lerp_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& 
   auto it = ternary_iter(out, self, end, weight);
   check_lerp(it, "lerp_kernel_tensor");
   const auto dt = it.common_dtype();
-  return ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
+  return ew::launch_ternary(it, FOO_TERNARY_OP_LERP, dt, dt, dt, dt);
 }
 
 at::Tensor addc_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                      const c10::Scalar& value, int32_t op) {
-  if (op == FOO_TERNARY_ADDCDIV) {
+  if (op == FOO_TERNARY_OP_ADDCDIV) {
     TORCH_CHECK(!(at::isIntegralType(t1.scalar_type(), true) && at::isIntegralType(t2.scalar_type(), true)),
                 "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform "
                 "a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as "
@@ -97,7 +97,7 @@ at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10:
   const auto dt = it.common_dtype();
   check_lerp(it, "lerp_kernel_scalar");
   check_scalar_fits_opmath(weight, dt);
-  return ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
+  return ew::launch_ternary(it, FOO_TERNARY_OP_LERP, dt, dt, dt, dt);
 }
 at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
   check_lerp_end(self, end);
@@ -106,7 +106,7 @@ at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const c10::Sca
   const auto dt = it.common_dtype();
   check_lerp(it, "lerp_kernel_scalar");
   check_scalar_fits_opmath(weight, dt);
-  ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
+  ew::launch_ternary(it, FOO_TERNARY_OP_LERP, dt, dt, dt, dt);
   return self;
 }
 at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight, at::Tensor& out) {
@@ -116,7 +116,7 @@ at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const
   const auto dt = it.common_dtype();
   check_lerp(it, "lerp_kernel_scalar");
   check_scalar_fits_opmath(weight, dt);
-  ew::launch_ternary(it, FOO_TERNARY_LERP, dt, dt, dt, dt);
+  ew::launch_ternary(it, FOO_TERNARY_OP_LERP, dt, dt, dt, dt);
   return out;
 }
 at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
@@ -134,28 +134,28 @@ at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const
 
 at::Tensor addcmul(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const c10::Scalar& value) {
   at::Tensor out;
-  return addc_into(out, self, t1, t2, value, FOO_TERNARY_ADDCMUL);
+  return addc_into(out, self, t1, t2, value, FOO_TERNARY_OP_ADDCMUL);
 }
 at::Tensor& addcmul_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const c10::Scalar& value) {
-  addc_into(self, self, t1, t2, value, FOO_TERNARY_ADDCMUL);
+  addc_into(self, self, t1, t2, value, FOO_TERNARY_OP_ADDCMUL);
   return self;
 }
 at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const c10::Scalar& value,
                         at::Tensor& out) {
-  addc_into(out, self, t1, t2, value, FOO_TERNARY_ADDCMUL);
+  addc_into(out, self, t1, t2, value, FOO_TERNARY_OP_ADDCMUL);
   return out;
 }
 at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const c10::Scalar& value) {
   at::Tensor out;
-  return addc_into(out, self, t1, t2, value, FOO_TERNARY_ADDCDIV);
+  return addc_into(out, self, t1, t2, value, FOO_TERNARY_OP_ADDCDIV);
 }
 at::Tensor& addcdiv_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const c10::Scalar& value) {
-  addc_into(self, self, t1, t2, value, FOO_TERNARY_ADDCDIV);
+  addc_into(self, self, t1, t2, value, FOO_TERNARY_OP_ADDCDIV);
   return self;
 }
 at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const c10::Scalar& value,
                         at::Tensor& out) {
-  addc_into(out, self, t1, t2, value, FOO_TERNARY_ADDCDIV);
+  addc_into(out, self, t1, t2, value, FOO_TERNARY_OP_ADDCDIV);
   return out;
 }
 
@@ -173,7 +173,7 @@ at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const 
                 .add_const_input(self)
                 .add_const_input(mask)
                 .build();
-  ew::launch_binary(it, FOO_BINARY_MASKED_FILL, self.scalar_type(), self.scalar_type(), at::kBool, {value});
+  ew::launch_binary(it, FOO_BINARY_OP_MASKED_FILL, self.scalar_type(), self.scalar_type(), at::kBool, {value});
   return self;
 }
 

@@ -75,122 +75,122 @@ c10::Scalar approximate_code(c10::string_view approximate) {
     return out;                                                               \
   }
 
-FOO_UNARY(exp, unary_float_op, FOO_UNARY_EXP, (void)0)
-FOO_UNARY(exp2, unary_float_op, FOO_UNARY_EXP2, (void)0)
-FOO_UNARY(expm1, unary_float_op, FOO_UNARY_EXPM1, (void)0)
-FOO_UNARY(log, unary_float_op, FOO_UNARY_LOG, (void)0)
-FOO_UNARY(log2, unary_float_op, FOO_UNARY_LOG2, (void)0)
-FOO_UNARY(log10, unary_float_op, FOO_UNARY_LOG10, (void)0)
-FOO_UNARY(log1p, unary_float_op, FOO_UNARY_LOG1P, (void)0)
-FOO_UNARY(sqrt, unary_float_op, FOO_UNARY_SQRT, (void)0)
-FOO_UNARY(rsqrt, unary_float_op, FOO_UNARY_RSQRT, (void)0)
-FOO_UNARY(reciprocal, unary_float_op, FOO_UNARY_RECIPROCAL, (void)0)
-FOO_UNARY(sin, unary_float_op, FOO_UNARY_SIN, (void)0)
-FOO_UNARY(cos, unary_float_op, FOO_UNARY_COS, (void)0)
-FOO_UNARY(tan, unary_float_op, FOO_UNARY_TAN, (void)0)
-FOO_UNARY(tanh, unary_float_op, FOO_UNARY_TANH, (void)0)
-FOO_UNARY(asin, unary_float_op, FOO_UNARY_ASIN, (void)0)
-FOO_UNARY(acos, unary_float_op, FOO_UNARY_ACOS, (void)0)
-FOO_UNARY(atan, unary_float_op, FOO_UNARY_ATAN, (void)0)
-FOO_UNARY(sinh, unary_float_op, FOO_UNARY_SINH, (void)0)
-FOO_UNARY(cosh, unary_float_op, FOO_UNARY_COSH, (void)0)
-FOO_UNARY(asinh, unary_float_op, FOO_UNARY_ASINH, (void)0)
-FOO_UNARY(acosh, unary_float_op, FOO_UNARY_ACOSH, (void)0)
-FOO_UNARY(atanh, unary_float_op, FOO_UNARY_ATANH, (void)0)
-FOO_UNARY(sigmoid, unary_float_op, FOO_UNARY_SIGMOID, (void)0)
-FOO_UNARY(erf, unary_float_op, FOO_UNARY_ERF, (void)0)
-FOO_UNARY(erfc, unary_float_op, FOO_UNARY_ERFC, (void)0)
-FOO_UNARY(erfinv, unary_float_op, FOO_UNARY_ERFINV, (void)0)
-FOO_UNARY(neg, unary_op, FOO_UNARY_NEG, (void)0)
-FOO_UNARY(abs, unary_op, FOO_UNARY_ABS, check_abs(self))
-FOO_UNARY(sign, unary_op, FOO_UNARY_SIGN, (void)0)
-FOO_UNARY(sgn, unary_op, FOO_UNARY_SGN, (void)0)
-FOO_UNARY(floor, unary_op, FOO_UNARY_FLOOR, check_not_bool(self, "floor_vml_cpu"))
-FOO_UNARY(ceil, unary_op, FOO_UNARY_CEIL, check_not_bool(self, "ceil_vml_cpu"))
-FOO_UNARY(trunc, unary_op, FOO_UNARY_TRUNC, check_not_bool(self, "trunc_vml_cpu"))
-FOO_UNARY(frac, unary_op, FOO_UNARY_FRAC, (void)0)
-FOO_UNARY(round, unary_op, FOO_UNARY_ROUND, check_not_bool(self, "round_vml_cpu"))
-FOO_UNARY(bitwise_not, unary_op, FOO_UNARY_BITWISE_NOT, (void)0)
-FOO_UNARY(silu, unary_op, FOO_UNARY_SILU, (void)0)
-FOO_UNARY(mish, unary_op, FOO_UNARY_MISH, (void)0)
-FOO_UNARY(hardsigmoid, unary_op, FOO_UNARY_HARDSIGMOID, (void)0)
-FOO_UNARY(hardswish, unary_op, FOO_UNARY_HARDSWISH, (void)0)
+FOO_UNARY(exp, unary_float_op, FOO_UNARY_OP_EXP, (void)0)
+FOO_UNARY(exp2, unary_float_op, FOO_UNARY_OP_EXP2, (void)0)
+FOO_UNARY(expm1, unary_float_op, FOO_UNARY_OP_EXPM1, (void)0)
+FOO_UNARY(log, unary_float_op, FOO_UNARY_OP_LOG, (void)0)
+FOO_UNARY(log2, unary_float_op, FOO_UNARY_OP_LOG2, (void)0)
+FOO_UNARY(log10, unary_float_op, FOO_UNARY_OP_LOG10, (void)0)
+FOO_UNARY(log1p, unary_float_op, FOO_UNARY_OP_LOG1P, (void)0)
+FOO_UNARY(sqrt, unary_float_op, FOO_UNARY_OP_SQRT, (void)0)
+FOO_UNARY(rsqrt, unary_float_op, FOO_UNARY_OP_RSQRT, (void)0)
+FOO_UNARY(reciprocal, unary_float_op, FOO_UNARY_OP_RECIPROCAL, (void)0)
+FOO_UNARY(sin, unary_float_op, FOO_UNARY_OP_SIN, (void)0)
+FOO_UNARY(cos, unary_float_op, FOO_UNARY_OP_COS, (void)0)
+FOO_UNARY(tan, unary_float_op, FOO_UNARY_OP_TAN, (void)0)
+FOO_UNARY(tanh, unary_float_op, FOO_UNARY_OP_TANH, (void)0)
+FOO_UNARY(asin, unary_float_op, FOO_UNARY_OP_ASIN, (void)0)
+FOO_UNARY(acos, unary_float_op, FOO_UNARY_OP_ACOS, (void)0)
+FOO_UNARY(atan, unary_float_op, FOO_UNARY_OP_ATAN, (void)0)
+FOO_UNARY(sinh, unary_float_op, FOO_UNARY_OP_SINH, (void)0)
+FOO_UNARY(cosh, unary_float_op, FOO_UNARY_OP_COSH, (void)0)
+FOO_UNARY(asinh, unary_float_op, FOO_UNARY_OP_ASINH, (void)0)
+FOO_UNARY(acosh, unary_float_op, FOO_UNARY_OP_ACOSH, (void)0)
+FOO_UNARY(atanh, unary_float_op, FOO_UNARY_OP_ATANH, (void)0)
+FOO_UNARY(sigmoid, unary_float_op, FOO_UNARY_OP_SIGMOID, (void)0)
+FOO_UNARY(erf, unary_float_op, FOO_UNARY_OP_ERF, (void)0)
+FOO_UNARY(erfc, unary_float_op, FOO_UNARY_OP_ERFC, (void)0)
+FOO_UNARY(erfinv, unary_float_op, FOO_UNARY_OP_ERFINV, (void)0)
+FOO_UNARY(neg, unary_op, FOO_UNARY_OP_NEG, (void)0)
+FOO_UNARY(abs, unary_op, FOO_UNARY_OP_ABS, check_abs(self))
+FOO_UNARY(sign, unary_op, FOO_UNARY_OP_SIGN, (void)0)
+FOO_UNARY(sgn, unary_op, FOO_UNARY_OP_SGN, (void)0)
+FOO_UNARY(floor, unary_op, FOO_UNARY_OP_FLOOR, check_not_bool(self, "floor_vml_cpu"))
+FOO_UNARY(ceil, unary_op, FOO_UNARY_OP_CEIL, check_not_bool(self, "ceil_vml_cpu"))
+FOO_UNARY(trunc, unary_op, FOO_UNARY_OP_TRUNC, check_not_bool(self, "trunc_vml_cpu"))
+FOO_UNARY(frac, unary_op, FOO_UNARY_OP_FRAC, (void)0)
+FOO_UNARY(round, unary_op, FOO_UNARY_OP_ROUND, check_not_bool(self, "round_vml_cpu"))
+FOO_UNARY(bitwise_not, unary_op, FOO_UNARY_OP_BITWISE_NOT, (void)0)
+FOO_UNARY(silu, unary_op, FOO_UNARY_OP_SILU, (void)0)
+FOO_UNARY(mish, unary_op, FOO_UNARY_OP_MISH, (void)0)
+FOO_UNARY(hardsigmoid, unary_op, FOO_UNARY_OP_HARDSIGMOID, (void)0)
+FOO_UNARY(hardswish, unary_op, FOO_UNARY_OP_HARDSWISH, (void)0)
 #undef FOO_UNARY
 
 at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
   check_round_decimals(self, decimals);
   at::Tensor out;
   auto it = ew::unary_op(out, self);
-  return same(it, FOO_UNARY_ROUND, {decimals});
+  return same(it, FOO_UNARY_OP_ROUND, {decimals});
 }
 at::Tensor& round_decimals_(at::Tensor& self, int64_t decimals) {
   check_round_decimals(self, decimals);
   auto it = ew::unary_op(self, self);
-  same(it, FOO_UNARY_ROUND, {decimals});
+  same(it, FOO_UNARY_OP_ROUND, {decimals});
   return self;
 }
 at::Tensor& round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
   check_round_decimals(self, decimals);
   auto it = ew::unary_op(out, self);
-  same(it, FOO_UNARY_ROUND, {decimals});
+  same(it, FOO_UNARY_OP_ROUND, {decimals});
   return out;
 }
 
 // ---- predicates -------------------------------------------------------------------------------
 at::Tensor logical_not(const at::Tensor& self) {
   at::Tensor out;
-  return predicate(out, self, FOO_UNARY_LOGICAL_NOT);
+  return predicate(out, self, FOO_UNARY_OP_LOGICAL_NOT);
 }
 at::Tensor& logical_not_(at::Tensor& self) {
-  predicate(self, self, FOO_UNARY_LOGICAL_NOT);
+  predicate(self, self, FOO_UNARY_OP_LOGICAL_NOT);
   return self;
 }
 at::Tensor& logical_not_out(const at::Tensor& self, at::Tensor& out) {
-  predicate(out, self, FOO_UNARY_LOGICAL_NOT);
+  predicate(out, self, FOO_UNARY_OP_LOGICAL_NOT);
   return out;
 }
 at::Tensor signbit(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "signbit is not implemented for complex tensors.");
   at::Tensor out;
-  return predicate(out, self, FOO_UNARY_SIGNBIT);
+  return predicate(out, self, FOO_UNARY_OP_SIGNBIT);
 }
 at::Tensor& signbit_(at::Tensor& self) {
-  predicate(self, self, FOO_UNARY_SIGNBIT);
+  predicate(self, self, FOO_UNARY_OP_SIGNBIT);
   return self;
 }
 at::Tensor& signbit_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "signbit is not implemented for complex tensors.");
-  predicate(out, self, FOO_UNARY_SIGNBIT);
+  predicate(out, self, FOO_UNARY_OP_SIGNBIT);
   return out;
 }
 at::Tensor isnan(const at::Tensor& self) {
   at::Tensor out;
-  return predicate(out, self, FOO_UNARY_IS_NAN);
+  return predicate(out, self, FOO_UNARY_OP_IS_NAN);
 }
 at::Tensor isinf(const at::Tensor& self) {
   at::Tensor out;
-  return predicate(out, self, FOO_UNARY_IS_INF);
+  return predicate(out, self, FOO_UNARY_OP_IS_INF);
 }
 at::Tensor isposinf(const at::Tensor& self) {
   TORCH_CHECK_TYPE(!self.is_complex(), "isposinf does not support complex inputs.");
   at::Tensor out;
-  return predicate(out, self, FOO_UNARY_IS_POS_INF);
+  return predicate(out, self, FOO_UNARY_OP_IS_POS_INF);
 }
 at::Tensor& isposinf_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK_TYPE(!self.is_complex(), "isposinf does not support complex inputs.");
   TORCH_CHECK(out.scalar_type() == at::kBool, "isposinf does not support non-boolean outputs.");
-  predicate(out, self, FOO_UNARY_IS_POS_INF);
+  predicate(out, self, FOO_UNARY_OP_IS_POS_INF);
   return out;
 }
 at::Tensor isneginf(const at::Tensor& self) {
   TORCH_CHECK_TYPE(!self.is_complex(), "isneginf does not support complex inputs.");
   at::Tensor out;
-  return predicate(out, self, FOO_UNARY_IS_NEG_INF);
+  return predicate(out, self, FOO_UNARY_OP_IS_NEG_INF);
 }
 at::Tensor& isneginf_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK_TYPE(!self.is_complex(), "isneginf does not support complex inputs.");
   TORCH_CHECK(out.scalar_type() == at::kBool, "isneginf does not support non-boolean outputs.");
-  predicate(out, self, FOO_UNARY_IS_NEG_INF);
+  predicate(out, self, FOO_UNARY_OP_IS_NEG_INF);
   return out;
 }
 
@@ -199,28 +199,28 @@ at::Tensor relu(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   at::Tensor out;
   auto it = ew::unary_op(out, self);
-  return same(it, FOO_UNARY_RELU);
+  return same(it, FOO_UNARY_OP_RELU);
 }
 at::Tensor& relu_(at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   auto it = ew::unary_op(self, self);
-  same(it, FOO_UNARY_RELU);
+  same(it, FOO_UNARY_OP_RELU);
   return self;
 }
 
 at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
   at::Tensor out;
   auto it = ew::unary_op(out, self);
-  return same(it, FOO_UNARY_GELU, {approximate_code(approximate)});
+  return same(it, FOO_UNARY_OP_GELU, {approximate_code(approximate)});
 }
 at::Tensor& gelu_(at::Tensor& self, c10::string_view approximate) {
   auto it = ew::unary_op(self, self);
-  same(it, FOO_UNARY_GELU, {approximate_code(approximate)});
+  same(it, FOO_UNARY_OP_GELU, {approximate_code(approximate)});
   return self;
 }
 at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
   auto it = ew::unary_op(out, self);
-  same(it, FOO_UNARY_GELU, {approximate_code(approximate)});
+  same(it, FOO_UNARY_OP_GELU, {approximate_code(approximate)});
   return out;
 }
 
@@ -228,49 +228,49 @@ at::Tensor softplus(const at::Tensor& self, const c10::Scalar& beta, const c10::
   at::Tensor out;
   auto it = ew::unary_op(out, self);
   check_params_fit(it, {beta, threshold});
-  return same(it, FOO_UNARY_SOFTPLUS, {beta, threshold});
+  return same(it, FOO_UNARY_OP_SOFTPLUS, {beta, threshold});
 }
 at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta, const c10::Scalar& threshold, at::Tensor& out) {
   auto it = ew::unary_op(out, self);
   check_params_fit(it, {beta, threshold});
-  same(it, FOO_UNARY_SOFTPLUS, {beta, threshold});
+  same(it, FOO_UNARY_OP_SOFTPLUS, {beta, threshold});
   return out;
 }
 at::Tensor leaky_relu(const at::Tensor& self, const c10::Scalar& negative_slope) {
   at::Tensor out;
   auto it = ew::unary_op(out, self);
   check_params_fit(it, {negative_slope});
-  return same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
+  return same(it, FOO_UNARY_OP_LEAKY_RELU, {negative_slope});
 }
 at::Tensor& leaky_relu_(at::Tensor& self, const c10::Scalar& negative_slope) {
   auto it = ew::unary_op(self, self);
   check_params_fit(it, {negative_slope});
-  same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
+  same(it, FOO_UNARY_OP_LEAKY_RELU, {negative_slope});
   return self;
 }
 at::Tensor& leaky_relu_out(const at::Tensor& self, const c10::Scalar& negative_slope, at::Tensor& out) {
   auto it = ew::unary_op(out, self);
   check_params_fit(it, {negative_slope});
-  same(it, FOO_UNARY_LEAKY_RELU, {negative_slope});
+  same(it, FOO_UNARY_OP_LEAKY_RELU, {negative_slope});
   return out;
 }
 at::Tensor elu(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale, const c10::Scalar& input_scale) {
   at::Tensor out;
   auto it = ew::unary_op(out, self);
   check_params_fit(it, {alpha, scale, input_scale});
-  return same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
+  return same(it, FOO_UNARY_OP_ELU, {alpha, scale, input_scale});
 }
 at::Tensor& elu_(at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale, const c10::Scalar& input_scale) {
   auto it = ew::unary_op(self, self);
   check_params_fit(it, {alpha, scale, input_scale});
-  same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
+  same(it, FOO_UNARY_OP_ELU, {alpha, scale, input_scale});
   return self;
 }
 at::Tensor& elu_out(const at::Tensor& self, const c10::Scalar& alpha, const c10::Scalar& scale,
                     const c10::Scalar& input_scale, at::Tensor& out) {
   auto it = ew::unary_op(out, self);
   check_params_fit(it, {alpha, scale, input_scale});
-  same(it, FOO_UNARY_ELU, {alpha, scale, input_scale});
+  same(it, FOO_UNARY_OP_ELU, {alpha, scale, input_scale});
   return out;
 }
 
@@ -313,7 +313,7 @@ at::Tensor clamp_into(at::Tensor& out, const at::Tensor& self, const std::option
   if (max) check_clamp_bound(*max, result, false);
   const at::Tensor input = self.scalar_type() == result ? self : self.to(result);
   auto it = ew::unary_op(out, input);
-  return ew::launch_unary_raw(it, FOO_UNARY_CLAMP, it.common_dtype(), it.common_dtype(),
+  return ew::launch_unary_raw(it, FOO_UNARY_OP_CLAMP, it.common_dtype(), it.common_dtype(),
                               {min ? to_ffi(*min) : ew::absent(), max ? to_ffi(*max) : ew::absent()});
 }
 
@@ -384,13 +384,13 @@ at::Tensor threshold(const at::Tensor& self, const c10::Scalar& threshold, const
   at::Tensor out;
   auto it = ew::unary_op(out, self);
   check_threshold_params(it, threshold, value);
-  return same(it, FOO_UNARY_THRESHOLD, {threshold, value});
+  return same(it, FOO_UNARY_OP_THRESHOLD, {threshold, value});
 }
 at::Tensor& threshold_(at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value) {
   check_threshold(self);
   auto it = ew::unary_op(self, self);
   check_threshold_params(it, threshold, value);
-  same(it, FOO_UNARY_THRESHOLD, {threshold, value});
+  same(it, FOO_UNARY_OP_THRESHOLD, {threshold, value});
   return self;
 }
 at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value,
@@ -398,7 +398,7 @@ at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& threshold, 
   check_threshold(self);
   auto it = ew::unary_op(out, self);
   check_threshold_params(it, threshold, value);
-  same(it, FOO_UNARY_THRESHOLD, {threshold, value});
+  same(it, FOO_UNARY_OP_THRESHOLD, {threshold, value});
   return out;
 }
 
@@ -408,7 +408,7 @@ at::Tensor nan_to_num_into(at::Tensor& out, const at::Tensor& self, std::optiona
                            std::optional<double> posinf, std::optional<double> neginf) {
   if (self.is_complex()) needs_fallback("nan_to_num: no foo kernel for complex inputs");
   auto it = ew::unary_op(out, self);
-  return ew::launch_unary_raw(it, FOO_UNARY_NAN_TO_NUM, it.common_dtype(), it.common_dtype(),
+  return ew::launch_unary_raw(it, FOO_UNARY_OP_NAN_TO_NUM, it.common_dtype(), it.common_dtype(),
                               {to_ffi(c10::Scalar(nan.value_or(0.0))), posinf ? to_ffi(c10::Scalar(*posinf)) : ew::absent(),
                                neginf ? to_ffi(c10::Scalar(*neginf)) : ew::absent()});
 }

@@ -12,9 +12,9 @@ use crate::{dispatch_float, dispatch_int, not_implemented};
 use num_traits::{Float, One, Zero};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Op codes (mirrored by `FOO_BINARY_*` in `foo_ffi.h`; a test checks the two agree).
+/// `foo_binary`'s op codes; `p0`, `p1`, ... are its scalar `params`.
 #[repr(i32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
 pub enum BinaryOp {
     /// p0: alpha (out = a + alpha * b)
     Add = 0,
@@ -77,60 +77,6 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 44] = {
-        use BinaryOp::*;
-        [
-            Add,
-            Sub,
-            Mul,
-            Div,
-            DivTrunc,
-            DivFloor,
-            Remainder,
-            Fmod,
-            Pow,
-            Maximum,
-            Minimum,
-            Atan2,
-            Eq,
-            Ne,
-            Lt,
-            Le,
-            Gt,
-            Ge,
-            LogicalAnd,
-            LogicalOr,
-            LogicalXor,
-            BitAnd,
-            BitOr,
-            BitXor,
-            Shl,
-            Shr,
-            Fmax,
-            Fmin,
-            Hypot,
-            Copysign,
-            Xlogy,
-            ThresholdBackward,
-            SigmoidBackward,
-            TanhBackward,
-            SiluBackward,
-            GeluBackward,
-            SoftplusBackward,
-            LeakyReluBackward,
-            MaskedFill,
-            HardtanhBackward,
-            HardswishBackward,
-            HardsigmoidBackward,
-            MishBackward,
-            LogAddExp,
-        ]
-    };
-
-    pub fn from_code(code: i32) -> Option<BinaryOp> {
-        Self::ALL.iter().copied().find(|o| *o as i32 == code)
-    }
-
     /// Ops that write bool whatever their inputs.
     pub fn is_predicate(self) -> bool {
         use BinaryOp::*;

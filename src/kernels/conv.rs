@@ -27,7 +27,8 @@ use crate::{invalid_arg, not_implemented};
 use grid::Grid;
 use std::sync::Mutex;
 
-/// Convolution hyper-parameters for the three spatial dims (mirrors `FooConvParams`).
+/// Convolution hyper-parameters for the three spatial dims (D, H, W); 1-D/2-D convolutions use 1
+/// (0 for padding) for the missing leading dims.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct ConvParams {

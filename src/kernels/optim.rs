@@ -479,14 +479,6 @@ mod tests {
     }
 
     #[test]
-    fn argument_structs_have_the_sizes_the_c_header_asserts() {
-        use std::mem::size_of;
-        assert_eq!(size_of::<AdamArgs>(), 48);
-        assert_eq!(size_of::<SgdArgs>(), 40);
-        assert_eq!(size_of::<AdagradArgs>(), 40);
-    }
-
-    #[test]
     fn sgd_momentum_and_grad_scale() {
         let mut p = vec![1.0f32, 2.0, -3.0];
         let mut g = vec![2.0f32, 4.0, 8.0];

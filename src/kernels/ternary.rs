@@ -9,9 +9,9 @@ use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_float, dispatch_int, not_implemented};
 use num_traits::{Float, One};
 
-/// Op codes (mirrored by `FOO_TERNARY_*` in `foo_ffi.h`).
+/// `foo_ternary`'s op codes; `p0` is its first scalar `params`.
 #[repr(i32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
 pub enum TernaryOp {
     /// a = condition (bool), b = where true, c = where false
     Where = 0,
@@ -21,19 +21,6 @@ pub enum TernaryOp {
     Addcmul = 2,
     /// out = a + p0 * b / c
     Addcdiv = 3,
-}
-
-impl TernaryOp {
-    pub const ALL: [TernaryOp; 4] = [
-        TernaryOp::Where,
-        TernaryOp::Lerp,
-        TernaryOp::Addcmul,
-        TernaryOp::Addcdiv,
-    ];
-
-    pub fn from_code(code: i32) -> Option<TernaryOp> {
-        Self::ALL.iter().copied().find(|o| *o as i32 == code)
-    }
 }
 
 /// `out = op(a, b, c)`. For Where, `a` is bool and `b`, `c`, `out` share a dtype; otherwise

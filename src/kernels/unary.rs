@@ -10,9 +10,9 @@ use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_float, dispatch_int, not_implemented};
 use num_traits::{Float, One, Zero};
 
-/// Op codes (mirrored by `FOO_UNARY_*` in `foo_ffi.h`; a test checks the two agree).
+/// `foo_unary`'s op codes; `p0`, `p1`, ... are its scalar `params`.
 #[repr(i32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
 pub enum UnaryOp {
     Neg = 0,
     Abs = 1,
@@ -81,72 +81,6 @@ pub enum UnaryOp {
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 56] = {
-        use UnaryOp::*;
-        [
-            Neg,
-            Abs,
-            Sign,
-            Exp,
-            Exp2,
-            Expm1,
-            Log,
-            Log2,
-            Log10,
-            Log1p,
-            Sqrt,
-            Rsqrt,
-            Reciprocal,
-            Sin,
-            Cos,
-            Tan,
-            Tanh,
-            Sigmoid,
-            Relu,
-            Gelu,
-            Silu,
-            Softplus,
-            Erf,
-            Floor,
-            Ceil,
-            Round,
-            Trunc,
-            Frac,
-            Clamp,
-            LogicalNot,
-            BitwiseNot,
-            IsNan,
-            IsInf,
-            IsFinite,
-            NanToNum,
-            Asin,
-            Acos,
-            Atan,
-            Sinh,
-            Cosh,
-            Asinh,
-            Acosh,
-            Atanh,
-            Erfc,
-            LeakyRelu,
-            Elu,
-            Hardsigmoid,
-            Hardswish,
-            Mish,
-            Signbit,
-            IsPosInf,
-            IsNegInf,
-            Square,
-            Sgn,
-            Erfinv,
-            Threshold,
-        ]
-    };
-
-    pub fn from_code(code: i32) -> Option<UnaryOp> {
-        Self::ALL.iter().copied().find(|o| *o as i32 == code)
-    }
-
     /// Ops whose output is bool whatever the input.
     pub fn is_predicate(self) -> bool {
         use UnaryOp::*;

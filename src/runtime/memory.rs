@@ -75,7 +75,8 @@ impl StatArray {
     }
 }
 
-/// Per-device statistics (mirrored by `FooMemoryStats` in `foo_ffi.h`).
+/// Per-device statistics, as c10's `DeviceStats` (C: `FooMemoryStats`, filled by
+/// `foo_memory_stats`).
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryStats {
@@ -288,7 +289,8 @@ fn release_block(device: usize, stats: &mut MemoryStats, addr: usize, size: usiz
     notify_segment(SegmentEvent::Free, device, addr, size);
 }
 
-/// What happened to a segment (a block obtained from or returned to the system).
+/// What happened to a segment (a block obtained from or returned to the system): the `event`
+/// a `FooSegmentObserver` is called with.
 #[repr(i32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SegmentEvent {

@@ -16,7 +16,7 @@ use half::{bf16, f16};
 use num_traits::{Float, Zero};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Pooling window parameters (mirrors `FooPool2dParams`); `divisor_override == 0` means none.
+/// 2-D pooling window parameters (H, W); `divisor_override == 0` means none.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct Pool2dParams {

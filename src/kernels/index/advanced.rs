@@ -37,28 +37,16 @@ pub struct Indexer {
     pub dim: i64,
 }
 
-/// How a scatter combines a source element with the destination element.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a scatter combines a source element with the destination element (`reduce` of
+/// `foo_index_scatter`).
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
 pub enum Reduce {
     Assign = 0,
     Add = 1,
     Mul = 2,
     Max = 3,
     Min = 4,
-}
-
-impl Reduce {
-    pub fn from_code(code: i32) -> Option<Reduce> {
-        [
-            Reduce::Assign,
-            Reduce::Add,
-            Reduce::Mul,
-            Reduce::Max,
-            Reduce::Min,
-        ]
-        .into_iter()
-        .find(|r| *r as i32 == code)
-    }
 }
 
 /// Arithmetic of accumulating scatters, with ATen's CPU semantics (integers wrap, bool add is

@@ -120,8 +120,24 @@ impl DynLayout {
     }
 }
 
+/// The out-of-range modes the glue passes as `mode` to `foo_index_gather`/`foo_index_scatter`:
+/// `allow_negative | style << 1` (`Bounds::from_code`), each with ATen's CPU message.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundsMode {
+    /// Negatives are errors; "index 5 is out of bounds for dimension 0 with size 3" (gather,
+    /// scatter, index_add, index_copy).
+    Strict = 0,
+    /// Negatives wrap; the same message as `Strict`.
+    Index = 1,
+    /// Negatives are errors; "index out of range in self" (index_select).
+    Select = 2,
+    /// Negatives wrap; "out of range: tried to access index 15 on a tensor of 12 elements." (take)
+    Take = 5,
+}
+
 /// How out-of-range indices are treated and reported (encoded across the C ABI as
-/// `allow_negative | style << 1`).
+/// `allow_negative | style << 1`, named by [`BoundsMode`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
     /// Negative indices count from the end (Python style); otherwise they are errors.
@@ -246,6 +262,19 @@ mod tests {
             true
         });
         assert_eq!(seen, vec![0, 2, 4, 1, 3, 5]);
+    }
+
+    #[test]
+    fn bounds_modes_decode() {
+        for (mode, style, neg) in [
+            (BoundsMode::Strict, Style::Dim, false),
+            (BoundsMode::Index, Style::Dim, true),
+            (BoundsMode::Select, Style::Select, false),
+            (BoundsMode::Take, Style::Take, true),
+        ] {
+            let b = Bounds::from_code(mode as i32).unwrap();
+            assert_eq!((b.style, b.allow_negative), (style, neg), "{mode:?}");
+        }
     }
 
     #[test]

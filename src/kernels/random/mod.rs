@@ -16,9 +16,9 @@ pub(crate) mod stream;
 
 use batch::{generate, generate_batches, NormalBatch, UniformBatch, BATCH};
 
-/// Op codes (mirrored by `FOO_RANDOM_*` in `foo_ffi_random.h`; a test checks they agree).
+/// `foo_random`'s op codes (distributions); `p0`, `p1` are its scalar `params`.
 #[repr(i32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
 pub enum RandomOp {
     /// p0: from, p1: to
     Uniform = 0,
@@ -36,23 +36,6 @@ pub enum RandomOp {
     LogNormal = 6,
     /// p0: median, p1: sigma
     Cauchy = 7,
-}
-
-impl RandomOp {
-    pub const ALL: [RandomOp; 8] = [
-        RandomOp::Uniform,
-        RandomOp::Normal,
-        RandomOp::Bernoulli,
-        RandomOp::RandomRange,
-        RandomOp::Exponential,
-        RandomOp::Geometric,
-        RandomOp::LogNormal,
-        RandomOp::Cauchy,
-    ];
-
-    pub fn from_code(code: i32) -> Option<RandomOp> {
-        Self::ALL.iter().copied().find(|o| *o as i32 == code)
-    }
 }
 
 const TWO_PI: f64 = std::f64::consts::TAU;

@@ -12,9 +12,9 @@ use crate::tensor::{Scalar, TensorMut, TensorRef};
 use half::{bf16, f16};
 use num_traits::{Float, One, Zero};
 
-/// Reduction op codes (mirrored in `src/glue/foo_ffi_reduce.h`).
+/// `foo_reduce`'s op codes.
 #[repr(i32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
 pub enum ReduceOp {
     Sum = 0,
     Mean = 1,
@@ -30,28 +30,6 @@ pub enum ReduceOp {
     All = 11,
     Any = 12,
     LogSumExp = 13,
-}
-
-impl ReduceOp {
-    pub const ALL: [ReduceOp; 14] = [
-        ReduceOp::Sum,
-        ReduceOp::Mean,
-        ReduceOp::NanSum,
-        ReduceOp::Prod,
-        ReduceOp::Max,
-        ReduceOp::Min,
-        ReduceOp::ArgMax,
-        ReduceOp::ArgMin,
-        ReduceOp::Var,
-        ReduceOp::Std,
-        ReduceOp::Norm,
-        ReduceOp::All,
-        ReduceOp::Any,
-        ReduceOp::LogSumExp,
-    ];
-    pub fn from_code(code: i32) -> Option<Self> {
-        Self::ALL.iter().copied().find(|o| *o as i32 == code)
-    }
 }
 
 /// Real element types with an order (NaN-aware for floats) and identities for max/min.

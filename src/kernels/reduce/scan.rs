@@ -13,19 +13,12 @@ use crate::kernels::layout::{coalesce, GRAIN};
 use crate::kernels::map::for_each_row;
 use crate::tensor::{TensorMut, TensorRef};
 
-/// Scan op codes (mirrored in `src/glue/foo_ffi_reduce.h`).
+/// `foo_scan`'s op codes.
 #[repr(i32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::FromRepr)]
 pub enum ScanOp {
     CumSum = 0,
     CumProd = 1,
-}
-
-impl ScanOp {
-    pub const ALL: [ScanOp; 2] = [ScanOp::CumSum, ScanOp::CumProd];
-    pub fn from_code(code: i32) -> Option<Self> {
-        Self::ALL.iter().copied().find(|o| *o as i32 == code)
-    }
 }
 
 /// Scans `n` elements along the dim for lines starting at each row of the other dims.
