@@ -4,7 +4,7 @@
 #   make bench  - cargo bench + benches/compare_cpu.py (foo/CPU ratios)
 #   make bench-models - whole models (torchvision, transformers, LSTM, U-Net) on foo vs CPU; installs the
 #                 optional requirements-bench.txt first. BENCH_MODELS_ARGS="--quick" for a smoke run
-#   make lint   - cargo fmt --check, clippy -D warnings, ruff
+#   make lint   - cargo fmt --check, clippy -D warnings, ruff, stubtest of foo_rs._C against _C.pyi
 #   make fuzz   - the differential fuzzer (foo vs CPU) for FUZZ_EXAMPLES examples per op family
 #   make conformance - regenerate the OpInfo/ModuleInfo baselines under tests/conformance/
 SHELL := /bin/bash
@@ -44,11 +44,13 @@ bench-models: build
 	$(PY) -m pip install --quiet -r requirements-bench.txt -c requirements.txt
 	$(PY) benches/models.py $(BENCH_MODELS_ARGS)
 
-lint:
+lint: build
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features python -- -D warnings
 	$(VENV)/bin/ruff check python tests benches
+	$(PY) -m pip install --quiet -r requirements-lint.txt -c requirements.txt
+	$(PY) -m mypy.stubtest foo_rs._C
 
 FUZZ_EXAMPLES ?= 2000
 fuzz: build

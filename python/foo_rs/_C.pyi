@@ -1,4 +1,44 @@
-"""Type stubs of the Rust extension module foo_rs._C (src/python.rs)."""
+"""Type stubs of the Rust extension module foo_rs._C (src/python.rs); `make lint` checks them
+against the compiled module with mypy's stubtest."""
+
+__all__ = [
+    "__version__",
+    "TORCH_BUILD_VERSION",
+    "RNG_STATE_BYTES",
+    "DEFAULT_SEED",
+    "device_count",
+    "device_count_error",
+    "current_device",
+    "set_device",
+    "check_device",
+    "memory_stats",
+    "empty_cache",
+    "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats",
+    "set_memory_limit",
+    "memory_limit",
+    "total_memory",
+    "parse_size",
+    "live_blocks",
+    "fallback_counts",
+    "native_counts",
+    "reset_op_counts",
+    "set_strict",
+    "is_strict",
+    "default_generator_id",
+    "generator_manual_seed",
+    "generator_initial_seed",
+    "generator_get_state",
+    "generator_set_state",
+    "nondeterministic_seed",
+    "num_threads",
+    "thread_setting_note",
+    "host_memory",
+    "cpu_features",
+    "x86_64_level",
+    "native_bf16",
+    "cpu_model_name",
+]
 
 __version__: str
 TORCH_BUILD_VERSION: str
