@@ -333,6 +333,58 @@ def test_transformer_layer_matches_cpu() -> None:
         assert max_err(b.grad, a.grad) < 1e-5, n
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_inference_fast_paths_run_on_foo(norm_first: bool) -> None:
+    """Eval mode under no_grad: nn.TransformerEncoderLayer's _transformer_encoder_layer_fwd and
+    nn.MultiheadAttention's _native_multi_head_attention (ViT's attention) run foo's kernels
+    (strict mode: no fallback), with and without a padding mask and attention weights, and give
+    the CPU's numbers."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    mha = torch.nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    foo_layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=norm_first)
+    foo_layer.load_state_dict(layer.state_dict())
+    foo_layer = foo_layer.to(FOO).eval()
+    foo_mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    foo_mha.load_state_dict(mha.state_dict())
+    foo_mha = foo_mha.to(FOO).eval()
+    x = rand(3, 20, 32, seed=1)
+    pad = torch.zeros(3, 20, dtype=torch.bool)
+    pad[1, 15:] = True
+    foo_rs.reset_op_counts()
+    with torch.no_grad():
+        y, yf = layer(x), foo_layer(x.to(FOO))
+        assert max_err(yf, y) < 1e-5
+        a, af = mha(x, x, x, need_weights=False)[0], foo_mha(*(x.to(FOO),) * 3, need_weights=False)[0]
+        assert max_err(af, a) < 1e-5
+        (a, w), (af, wf) = mha(x, x, x, key_padding_mask=pad), foo_mha(*(x.to(FOO),) * 3, key_padding_mask=pad.to(FOO))
+        assert max_err(af, a) < 1e-5 and max_err(wf, w) < 1e-6
+        y, yf = layer(x, src_key_padding_mask=pad), foo_layer(x.to(FOO), src_key_padding_mask=pad.to(FOO))
+        torch.testing.assert_close(yf.cpu(), y, atol=1e-5, rtol=1e-5)
+    counts = foo_rs.native_counts()
+    assert counts.get("aten::_transformer_encoder_layer_fwd", 0) >= 2, counts
+    assert counts.get("aten::_native_multi_head_attention", 0) >= 3, counts
+
+
+def test_fast_path_pieces_match_cpu() -> None:
+    """_masked_softmax (mask types 0, 1, 2 and none; a fully masked row is nan, as on the CPU)
+    and _transform_bias_rescale_qkv, composed of foo's kernels."""
+    x = rand(2, 3, 4, 4, seed=1)
+    full = torch.rand(2, 3, 4, 4, generator=torch.Generator().manual_seed(2)) > 0.6
+    full[0, 1, 2] = True
+    masks = [(full, None), (full, 2), (torch.tensor([[False, True, False, True], [True] * 3 + [False]]), 1),
+             (torch.tensor([[False, True, True, True]] * 4), 0)]
+    for mask, mask_type in masks:
+        want = torch._masked_softmax(x, mask, 3, mask_type)
+        got = torch._masked_softmax(x.to(FOO), mask.to(FOO), 3, mask_type)
+        torch.testing.assert_close(got.cpu(), want, atol=1e-6, rtol=1e-6, equal_nan=True)
+    qkv, bias = rand(2, 5, 24, seed=3), rand(24, seed=4)
+    for got, want in zip(torch._transform_bias_rescale_qkv(qkv.to(FOO), bias.to(FOO), 2),
+                         torch._transform_bias_rescale_qkv(qkv, bias, 2)):
+        assert got.is_contiguous() and got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want, atol=1e-6, rtol=1e-6)
+
+
 PROBE = r"""
 import hashlib, json
 import torch, foo_rs

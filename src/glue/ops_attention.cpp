@@ -10,6 +10,8 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_native_multi_head_attention_native.h>
+#include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -289,6 +291,58 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
 }
 
 }  // namespace
+
+namespace foo::ops::attention {
+namespace {
+using at::Tensor;
+
+// Two pieces of the fast paths below, composed of foo's kernels (add, mul, softmax, masked_fill,
+// copies) rather than given kernels of their own; the CPU's numbers: q = (qkv + bias) / sqrt(head
+// dim), k and v = qkv + bias, each [B, heads, T, head dim].
+std::tuple<Tensor, Tensor, Tensor> transform_bias_rescale_qkv(const Tensor& qkv, const Tensor& qkv_bias,
+                                                              int64_t num_head) {
+  TORCH_CHECK(qkv.dim() == 3 && !qkv.is_nested(), "_transform_bias_rescale_qkv: expected a 3-D qkv, got ",
+              qkv.sizes());
+  const int64_t b = qkv.size(0), t = qkv.size(1), d3 = qkv.size(2);
+  TORCH_CHECK(d3 % 3 == 0, "_transform_bias_rescale_qkv: qkv's last dim ", d3, " is not a multiple of 3");
+  TORCH_CHECK(num_head > 0 && (d3 / 3) % num_head == 0, "transform_bias_rescale_qkv: D must divide evenly by num_head");
+  TORCH_CHECK(qkv_bias.dim() == 1 && qkv_bias.size(0) == d3, "_transform_bias_rescale_qkv: qkv_bias must have ", d3,
+              " elements, got ", qkv_bias.sizes());
+  const int64_t dh = d3 / 3 / num_head;
+  const Tensor x = (qkv + qkv_bias).view({b, t, 3, num_head, dh}).permute({2, 0, 3, 1, 4});
+  const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(dh));
+  return {(x[0] * inv_sqrt).contiguous(), x[1].contiguous(), x[2].contiguous()};
+}
+
+// Softmax over the unmasked entries (mask true = left out, 0 in the result); a row with every
+// entry masked is nan, as on the CPU.
+// mask_type 1: a [B, L] key-padding mask for [B, H, L, L] scores; otherwise the mask broadcasts.
+Tensor masked_softmax(const Tensor& self, const Tensor& mask, std::optional<int64_t> dim,
+                      std::optional<int64_t> mask_type) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be a boolean tensor");
+  const int64_t d = dim.has_value() ? c10::maybe_wrap_dim(*dim, self.dim()) : self.dim() - 1;
+  Tensor m = mask;
+  if (mask_type == 1 && self.dim() == 4 && mask.dim() == 2) m = mask.view({mask.size(0), 1, 1, mask.size(1)});
+  TORCH_CHECK(at::is_expandable_to(m.sizes(), self.sizes()), "Mask shape ", mask.sizes(),
+              " does not match the input's ", self.sizes());
+  m = m.expand_as(self);
+  return at::softmax(self.masked_fill(m, -std::numeric_limits<double>::infinity()), d);
+}
+}  // namespace
+}  // namespace foo::ops::attention
+
+// The inference fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer (eval mode,
+// no grad): ATen's own implementations, which CPU, CUDA and XPU share and which are composed of
+// dispatcher calls (linear, layer_norm, scaled_dot_product_attention: foo's kernels, the fused
+// attention among them, when ATen's CPU test of the fused path passes; else its own bmm/softmax
+// path with the two composed ops above). FOO_IMPL_META: no device work of their own; the
+// profiler shows the kernels inside.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL_META(m, "_native_multi_head_attention", at::native::native_multi_head_attention_cpu);
+  FOO_IMPL_META(m, "_transformer_encoder_layer_fwd", at::native::transformer_encoder_layer_forward);
+  FOO_IMPL_META(m, "_transform_bias_rescale_qkv", foo::ops::attention::transform_bias_rescale_qkv);
+  FOO_IMPL_META(m, "_masked_softmax", foo::ops::attention::masked_softmax);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "_fused_sdp_choice", fused_sdp_choice);

@@ -2,6 +2,7 @@
 // (foo_matmul, gemm crate; float16/bfloat16 are multiplied in float32 there).
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
+#include <torch/library.h>
 
 #include <cstring>
 
@@ -366,3 +367,26 @@ at::Tensor& vdot_out(const at::Tensor& self, const at::Tensor& other, at::Tensor
 }
 
 }  // namespace foo::ops
+
+// _addmm_activation (nn.TransformerEncoderLayer's inference fast path: linear + relu/gelu): foo's
+// addmm, then its relu or exact (erf) gelu in place, as the CPU's kernel computes it.
+namespace foo::ops {
+namespace {
+at::Tensor& addmm_activation_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                                 const at::Scalar& beta, const at::Scalar& alpha, bool use_gelu, at::Tensor& out) {
+  at::addmm_out(out, self, mat1, mat2, beta, alpha);
+  return use_gelu ? at::gelu_(out) : at::relu_(out);
+}
+
+at::Tensor addmm_activation(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                            const at::Scalar& beta, const at::Scalar& alpha, bool use_gelu) {
+  at::Tensor out = at::addmm(self, mat1, mat2, beta, alpha);
+  return use_gelu ? at::gelu_(out) : at::relu_(out);
+}
+}  // namespace
+}  // namespace foo::ops
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL_META(m, "_addmm_activation", foo::ops::addmm_activation);
+  FOO_IMPL_META(m, "_addmm_activation.out", foo::ops::addmm_activation_out);
+}
