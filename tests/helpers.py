@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -107,3 +111,13 @@ def layouts(shape: tuple[int, ...], dtype: torch.dtype, seed: int = 0) -> dict[s
     if shape:
         out["expanded"] = sample((1,) * (len(shape) - 1) + (shape[-1],), dtype, seed=seed).expand(shape)
     return out
+
+
+def probe_digests(probe: str, threads: int) -> dict[str, str]:
+    """Runs `probe` (Python source printing "DIGESTS" + a JSON dict) in a fresh process with
+    FOO_RS_NUM_THREADS=threads and returns the dict: bit-identity checks across thread counts."""
+    env = {k: v for k, v in os.environ.items() if k not in ("FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS")}
+    env["FOO_RS_NUM_THREADS"] = str(threads)
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.split("DIGESTS")[-1])

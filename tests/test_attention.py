@@ -6,10 +6,6 @@ backward; results do not depend on the thread count."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import warnings
 from typing import Any
 
@@ -17,7 +13,7 @@ import foo_rs
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import FOO, to_foo
+from helpers import FOO, probe_digests, to_foo
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 FUSED = "aten::_scaled_dot_product_fused_attention_overrideable"
@@ -410,11 +406,7 @@ print("DIGESTS" + json.dumps(out))
 
 
 def _digests(threads: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS")}
-    env["FOO_RS_NUM_THREADS"] = str(threads)
-    r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=600, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.split("DIGESTS")[-1])
+    return probe_digests(PROBE, threads)
 
 
 def test_same_bits_for_1_and_3_threads() -> None:

@@ -8,14 +8,10 @@ every result; the digests must agree."""
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
-from helpers import FOO
+from helpers import FOO, probe_digests
 
 # Forward results and gradients of the kernels whose work is split across threads, at sizes that
 # split (batches larger than the thread count, long reductions, large GEMMs).
@@ -82,11 +78,7 @@ print("DIGESTS" + json.dumps(out))
 
 
 def _digests(threads: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("FOO_RS_NUM_THREADS", "RAYON_NUM_THREADS")}
-    env["FOO_RS_NUM_THREADS"] = str(threads)
-    r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=600, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.split("DIGESTS")[-1])
+    return probe_digests(PROBE, threads)
 
 
 @pytest.mark.slow

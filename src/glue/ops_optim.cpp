@@ -93,36 +93,23 @@ void adam_common(TensorList params, TensorList grads, TensorList exp_avgs, Tenso
   l.write_back();
 }
 
+// _fused_adam_ (Decoupled = false) and _fused_adamw_ (true), with a float or a tensor lr.
+template <bool Decoupled>
 void fused_adam(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
                 TensorList max_exp_avg_sqs, TensorList state_steps, double lr, double beta1, double beta2,
                 double weight_decay, double eps, bool amsgrad, bool maximize, const OptT& grad_scale,
                 const OptT& found_inf) {
   adam_common(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay,
-              eps, amsgrad, maximize, grad_scale, found_inf, false);
+              eps, amsgrad, maximize, grad_scale, found_inf, Decoupled);
 }
 
+template <bool Decoupled>
 void fused_adam_tensor_lr(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
                           TensorList max_exp_avg_sqs, TensorList state_steps, const Tensor& lr, double beta1,
                           double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
                           const OptT& grad_scale, const OptT& found_inf) {
   adam_common(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr.item<double>(), beta1, beta2,
-              weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, false);
-}
-
-void fused_adamw(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
-                 TensorList max_exp_avg_sqs, TensorList state_steps, double lr, double beta1, double beta2,
-                 double weight_decay, double eps, bool amsgrad, bool maximize, const OptT& grad_scale,
-                 const OptT& found_inf) {
-  adam_common(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay,
-              eps, amsgrad, maximize, grad_scale, found_inf, true);
-}
-
-void fused_adamw_tensor_lr(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
-                           TensorList max_exp_avg_sqs, TensorList state_steps, const Tensor& lr, double beta1,
-                           double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
-                           const OptT& grad_scale, const OptT& found_inf) {
-  adam_common(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr.item<double>(), beta1, beta2,
-              weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, true);
+              weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, Decoupled);
 }
 
 void fused_sgd(TensorList params, TensorList grads, TensorList momentum_buffer_list, double weight_decay,
@@ -186,10 +173,10 @@ void fused_adagrad_tensor_lr(TensorList params, TensorList grads, TensorList sta
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  FOO_IMPL(m, "_fused_adam_", fused_adam);
-  FOO_IMPL(m, "_fused_adam_.tensor_lr", fused_adam_tensor_lr);
-  FOO_IMPL(m, "_fused_adamw_", fused_adamw);
-  FOO_IMPL(m, "_fused_adamw_.tensor_lr", fused_adamw_tensor_lr);
+  FOO_IMPL(m, "_fused_adam_", fused_adam<false>);
+  FOO_IMPL(m, "_fused_adam_.tensor_lr", fused_adam_tensor_lr<false>);
+  FOO_IMPL(m, "_fused_adamw_", fused_adam<true>);
+  FOO_IMPL(m, "_fused_adamw_.tensor_lr", fused_adam_tensor_lr<true>);
   FOO_IMPL(m, "_fused_sgd_", fused_sgd);
   FOO_IMPL(m, "_fused_sgd_.tensor_lr", fused_sgd_tensor_lr);
   FOO_IMPL(m, "_fused_adagrad_", fused_adagrad);
