@@ -92,15 +92,6 @@ KNOWN: dict[str, Known] = {
         "addcmul, bf16 with a complex scalar, bool bmm with k=0 the other way round) or foo raises where "
         "the CPU returns an empty result (complex softmax)",
         tuple(OPS), ("NotImplementedError",), ("elu", "dict(x=torch.zeros(0, dtype=torch.complex64))"), _empty),
-    "pow-scalar-exponent-float32": Known(
-        "pow with a Python-scalar exponent: foo converts it to float32, so 2**31-1 becomes even ((-1)**(2**31-1) "
-        "gives 1, CPU -1; the backward's b-1 likewise) and 1e300 raises RuntimeError (CPU: inf/0)",
-        ("pow",), ("",), ("pow", "dict(a=torch.tensor([-1.0]), b=2**31 - 1)"),
-        lambda a: isinstance(a.get("b"), (int, float)) and not isinstance(a.get("b"), bool) and abs(a["b"]) >= 2**24),
-    "complex-group-norm-accepted": Known(
-        "group_norm of complex64 computes on foo; the CPU raises NotImplementedError",
-        ("group_norm",), ("CPU raised NotImplementedError", "ComplexFloat", "foo did not"),
-        ("group_norm", "dict(x=torch.ones(2, 2, dtype=torch.complex64), g=1, w=None, b=None, eps=1e-5)")),
     "complex32-unsupported": Known(
         "a float16 tensor with a complex Python scalar computes in complex32 (ComplexHalf), which foo does "
         "not support (foo_rs.UNSUPPORTED_DTYPES): NotImplementedError where the CPU computes (on empty inputs foo "
@@ -113,17 +104,6 @@ KNOWN: dict[str, Known] = {
         tuple(OPS), ("BComplex32",),
         ("eq", "dict(a=torch.tensor([1.5390625], dtype=torch.bfloat16), b=1j)")),
     # ---- other values
-    "norm-flt-max": Known(
-        "layer_norm/group_norm where x*x overflows float32 (|x| > 1.8e19): the CPU gives nan (forward and "
-        "backward), foo 0 / finite",
-        ("layer_norm", "group_norm"), ("differ",),
-        ("layer_norm", "dict(x=torch.tensor([3.4e38, -0.5]), ns=(2,), w=None, b=None, eps=1e-5)"),
-        lambda a: _huge(a, "x")),
-    "norm-float32-overflow": Known(
-        "vector_norm/norm (p=2 and others) of float32 values whose square overflows (|x| > 1.8e19): foo inf, "
-        "the CPU the right finite norm",
-        ("vector_norm", "norm"), ("values differ",),
-        ("vector_norm", "dict(x=torch.tensor([1.5e30]), dim=None, keepdim=False, p=2)"), lambda a: _huge(a, "x")),
     "complex-matmul-inf": Known(
         "complex matrix products with an inf operand give nan+nanj on foo, the CPU inf-infj (naive complex "
         "multiply)",
@@ -146,30 +126,22 @@ KNOWN: dict[str, Known] = {
                 "y=torch.tensor([0.330078125, 0.68701171875, 0.447021484375], dtype=torch.float16), w=None, "
                 "red='mean')"),
         lambda a: a["p"].dtype in (torch.float16, torch.bfloat16)),
-    "norm-inf-weight": Known(
-        "layer_norm/group_norm with an inf weight: foo gives +-inf (group_norm forward, layer_norm input "
-        "gradient), the CPU nan (its fused scale-and-shift adds inf and -inf)",
-        ("layer_norm", "group_norm"), ("values differ",),
-        ("group_norm", "dict(x=torch.tensor([[1.5, -0.3]]), g=1, w=torch.tensor([math.inf, -0.3]), b=None, eps=1e-5)"),
-        lambda a: _nonfinite(a, "w")),
-    "rpow-strides": Known(
-        "Python scalar ** tensor: foo's output follows the tensor's layout (strides (1, 2) for a transposed "
-        "input), the CPU's is contiguous",
-        ("rpow",), ("strides",), ("rpow", "dict(x=torch.ones(2, 2).t())")),
-    "group-norm-half-stats": Known(
-        "group_norm in float16 accumulates its statistics in half on foo: x*x overflows for |x| >= 256 "
-        "(output 0, CPU +-1), and its backward is a few ulp off",
-        ("group_norm",), ("differ",),
-        ("group_norm", "dict(x=torch.tensor([[15408.0, -2934.0]], dtype=torch.float16), g=1, w=None, b=None, "
-                       "eps=1e-5)"),
-        lambda a: a["x"].dtype == torch.float16),
+    "norm-backward-huge-weight": Known(
+        "layer_norm's input gradient with a weight near FLT_MAX: the terms overflow and foo and the CPU meet inf "
+        "and nan in different places (foo nan, CPU inf for x = [15410, -2934], w = [3.4e38, -0.29]); foo follows "
+        "the CPU's formula (ds, db over the raw x) but sums in another order",
+        ("layer_norm",), ("gradient of x", "values differ"),
+        ("layer_norm", "dict(x=torch.tensor([15409.9609375, -2934.2890625]), ns=(2,), "
+                       "w=torch.tensor([3.4028234663852886e+38, -0.293428897857666]), b=None, eps=1e-5)"),
+        lambda a: isinstance(a.get("w"), torch.Tensor) and _huge(a, "w", 1e30)),
     "half-precision-ulps": Known(
         "float16/bfloat16 results a few ulp off the CPU's where one side rounds an intermediate to half that "
-        "the other keeps in float32: batch_norm/group_norm/layer_norm outputs and gradients (foo -1.0, CPU "
-        "-0.977 for a 2-element bf16 channel), mse_loss (reduction='none'), rsqrt's and conv2d's gradients",
+        "the other keeps in float32: batch_norm/group_norm/layer_norm outputs and gradients (the CPU rounds a "
+        "bf16 batch_norm's mean to bf16: foo -1.0, CPU -0.92 for the channel [2.0, 2.203125]), mse_loss "
+        "(reduction='none'), rsqrt's and conv2d's gradients",
         ("batch_norm", "group_norm", "layer_norm", "mse_loss", "rsqrt", "conv2d"), ("differ",),
-        ("group_norm", "dict(x=torch.tensor([2.65625, 2.0, 2.84375, 2.203125], dtype=torch.bfloat16).reshape(2, 2, 1), "
-                       "g=1, w=None, b=None, eps=1e-5)"),
+        ("batch_norm", "dict(x=torch.tensor([2.65625, 2.0, 2.84375, 2.203125], dtype=torch.bfloat16).reshape(2, 2, 1), "
+                       "rm=None, rv=None, w=None, b=None, train=True, mom=0.1, eps=1e-5)"),
         lambda a: any(isinstance(v, torch.Tensor) and v.dtype in (torch.float16, torch.bfloat16) for v in a.values())),
 }
 
@@ -275,6 +247,30 @@ CPU_QUIRKS: dict[str, Known] = {
                    "bias=None, stride=1, padding=1, dilation=1, groups=1)"),
         lambda a: _nonfinite(a, "w") and a["x"].dtype == torch.float32 and a["x"].dim() == a["w"].dim()
         and a["x"].shape[0] > 1),
+    "cpu-norm-overflow-moments": Known(
+        "layer_norm/group_norm of float32 rows whose variance overflows (|x| > 1.8e19): the CPU's Welford/"
+        "lane-combine moments give nan or 0 by path, row length and SIMD width (layer_norm of [3.4e38, -0.3] is "
+        "nan, group_norm of the same first values in a 9-element row 0); foo gives nan when a difference of two "
+        "values or the mean's square overflows ([3e38, -3e38, 1], [3.4e38, -0.3]) and 0 when only squares do "
+        "([1e20, -1e20, 1]), the CPU's answers for short rows",
+        ("layer_norm", "group_norm"), ("differ",),
+        ("group_norm", "dict(x=torch.tensor([3.4028234663852886e+38, -0.293428897857666, -2.1787893772125244, "
+                       "0.5684312582015991, -1.0845223665237427, -1.3985954523086548, 0.40334683656692505, "
+                       "0.8380263447761536, -0.7192575931549072]).reshape(1, 3, 3), g=1, w=None, b=None, eps=1e-5)"),
+        lambda a: _huge(a, "x")),
+    "cpu-norm-float32-accumulation": Known(
+        "float32 2-norm of thousands of values on the CPU drifts (5787 copies of 1.5409961: CPU 117.22959, exact "
+        "117.22716 = sqrt(5787) * 1.5409961); foo's multi-lane sum gives the exact value",
+        ("norm", "vector_norm"), ("values differ",),
+        ("norm", "dict(x=torch.tensor([1.5409960746765137]).as_strided((5787,), (0,), 0), dim=None, keepdim=False, "
+                 "p=2)"),
+        lambda a: isinstance(a.get("x"), torch.Tensor) and a["x"].dtype == torch.float32 and a["x"].numel() > 1000),
+    "cpu-pow-scalar-exponent-by-length": Known(
+        "float32 tensor ** a Python scalar beyond 2**24: the CPU's vectorized path (8 or more elements) rounds the "
+        "exponent to float32, as foo does ((-1) ** (2**31 - 1) gives 1), its scalar path for shorter tensors "
+        "keeps it a double (-1); the backward's b - 1 likewise",
+        ("pow",), ("",), ("pow", "dict(a=torch.tensor([-1.0]), b=2**31 - 1)"),
+        lambda a: isinstance(a.get("b"), (int, float)) and not isinstance(a.get("b"), bool) and abs(a["b"]) >= 2**24),
     "cpu-batch-norm-strided-float64": Known(
         "batch_norm training statistics on the CPU: float32 accumulation for contiguous input (overflowing "
         "like foo's where x*x > FLT_MAX), float64 for other layouts (finite): foo matches the contiguous path",

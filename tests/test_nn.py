@@ -1,4 +1,4 @@
-"""NN family: softmax/log_softmax, losses, layer/batch norm, embedding backward — compared with
+"""NN family: softmax/log_softmax, losses, layer/group/batch norm, embedding backward — compared with
 torch's CPU backend (strict mode: a CPU fallback fails the test unless marked)."""
 
 from __future__ import annotations
@@ -268,6 +268,54 @@ def test_layer_norm_outputs_and_masks():
     check(lambda a, ww, bb: F.layer_norm(a, (8,), ww, bb), torch.empty(0, 8), w, b)
 
 
+# ---- group_norm --------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape,groups", [((3, 6, 4, 5), 3), ((2, 4, 7), 4), ((4, 6), 2), ((2, 8, 3, 2, 2), 1)])
+def test_group_norm(dtype, affine, shape, groups):
+    # Native forward and backward (the backward was the CPU fallback); float16/bfloat16 keep
+    # float32 statistics, as the CPU does.
+    c = shape[1]
+    for _name, x in layouts(shape, dtype).items():
+        w = sample((c,), dtype, seed=3) if affine else None
+        b = sample((c,), dtype, seed=4) if affine else None
+        assert_grads(lambda a, ww, bb: F.group_norm(a, groups, ww, bb), x, w, b)
+
+
+def test_group_norm_outputs_layouts_and_errors():
+    x = sample((2, 6, 3, 3), torch.float32)
+    w, b = sample((6,), torch.float32, seed=1), sample((6,), torch.float32, seed=2)
+    check(lambda a, ww, bb: torch.native_group_norm(a, ww, bb, 2, 6, 9, 3, 1e-5), x, w, b, check_stride=True)
+    # channels_last in, channels_last out (forward and input gradient)
+    cl = x.to(memory_format=torch.channels_last)
+    check(lambda a, ww, bb: F.group_norm(a, 3, ww, bb), cl, w, b, check_stride=True)
+    cpu, foo = grads(lambda a: F.group_norm(a, 3), cl)
+    assert foo[1].stride() == cpu[1].stride()
+    # mixed precision: bfloat16 input, float32 params -> float32 statistics
+    check(lambda a, ww, bb: torch.native_group_norm(a, ww, bb, 2, 6, 9, 3, 1e-5), x.bfloat16(), w, b)
+    # float16 statistics in float32: x*x overflowed half at |x| >= 256 (the row was 0)
+    h = torch.tensor([[15408.0, -2934.0]], dtype=torch.float16).view(1, 2, 1)
+    assert_same(F.group_norm(h.to(FOO), 1), F.group_norm(h, 1), atol=0, rtol=0)
+    bwd = torch.ops.aten.native_group_norm_backward
+    mean, rstd = torch.native_group_norm(x, w, b, 2, 6, 9, 3, 1e-5)[1:]
+    g = sample(x.shape, torch.float32, seed=9)
+    for mask in ([True, False, False], [False, True, True], [True, True, False]):
+        check(lambda *a, mask=mask: bwd(*a, mask), g, x, mean, rstd, w, 2, 6, 9, 3)
+    check(lambda a, ww, bb: F.group_norm(a, 3, ww, bb), torch.empty(0, 6, 3), w, b)
+    for bad in [
+        lambda d: F.group_norm(torch.ones(2, 2, dtype=torch.complex64, device=d), 1),  # NotImplementedError
+        lambda d: torch.native_group_norm(torch.ones(2, 4, 0, device=d), None, None, 2, 4, 0, 2, 1e-5),
+        lambda d: F.group_norm(torch.ones(2, 6, device=d), 4),
+        lambda d: F.group_norm(torch.ones(2, 6, device=d), 3, torch.ones(5, device=d)),
+        lambda d: torch.native_group_norm(torch.ones(2, 4, 3, device=d), torch.ones(4, dtype=torch.float64, device=d),
+                                          None, 2, 4, 3, 2, 1e-5),
+    ]:
+        with pytest.raises(Exception) as want:
+            bad("cpu")
+        with pytest.raises(want.type):
+            bad(FOO)
+
+
 # ---- batch_norm --------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shape", [(4, 3), (4, 3, 5), (2, 3, 4, 5)])
@@ -385,6 +433,8 @@ def test_ops_are_registered_natively():
         "nll_loss_forward",
         "nll_loss2d_backward",
         "native_layer_norm_backward",
+        "native_group_norm",
+        "native_group_norm_backward",
         "native_batch_norm",
         "embedding_dense_backward",
     ]:

@@ -3,6 +3,7 @@ case here failed before its fix."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -92,13 +93,77 @@ def test_complex_arithmetic_with_cpu_scalars_stays_on_foo(make) -> None:
 
 @pytest.mark.parametrize("row", [
     [float("inf"), 1.0, 2.0], [float("-inf"), 1.0, 2.0], [float("nan"), 1.0, 2.0], [3e38, 3e38, 3e38],
-    [1e20, -1e20, 1.0], [1.0, 2.0, 4.0],
+    [1e20, -1e20, 1.0], [1.0, 2.0, 4.0], [3e38, -3e38, 1.0], [-3e38, 1.0, 3e38], [3.4028234663852886e38, -0.3, 1.0],
+    [1e20, 3e20, 2e20],
 ])
 def test_layer_norm_of_rows_with_inf_nan_or_overflow(row: list[float]) -> None:
-    # A nan variance stays nan (the whole row is nan), as the CPU's std::max(var, 0) leaves it.
+    # A nan variance stays nan (the whole row is nan), as the CPU's std::max(var, 0) leaves it. An
+    # overflowing variance gives 0 where only squares overflow ([1e20, -1e20, 1]) and nan where a
+    # difference of two values does ([3e38, -3e38, 1] was 0 on foo), as the CPU's Welford updates.
     x = torch.tensor([row, [1.0, 2.0, 3.0]])
     w, b = torch.tensor([1.0, 2.0, 0.5]), torch.tensor([0.0, 1.0, -1.0])
     assert_same(F.layer_norm(x.to(FOO), (3,), w.to(FOO), b.to(FOO)), F.layer_norm(x, (3,), w, b))
+    g = x.view(2, 3, 1)
+    assert_same(F.group_norm(g.to(FOO), 1, w.to(FOO), b.to(FOO)), F.group_norm(g, 1, w, b))
+
+
+def test_norm_gradients_with_an_inf_weight() -> None:
+    # dx follows the CPU's formula term by term, so an inf weight gives its nan (foo gave -inf).
+    x, w = torch.tensor([[1.5409960746765137, -0.293428897857666, -2.1787893772125244]]), torch.tensor(
+        [math.inf, -0.293428897857666, -2.1787893772125244])
+    for fn in (lambda a, ww: F.layer_norm(a, (3,), ww), lambda a, ww: F.group_norm(a.view(1, 3, 1), 1, ww)):
+        grads = []
+        for dev in ("cpu", FOO):
+            a, ww = x.to(dev).clone().requires_grad_(), w.to(dev).clone().requires_grad_()
+            fn(a, ww).sum().backward()
+            grads.append((a.grad, ww.grad))
+        assert_same(grads[1], grads[0])
+
+
+@pytest.mark.fallback_ok  # complex pow runs on the CPU through the fallback
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+@pytest.mark.parametrize("exponent", [1e300, -1e300, 1e39])
+def test_pow_float32_takes_a_huge_scalar_exponent(dtype: torch.dtype, exponent: float) -> None:
+    # The CPU takes a float32/complex64 tensor's scalar exponent as a double; foo raised
+    # "value cannot be converted to type float without overflow".
+    x = torch.tensor([0.5, 2.0, 1.0, 0.0]).to(dtype)
+    assert_same(x.to(FOO) ** exponent, x**exponent)
+
+
+def test_pow_scalar_base_is_contiguous_and_refuses_bool() -> None:
+    # 2 ** t: the CPU's result is contiguous whatever t's layout (foo followed t's strides).
+    t = torch.arange(6.0).view(2, 3).t()
+    assert_same(2 ** t.to(FOO), 2**t, check_stride=True)
+    for base in (False, True):
+        with pytest.raises(NotImplementedError, match="pow"):
+            base ** torch.tensor(False, device=FOO)
+
+
+def test_narrow_copy_dim_past_the_end_is_a_runtime_error() -> None:
+    # The CPU's kernel refuses a dim past the end with RuntimeError and wraps negative ones
+    # (IndexError); ATen's composite gave IndexError for both.
+    x = torch.ones(10, 5, 20)
+    for dim, error in ((3, RuntimeError), (-4, IndexError)):
+        with pytest.raises(error):
+            torch.narrow_copy(x, dim, 0, 0)
+        with pytest.raises(error):
+            torch.narrow_copy(x.to(FOO), dim, 0, 0)
+    assert_same(torch.narrow_copy(x.to(FOO), 1, 2, 2), torch.narrow_copy(x, 1, 2, 2), check_stride=True)
+
+
+@pytest.mark.fallback_ok  # LAPACK's least squares and solve run on the CPU through the fallback
+def test_fallback_results_keep_the_cpus_layout_and_out_tensors() -> None:
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 3), torch.randn(4, 3)
+    # lstsq's solution is the first 3 rows of a column-major 4 x 3 buffer: strides (1, 4).
+    want = torch.linalg.lstsq(a, b, driver="gels").solution
+    got = torch.linalg.lstsq(a.to(FOO), b.to(FOO), driver="gels").solution
+    assert_same(got, want, check_stride=True)
+    # A non-contiguous out= receives the result (it was replaced by a copy on the way to the CPU).
+    a, b = torch.randn(5, 5), torch.randn(5, 1)
+    out = torch.full((10, 2), math.nan, device=FOO).as_strided((5, 1), (2, 2), 1)
+    torch.linalg.solve(a.to(FOO), b.to(FOO), out=out)
+    assert_same(out, torch.linalg.solve(a, b))
 
 
 @pytest.mark.fallback_ok  # the LU-based linear algebra runs on the CPU through the fallback
@@ -139,3 +204,13 @@ def test_pow_with_a_scalar_exponent_has_the_cpus_bits(dtype: torch.dtype, expone
     out = torch.empty(0, dtype=dtype, device=FOO)
     torch.pow(x.to(FOO), exponent, out=out)
     assert_same(out, x**exponent, **tol)
+
+
+@pytest.mark.parametrize("ord", [2, 1, 2.5, math.inf, -math.inf, 0])
+@pytest.mark.parametrize("shape,dim", [((3, 1), 1), ((1,), None), ((), None), ((2, 1, 3), 1)])
+def test_vector_norm_of_one_element_is_its_magnitude(ord: float, shape: tuple[int, ...], dim: int | None) -> None:
+    # The CPU gives |x| for a norm over one element: float32 1.5e30 stays finite (foo squared it: inf),
+    # 1e-30 stays nonzero (its square underflowed to 0).
+    values = torch.tensor([1.5e30, -1e-30, 3.0, -0.0, math.inf, math.nan]).repeat(2)
+    x = values[: max(1, math.prod(shape))].reshape(shape)
+    assert_same(torch.linalg.vector_norm(x.to(FOO), ord, dim), torch.linalg.vector_norm(x, ord, dim))

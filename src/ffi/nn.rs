@@ -284,6 +284,85 @@ pub unsafe extern "C" fn foo_layer_norm_backward(
     })
 }
 
+/// group_norm of a `[N, C, S]` input in `groups` groups; `weight`, `bias` may be null.
+///
+/// # Safety
+/// As `foo_softmax`.
+#[no_mangle]
+pub unsafe extern "C" fn foo_group_norm(
+    out: *const FooTensor,
+    mean: *const FooTensor,
+    rstd: *const FooTensor,
+    input: *const FooTensor,
+    weight: *const FooTensor,
+    bias: *const FooTensor,
+    groups: i64,
+    eps: f64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (o, m, r, x, w, b) = unsafe {
+            (
+                tensor_mut(out)?,
+                tensor_mut(mean)?,
+                tensor_mut(rstd)?,
+                tensor_ref(input)?,
+                opt_ref(weight)?,
+                opt_ref(bias)?,
+            )
+        };
+        let Ok(g) = usize::try_from(groups) else {
+            return crate::invalid_arg!("group_norm: {groups} groups");
+        };
+        nn::group_norm(&o, &m, &r, &x, w.as_ref(), b.as_ref(), g, eps)
+    })
+}
+
+/// # Safety
+/// As `foo_softmax`; the three outputs and `weight` may be null.
+#[no_mangle]
+pub unsafe extern "C" fn foo_group_norm_backward(
+    grad_input: *const FooTensor,
+    grad_weight: *const FooTensor,
+    grad_bias: *const FooTensor,
+    grad_out: *const FooTensor,
+    input: *const FooTensor,
+    mean: *const FooTensor,
+    rstd: *const FooTensor,
+    weight: *const FooTensor,
+    groups: i64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: caller's contract.
+        let (gi, gw, gb, go, x, m, r, w) = unsafe {
+            (
+                opt_mut(grad_input)?,
+                opt_mut(grad_weight)?,
+                opt_mut(grad_bias)?,
+                tensor_ref(grad_out)?,
+                tensor_ref(input)?,
+                tensor_ref(mean)?,
+                tensor_ref(rstd)?,
+                opt_ref(weight)?,
+            )
+        };
+        let Ok(g) = usize::try_from(groups) else {
+            return crate::invalid_arg!("group_norm: {groups} groups");
+        };
+        nn::group_norm_backward(
+            gi.as_ref(),
+            gw.as_ref(),
+            gb.as_ref(),
+            &go,
+            &x,
+            &m,
+            &r,
+            w.as_ref(),
+            g,
+        )
+    })
+}
+
 /// batch_norm on a `[N, C, S]` input; every tensor but `out` and `input` may be null.
 ///
 /// # Safety

@@ -71,13 +71,16 @@ void return_to_foo(const c10::OperatorHandle& op, torch::jit::Stack& stack, c10:
 // formulas read the factors the same way, from the foo tensor's own is_contiguous(). The copy to
 // the CPU makes a strided (non-dense) A contiguous, so the CPU would factor A^T while the backward
 // expects A (det's gradient came out transposed). Such an A goes over column-major instead: the
-// same values, and as non-contiguous as on foo.
+// same values, and as non-contiguous as on foo. Only inputs: an out= tensor replaced by a copy
+// would never receive the result.
 void keep_noncontiguous_matrices(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
   const std::string& name = op.schema().operator_name().name;
   if (name != "aten::_linalg_det" && name != "aten::_linalg_slogdet" && name != "aten::_linalg_solve_ex") return;
-  const size_t n = op.schema().arguments().size();
+  const auto& args = op.schema().arguments();
+  const size_t n = args.size();
   for (size_t i = stack.size() - n; i < stack.size(); ++i) {
-    if (!stack[i].isTensor()) continue;
+    const c10::AliasInfo* alias = args[i - (stack.size() - n)].alias_info();
+    if (!stack[i].isTensor() || (alias != nullptr && alias->isWrite())) continue;
     const at::Tensor t = stack[i].toTensor();
     if (t.defined() && t.device().is_privateuseone() && t.dim() >= 2 && !t.is_contiguous() &&
         !t.is_non_overlapping_and_dense()) {

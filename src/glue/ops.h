@@ -41,6 +41,7 @@ at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64
 at::Tensor view_as_real(const at::Tensor& self);
 at::Tensor view_as_complex(const at::Tensor& self);
 bool is_set_to(const at::Tensor& self, const at::Tensor& tensor);
+at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, int64_t start, int64_t length);
 bool equal(const at::Tensor& self, const at::Tensor& other);
 // Whether `self` may take `from`'s data in place (Module.to keeping Parameter identity, `p.data = ...`).
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from);

@@ -293,6 +293,12 @@ std::optional<at::Tensor> pow_special(const at::Tensor& self, const c10::Scalar&
   if (e == -2.0) return at::reciprocal(at::mul(self, self));
   return std::nullopt;
 }
+
+// The CPU's pow takes a float32/complex64 tensor's scalar exponent as a double (x ** 1e300 is 0 or
+// inf), while half, bfloat16 and integer tensors refuse an exponent their dtype cannot hold.
+void check_pow_exponent(const c10::Scalar& exponent, at::ScalarType common) {
+  if (common != at::kFloat && common != at::kComplexFloat) check_scalar_fits(exponent, common);
+}
 }  // namespace
 
 at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
@@ -301,7 +307,7 @@ at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
   at::Tensor out;
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(out, self, e);
-  check_scalar_fits(exponent, it.common_dtype());
+  check_pow_exponent(exponent, it.common_dtype());
   return same(it, FOO_BINARY_OP_POW);
 }
 at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
@@ -309,7 +315,7 @@ at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
   if (auto r = pow_special(self, exponent)) return self.copy_(*r);
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(self, self, e);
-  check_scalar_fits(exponent, it.common_dtype());
+  check_pow_exponent(exponent, it.common_dtype());
   same(it, FOO_BINARY_OP_POW);
   return self;
 }
@@ -323,17 +329,21 @@ at::Tensor& pow_scalar_exp_out(const at::Tensor& self, const c10::Scalar& expone
   }
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(out, self, e);
-  check_scalar_fits(exponent, it.common_dtype());
+  check_pow_exponent(exponent, it.common_dtype());
   same(it, FOO_BINARY_OP_POW);
   return out;
 }
 at::Tensor pow_scalar_base(const c10::Scalar& self, const at::Tensor& exponent) {
-  at::Tensor out;
+  // The CPU's result is contiguous whatever the exponent's layout (its meta function gives no strides).
+  const auto dtype = at::result_type(self, exponent);
+  TORCH_CHECK_NOT_IMPLEMENTED(dtype != at::kBool, "\"pow\" not implemented for 'Bool'");
+  at::Tensor out = at::empty(exponent.sizes(), exponent.options().dtype(dtype));
   const auto b = at::native::wrapped_scalar_tensor(self);
   auto it = ew::binary_op(out, b, exponent);
   return same(it, FOO_BINARY_OP_POW);
 }
 at::Tensor& pow_scalar_base_out(const c10::Scalar& self, const at::Tensor& exponent, at::Tensor& out) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::result_type(self, exponent) != at::kBool, "\"pow\" not implemented for 'Bool'");
   const auto b = at::native::wrapped_scalar_tensor(self);
   auto it = ew::binary_op(out, b, exponent);
   same(it, FOO_BINARY_OP_POW);

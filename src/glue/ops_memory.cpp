@@ -112,11 +112,23 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
 // The CPU fallback's way back for out= arguments. An out of another shape was resized by the CPU
 // kernel, in the kernel's layout (column-major for the LAPACK ops, as linalg.inv's out=): it gets
 // that layout here too, not row-major.
+// The CPU fallback's way of handing an out= result back: dst takes the CPU result's layout, as the
+// CPU kernel would have resized it.
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   if (!dst.sizes().equals(self.sizes())) {
-    dst.resize_(self.sizes());
-    if (self.is_non_overlapping_and_dense() && !dst.strides().equals(self.strides())) {
-      dst.as_strided_(self.sizes(), self.strides());
+    if (self.is_non_overlapping_and_dense() || self.numel() == 0 ||
+        at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+      dst.resize_(self.sizes());
+      if (self.is_non_overlapping_and_dense() && !dst.strides().equals(self.strides())) {
+        dst.as_strided_(self.sizes(), self.strides());
+      }
+    } else {
+      // A view into a larger buffer (linalg_lstsq's solution is the first n rows of a column-major
+      // max(m, n) x k buffer): the same strides over a buffer of the same extent.
+      int64_t extent = 1;
+      for (int64_t d = 0; d < self.dim(); ++d) extent += (self.size(d) - 1) * self.stride(d);
+      dst.resize_({extent});
+      dst.as_strided_(self.sizes(), self.strides(), dst.storage_offset());
     }
   }
   return copy_from(self, dst, false);

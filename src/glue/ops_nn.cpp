@@ -1,8 +1,9 @@
-// NN ops: softmax family, losses, layer/batch norm, embedding backward. The glue checks
+// NN ops: softmax family, losses, layer/group/batch norm, embedding backward. The glue checks
 // arguments (ATen's messages), makes operands contiguous (as ATen's CPU kernels do), allocates
 // outputs and calls Rust (foo_ffi.h); no arithmetic on tensor data here.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/cpu/mixed_data_type.h>
 #include <ATen/native/layer_norm.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -490,6 +491,84 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
                   dm = describe_maybe(m1), dr = describe_maybe(r1), dww = describe_maybe(w);
   check(foo_layer_norm_backward(opt(ddx, dx2), opt(ddw, dw1), opt(ddb, db1), &dg, &dxx, &dm, &dr, opt(dww, w)),
         "native_layer_norm_backward");
+  return {dx, dw, db};
+}
+
+// ---- group_norm ------------------------------------------------------------------------------
+namespace {
+// ATen's check_group_norm_inputs (static in group_norm.cpp), the same messages.
+void check_group_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t c, int64_t groups) {
+  TORCH_CHECK(groups > 0, "Expected num groups to be greater than 0, got ", groups);
+  TORCH_CHECK(c % groups == 0, "Expected number of channels in input to be divisible by num_groups, but got input of shape ",
+              input.sizes(), " and num_groups=", groups);
+  for (const auto& [p, what] : {std::pair{&weight, "weight"}, std::pair{&bias, "bias"}}) {
+    TORCH_CHECK(!p->defined() || (p->dim() == 1 && p->numel() == c), "Expected ", what,
+                " to be a vector of size equal to the number of channels in input, but got ", what, " of shape ",
+                p->sizes(), " and input of shape ", input.sizes());
+  }
+}
+
+// The kernel works on [N, C, S] in contiguous order; a channels-last input is computed in a
+// contiguous copy and the result keeps the input's layout, as the CPU's does.
+Tensor like_input(const Tensor& input) { return at::empty_like(input, input.suggest_memory_format()); }
+Tensor as_ncs(const Tensor& t, int64_t n, int64_t c, int64_t hw) { return t.contiguous().view({n, c, hw}); }
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, const OptT& weight_opt, const OptT& bias_opt,
+                                                     int64_t n, int64_t c, int64_t hw, int64_t groups, double eps) {
+  const Tensor weight = defined_contiguous(weight_opt), bias = defined_contiguous(bias_opt);
+  check_group_norm(input, weight, bias, c, groups);
+  TORCH_CHECK(input.numel() == n * c * hw, "native_group_norm: input of shape ", input.sizes(), " is not N=", n,
+              " x C=", c, " x HxW=", hw);
+  TORCH_CHECK(hw > 0, "Expected HxW to be greater than 0, got ", hw);
+  const bool mixed = at::native::is_mixed_type(input, weight, bias);
+  if (mixed) at::native::check_mixed_data_type(input, weight, bias);
+  check_float(input, "GroupNormKernelImpl");
+  const c10::DeviceGuard guard(input.device());
+  const auto stat_opts = input.options().dtype(at::native::param_scalar_type(input, mixed));
+  Tensor out = like_input(input);
+  Tensor mean = at::empty({n, groups}, stat_opts), rstd = at::empty({n, groups}, stat_opts);
+  if (n * groups == 0) return {out, mean, rstd};
+  const Tensor x = as_ncs(input, n, c, hw);
+  Tensor o = out.is_contiguous() ? out.view({n, c, hw}) : at::empty({n, c, hw}, input.options());
+  const FooTensor dx = describe(x), dout = describe(o), dm = describe(mean), dr = describe(rstd),
+                  dw = describe_maybe(weight), db = describe_maybe(bias);
+  check(foo_group_norm(&dout, &dm, &dr, &dx, opt(dw, weight), opt(db, bias), groups, eps), "native_group_norm");
+  if (!out.is_contiguous()) out.copy_(o.view(input.sizes()));
+  return {out, mean, rstd};
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                                              const Tensor& mean, const Tensor& rstd,
+                                                              const OptT& weight_opt, int64_t n, int64_t c, int64_t hw,
+                                                              int64_t groups, std::array<bool, 3> mask) {
+  const Tensor weight = defined_contiguous(weight_opt);
+  check_group_norm(input, weight, Tensor(), c, groups);
+  TORCH_CHECK(input.numel() == n * c * hw && grad_out.sizes() == input.sizes(),
+              "native_group_norm_backward: grad_out and input must both be N=", n, " x C=", c, " x HxW=", hw);
+  const bool mixed = at::native::is_mixed_type(input, mean, rstd);
+  if (mixed) at::native::check_mixed_data_type(input, mean, rstd);
+  check_float(input, "GroupNormBackwardKernelImpl");
+  const c10::DeviceGuard guard(input.device());
+  Tensor dx, dw, db;
+  if (mask[0]) dx = like_input(input);
+  const auto param_opts = weight.defined() ? weight.options() : mean.options();
+  if (mask[1]) dw = at::empty({c}, param_opts);
+  if (mask[2]) db = at::empty({c}, param_opts);
+  if (n * groups == 0 || input.numel() == 0) {
+    if (dw.defined()) dw.zero_();
+    if (db.defined()) db.zero_();
+    return {dx, dw, db};
+  }
+  const Tensor x = as_ncs(input, n, c, hw), g = as_ncs(grad_out, n, c, hw);
+  const Tensor m1 = mean.contiguous(), r1 = rstd.contiguous();
+  Tensor dx3 = !dx.defined() ? dx : dx.is_contiguous() ? dx.view({n, c, hw}) : at::empty({n, c, hw}, input.options());
+  const FooTensor ddx = describe_maybe(dx3), ddw = describe_maybe(dw), ddb = describe_maybe(db), dg = describe(g),
+                  dxx = describe(x), dm = describe(m1), dr = describe(r1), dww = describe_maybe(weight);
+  check(foo_group_norm_backward(opt(ddx, dx3), opt(ddw, dw), opt(ddb, db), &dg, &dxx, &dm, &dr, opt(dww, weight),
+                                groups),
+        "native_group_norm_backward");
+  if (dx.defined() && !dx.is_contiguous()) dx.copy_(dx3.view(input.sizes()));
   return {dx, dw, db};
 }
 

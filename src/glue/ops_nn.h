@@ -65,6 +65,12 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
                                                               c10::IntArrayRef normalized_shape, const Tensor& mean,
                                                               const Tensor& rstd, const OptT& weight,
                                                               const OptT& bias, std::array<bool, 3> output_mask);
+std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, const OptT& weight, const OptT& bias,
+                                                     int64_t n, int64_t c, int64_t hw, int64_t groups, double eps);
+std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                                              const Tensor& mean, const Tensor& rstd,
+                                                              const OptT& weight, int64_t n, int64_t c, int64_t hw,
+                                                              int64_t groups, std::array<bool, 3> output_mask);
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const OptT& weight, const OptT& bias,
                                                      const OptT& running_mean, const OptT& running_var, bool training,
                                                      double momentum, double eps);

@@ -241,6 +241,14 @@ void vector_norm_into(const Tensor& self, const c10::Scalar& ord, at::OptionalIn
   const DimMask mask = mask_of(self, dim);
   resize_out(out, self, mask, keepdim);
   const Tensor in = self.scalar_type() == rt ? self : self.to(rt);
+  const bool zero_dim_over_dim = self.dim() == 0 && dim.has_value() && !dim->empty();
+  if (p != 0.0 && self.numel() > 0 && self.numel() == out.numel() && !zero_dim_over_dim) {
+    // Each norm is of one element: the CPU gives |x| (a float32 1.5e30 stays finite, where x * x
+    // would overflow); the reduced dims all have size 1, so the order of elements is out's. (Not
+    // for a 0-dim tensor reduced over dim 0: the CPU's reduction loop squares it, inf.)
+    out.copy_(at::abs(in).reshape(out.sizes()));
+    return;
+  }
   Target t(out, rt);
   launch(FOO_REDUCE_OP_NORM, in, mask, keepdim, t, nullptr, {param(p)});
 }

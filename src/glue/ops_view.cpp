@@ -95,6 +95,22 @@ at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_
 
 bool is_set_to(const at::Tensor& self, const at::Tensor& tensor) { return at::native::is_set_to(self, tensor); }
 
+// ATen's composite narrow_copy (narrow, then clone) raised IndexError for a dim past the end and
+// its own words for a negative length; the CPU's kernel checks both first, with RuntimeError and
+// the messages OpInfo's error_regex expects.
+at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, int64_t start, int64_t length) {
+  TORCH_CHECK(self.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
+  TORCH_CHECK(dim < self.dim(), "Expected dim < static_cast<int64_t>(self_sizes.size()) to be true, but got false. ",
+              "(narrow_copy: dim ", dim, " of a tensor of ", self.dim(), " dimensions)");
+  const int64_t size = self.size(at::maybe_wrap_dim(dim, self.dim()));
+  TORCH_CHECK_INDEX(start >= -size && start <= size, "start out of range (expected to be in range of [", -size, ", ",
+                    size, "], but got ", start, ")");
+  const int64_t first = start < 0 ? start + size : start;
+  TORCH_CHECK(length >= 0 && first <= size - length, "start (", first, ") + length (", length,
+              ") exceeds dimension size (", size, ").");
+  return self.narrow(dim, first, length).clone(at::MemoryFormat::Contiguous);
+}
+
 // c10's TensorImpl::has_compatible_shallow_copy_type knows the dense tensors of CPU, CUDA and a
 // few other backends, not PrivateUse1's: without this, `Module.to("foo")` replaces every
 // Parameter by a new object (tied weights come apart, an optimizer built before the move updates

@@ -31,6 +31,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL_META(m, "view_as_real", ops::view_as_real);
   FOO_IMPL_META(m, "view_as_complex", ops::view_as_complex);
   FOO_IMPL_META(m, "is_set_to", ops::is_set_to);
+  FOO_IMPL_META(m, "narrow_copy", ops::narrow_copy);
   FOO_IMPL(m, "equal", ops::equal);
   // Not FOO_IMPL: it compares a CPU and a foo tensor by design (Module.to), and is metadata only.
   m.impl("_has_compatible_shallow_copy_type", ops::has_compatible_shallow_copy_type);

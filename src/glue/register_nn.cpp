@@ -34,6 +34,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "binary_cross_entropy_backward.grad_input", ops::nn::binary_cross_entropy_backward_out);
   FOO_IMPL(m, "native_layer_norm", ops::nn::native_layer_norm);
   FOO_IMPL(m, "native_layer_norm_backward", ops::nn::native_layer_norm_backward);
+  FOO_IMPL(m, "native_group_norm", ops::nn::native_group_norm);
+  FOO_IMPL(m, "native_group_norm_backward", ops::nn::native_group_norm_backward);
   FOO_IMPL(m, "native_batch_norm", ops::nn::native_batch_norm);
   FOO_IMPL(m, "_native_batch_norm_legit", ops::nn::native_batch_norm_legit);
   FOO_IMPL(m, "_native_batch_norm_legit.no_stats", ops::nn::native_batch_norm_legit_no_stats);

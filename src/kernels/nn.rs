@@ -1,4 +1,4 @@
-//! Neural-network kernels: softmax/log_softmax, losses, layer/batch norm, embedding backward,
+//! Neural-network kernels: softmax/log_softmax, losses, layer/batch/group norm, embedding backward,
 //! fused LSTM/GRU cells, fused scaled-dot-product attention.
 //!
 //! Every kernel here takes contiguous operands (the glue calls `.contiguous()`, as ATen's CPU
@@ -9,6 +9,7 @@
 
 pub mod attention;
 pub mod embedding;
+pub mod group_norm;
 pub mod loss;
 pub mod norm;
 pub mod rnn;
@@ -17,6 +18,7 @@ pub mod softmax;
 
 pub use attention::{attention_backward, attention_forward};
 pub use embedding::embedding_dense_backward;
+pub use group_norm::{group_norm, group_norm_backward};
 pub use loss::{
     bce_loss, bce_loss_backward, mse_loss, mse_loss_backward, nll_loss, nll_loss_backward,
 };

@@ -1,4 +1,4 @@
-//! layer_norm and batch_norm, forward and backward.
+//! layer_norm and batch_norm, forward and backward (group_norm: `group_norm.rs`).
 //!
 //! layer_norm sees its input as `[M, N]` rows (N = the normalized size); batch_norm as
 //! `[N, C, S]` (S = spatial size). Statistics are computed two-pass on a row buffer in the
@@ -81,12 +81,42 @@ struct LnArgs<'a, M> {
     eps: M,
 }
 
+/// Mean and `1 / sqrt(var + eps)` of one row (biased variance, two-pass in the math type).
+///
+/// A row with an inf or nan gives a nan variance, and so a nan row, as on the CPU. Where the
+/// variance overflows (float32 values beyond about 1.8e19) the CPU's Welford updates decide: a
+/// difference of two values that overflows (`[3e38, -3e38, 1]`) is inf - inf, and a mean whose
+/// square overflows (`[3.4e38, -0.3]`) meets `delta * delta * 0` when the lanes are combined, so
+/// nan; squares that overflow alone (`[1e20, -1e20, 1]`) make the variance inf, rstd 0 and the
+/// row 0. foo gives the same answers by the same two tests. (The CPU's lane combine also turns
+/// some rows of constant huge values to nan, depending on the row length and its SIMD width;
+/// foo gives their exact 0.)
+#[inline(always)]
+pub(super) fn row_stats<M: Math>(xm: &[M], eps: M) -> (M, M) {
+    let inv_n = M::one() / M::from_f64c(xm.len() as f64);
+    let mean = simd::sum(xm) * inv_n;
+    let var = simd::sum_map(xm, |v| (v - mean) * (v - mean)) * inv_n;
+    let nan = var == M::infinity() && ((mean * mean).is_infinite() || range_overflows(xm));
+    let var = if nan { M::nan() } else { var };
+    (mean, M::one() / (var + eps).sqrt())
+}
+
+/// Whether max - min of the row is infinite (only asked on the rare overflow path).
+#[inline(always)]
+fn range_overflows<M: Math>(xm: &[M]) -> bool {
+    let (lo, hi) = xm
+        .iter()
+        .fold((M::infinity(), M::neg_infinity()), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    (hi - lo).is_infinite()
+}
+
 nn_multiversion!(fn ln_rows<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) => ln_body);
 
 #[inline(always)]
 fn ln_body<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) {
     let n = a.n;
-    let inv_n = F::M::one() / F::M::from_f64c(n as f64);
     let mut buf = vec![F::M::zero(); if F::as_math(&[]).is_some() { 0 } else { n }];
     for r in s..e {
         // SAFETY: row r of the contiguous [M, N] operands; rows are disjoint across chunks.
@@ -100,16 +130,7 @@ fn ln_body<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) {
                 &buf
             }
         };
-        let mean = simd::sum(xm) * inv_n;
-        let var = simd::sum_map(xm, |v| (v - mean) * (v - mean)) * inv_n;
-        // `max` would turn a nan variance (an inf or nan in the row) into 0 and the row into
-        // +-inf; the CPU's std::max(var, 0) keeps the nan, and so the whole row is nan.
-        let var = if var < F::M::zero() {
-            F::M::zero()
-        } else {
-            var
-        };
-        let rstd = F::M::one() / (var + a.eps).sqrt();
+        let (mean, rstd) = row_stats(xm, a.eps);
         for (((o, &v), &w), &b) in y.iter_mut().zip(xm).zip(a.w).zip(a.b) {
             *o = F::store((v - mean) * rstd * w + b);
         }
@@ -251,15 +272,22 @@ fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
             }
         }
         if let Some(pdx) = a.pdx {
+            // The CPU's formula term by term (ds and db over the raw x, then dx = rstd * dy * w +
+            // b * x + c), so that an inf weight gives its nan and the rounding is its own.
             for (b, &w) in gb.iter_mut().zip(a.w) {
                 *b = *b * w;
             }
-            let db = simd::sum(&gb) * inv_n;
-            let ds = simd::sum_zip(&gb, &xh, |b, h| b * h) * inv_n;
+            for (h, &xv) in xh.iter_mut().zip(x) {
+                *h = xv.load();
+            }
+            let db = simd::sum(&gb);
+            let ds = simd::sum_zip(&gb, &xh, |b, v| b * v);
+            let cb = (db * mu - ds) * rs * rs * rs * inv_n;
+            let cc = -cb * mu - db * rs * inv_n;
             // SAFETY: row r of grad_input, written by this row only.
             let dx: &mut [F] = unsafe { pdx.slice_mut(r * n, n) };
-            for ((o, &b), &h) in dx.iter_mut().zip(&gb).zip(&xh) {
-                *o = F::store(rs * (b - db - h * ds));
+            for ((o, &b), &v) in dx.iter_mut().zip(&gb).zip(&xh) {
+                *o = F::store(rs * b + cb * v + cc);
             }
         }
     }
