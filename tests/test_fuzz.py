@@ -86,12 +86,6 @@ KNOWN: dict[str, Known] = {
                                             "eps=1e-5)"),
         lambda a: any(isinstance(a.get(k), torch.Tensor) and 0 in a[k].stride() and a[k].numel() > 1
                       for k in ("rm", "rv"))),
-    "empty-input-checks": Known(
-        "on empty inputs foo and the CPU check different things: foo returns a result where the CPU raises "
-        "for the dtype (complex elu/gelu/floor, int64 silu/logaddexp, float bitwise_not, bool neg/pow/"
-        "addcmul, bf16 with a complex scalar, bool bmm with k=0 the other way round) or foo raises where "
-        "the CPU returns an empty result (complex softmax)",
-        tuple(OPS), ("NotImplementedError",), ("elu", "dict(x=torch.zeros(0, dtype=torch.complex64))"), _empty),
     "complex32-unsupported": Known(
         "a float16 tensor with a complex Python scalar computes in complex32 (ComplexHalf), which foo does "
         "not support (foo_rs.UNSUPPORTED_DTYPES): NotImplementedError where the CPU computes (on empty inputs foo "
@@ -111,13 +105,6 @@ KNOWN: dict[str, Known] = {
         ("matmul", "dict(a=torch.tensor([complex(1.5, -0.3)]), b=torch.tensor([complex(math.inf, 0)]))"),
         lambda a: any(isinstance(v, torch.Tensor) and v.is_complex() and not bool(v.isfinite().all())
                       for v in a.values())),
-    "complex-addmm-beta-nan": Known(
-        "addmm of complex64 scales c by beta as a real number on foo (nan+0j stays nan+0j), as a complex "
-        "number on the CPU (nan+nanj)",
-        ("addmm",), ("values differ",),
-        ("addmm", "dict(c=torch.tensor([[complex(math.nan, 0)]]), a=torch.zeros(1, 0, dtype=torch.complex64), "
-                  "b=torch.zeros(0, 1, dtype=torch.complex64), beta=1.0, alpha=1.0)"),
-        lambda a: a["c"].is_complex() and not bool(a["c"].isfinite().all())),
     "bce-half-backward": Known(
         "binary_cross_entropy backward in float16 rounds intermediates to half on foo (1-2 ulp off; the CPU "
         "computes in float32 and rounds once)",

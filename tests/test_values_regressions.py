@@ -214,3 +214,64 @@ def test_vector_norm_of_one_element_is_its_magnitude(ord: float, shape: tuple[in
     values = torch.tensor([1.5e30, -1e-30, 3.0, -0.0, math.inf, math.nan]).repeat(2)
     x = values[: max(1, math.prod(shape))].reshape(shape)
     assert_same(torch.linalg.vector_norm(x.to(FOO), ord, dim), torch.linalg.vector_norm(x, ord, dim))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("value", [1.0, 0.37])
+@pytest.mark.parametrize("layout", ["dense", "broadcast", "in-place"])
+def test_addcmul_and_addcdiv_have_the_cpus_bits(dtype: torch.dtype, value: float, layout: str) -> None:
+    # addcmul is fma(value * y, z, x) on the CPU (foo's separate roundings differed in 16-24% of
+    # float32 elements; inf + (-huge) gave nan, not inf); addcdiv is x + (value * y) / z (value 0
+    # over a subnormal z gave 0 * inf = nan, not x).
+    torch.manual_seed(0)
+    x, y, z = (torch.randn(3, 20000) * 3).to(dtype)
+    if layout == "broadcast":
+        x, y, z = x[:50].view(50, 1), y[:40], z[:40]
+    for fn in (torch.addcmul, torch.addcdiv):
+        if layout == "in-place":
+            want, got = x.clone(), x.to(FOO)
+            getattr(want, fn.__name__ + "_")(y, z, value=value)
+            getattr(got, fn.__name__ + "_")(y.to(FOO), z.to(FOO), value=value)
+        else:
+            want, got = fn(x, y, z, value=value), fn(x.to(FOO), y.to(FOO), z.to(FOO), value=value)
+        assert_same(got, want, atol=0, rtol=0)
+    edge = [torch.tensor([v]) for v in (math.inf, 1.5409960746765137, -3.4028234663852886e38)]
+    assert_same(torch.addcmul(*[t.to(FOO) for t in edge]), torch.addcmul(*edge))
+    tiny = [torch.tensor([1.5]), torch.tensor([1.5]), torch.tensor([1.401298464324817e-45])]
+    assert_same(torch.addcdiv(*[t.to(FOO) for t in tiny], value=0.0), torch.addcdiv(*tiny, value=0.0))
+
+
+@pytest.mark.fallback_ok  # complex mul_ (the addmm case) and complex elu run on the CPU through the fallback
+def test_empty_contractions_and_empty_inputs_follow_the_cpus_checks() -> None:
+    # An empty contraction is zeros (bmm/mm, bool included) or beta * self computed as a copy then
+    # mul_ (addmm: bool self with beta 1 raises the CPU's cast error; complex nan+0j becomes
+    # nan+nanj); an empty input reaches the kernel's dtype checks like a full one.
+    def outcome(fn, dev):
+        try:
+            return fn(dev).cpu()
+        except Exception as e:  # noqa: BLE001 - the class is what is compared
+            return type(e)
+
+    b = dict(dtype=torch.bool)
+    cases = [
+        lambda d: torch.bmm(torch.zeros(1, 2, 0, **b, device=d), torch.zeros(1, 0, 2, **b, device=d)),
+        lambda d: torch.zeros(0, **b, device=d) @ torch.zeros(0, 1, **b, device=d),
+        lambda d: torch.addmm(torch.zeros(1, 1, **b, device=d), torch.zeros(1, 0, **b, device=d),
+                              torch.zeros(0, 1, **b, device=d), beta=0),
+        lambda d: torch.addmm(torch.zeros(1, 1, **b, device=d), torch.zeros(1, 0, **b, device=d),
+                              torch.zeros(0, 1, **b, device=d), beta=1),
+        lambda d: torch.addmm(torch.tensor([[complex(math.nan, 0)]], device=d),
+                              torch.zeros(1, 0, dtype=torch.complex64, device=d),
+                              torch.zeros(0, 1, dtype=torch.complex64, device=d)),
+        lambda d: torch.zeros(1, **b, device=d).expand(2).neg_(),
+        lambda d: F.elu(torch.zeros(0, dtype=torch.complex64, device=d)),
+        lambda d: torch.bitwise_not(torch.zeros(0, device=d)),
+        lambda d: F.group_norm(torch.zeros(0, 1, dtype=torch.complex64, device=d), 1),
+    ]
+    for fn in cases:
+        want, got = outcome(fn, "cpu"), outcome(fn, FOO)
+        if isinstance(want, torch.Tensor):
+            assert isinstance(got, torch.Tensor), got
+            torch.testing.assert_close(got, want, equal_nan=True)
+        else:
+            assert got is want

@@ -191,30 +191,47 @@ at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
   check_mm(self, mat2);
   check_out_dtype(out, self.scalar_type());
   at::native::resize_output(out, {self.size(0), mat2.size(1)});
+  // As the CPU: an empty contraction is zeros before any dtype dispatch (bool included).
+  if (self.size(1) == 0) return out.zero_();
   launch3(out, self, mat2, at::Tensor(), 0, 1, "mm");
   return out;
 }
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
-  check_mm(self, mat2);
-  at::Tensor out = at::empty({self.size(0), mat2.size(1)}, self.options());
-  launch3(out, self, mat2, at::Tensor(), 0, 1, "mm");
-  return out;
+  at::Tensor out = at::empty({0}, self.options());
+  return mm_out(self, mat2, out);
 }
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   check_bmm(self, mat2);
   check_out_dtype(out, self.scalar_type());
   at::native::resize_output(out, {self.size(0), self.size(1), mat2.size(2)});
+  // As the CPU: an empty contraction is zeros before any dtype dispatch (bool included).
+  if (self.size(2) == 0) return out.zero_();
   launch3(out, self, mat2, at::Tensor(), 0, 1, "bmm");
   return out;
 }
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
-  check_bmm(self, mat2);
-  at::Tensor out = at::empty({self.size(0), self.size(1), mat2.size(2)}, self.options());
-  launch3(out, self, mat2, at::Tensor(), 0, 1, "bmm");
-  return out;
+  at::Tensor out = at::empty({0}, self.options());
+  return bmm_out(self, mat2, out);
 }
 
 // ---- addmm / baddbmm -----------------------------------------------------------------------------
+namespace {
+// As the CPU's addmm_impl_cpu_: with an empty contraction the result is zeros when beta is 0,
+// else self copied and then scaled in place by beta, before any dtype dispatch (so a bool self
+// with beta 1 raises the CPU's cast error, and complex nan+0j times 1 is nan+nanj).
+bool addmm_without_products(const at::Tensor& self, const at::Tensor& mat1, const c10::Scalar& beta, at::Tensor& out) {
+  if (mat1.numel() != 0) return false;
+  if (out.numel() == 0) return true;
+  if (beta.toComplexDouble() == 0.0) {
+    out.zero_();
+    return true;
+  }
+  if (!self.is_same(out)) out.copy_(self.expand(out.sizes()));
+  out.mul_(beta);
+  return true;
+}
+}  // namespace
+
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
                       const c10::Scalar& alpha, at::Tensor& out) {
   check_addmm(self, mat1, mat2);
@@ -229,6 +246,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
     TORCH_CHECK(self.sizes().equals(shape), "The input tensor must be a matrix with size ", shape[0], "x", shape[1],
                 ", but got a ", self.dim(), "-D tensor with size ", self.size(0), "x", self.size(-1));
   }
+  if (addmm_without_products(self, mat1, beta, out)) return out;
   launch3(out, mat1, mat2, c, beta, alpha, "addmm");
   return out;
 }
@@ -238,6 +256,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
   at::Tensor out = at::empty({mat1.size(0), mat2.size(1)}, mat1.options());
   TORCH_CHECK(at::is_expandable_to(self.sizes(), out.sizes()), "The expanded size of the tensor (", out.size(1),
               ") must match the existing size (", self.sizes().back(), ")");
+  if (addmm_without_products(self, mat1, beta, out)) return out;
   launch3(out, mat1, mat2, self, beta, alpha, "addmm");
   return out;
 }

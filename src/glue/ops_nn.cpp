@@ -523,12 +523,12 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, const 
   TORCH_CHECK(hw > 0, "Expected HxW to be greater than 0, got ", hw);
   const bool mixed = at::native::is_mixed_type(input, weight, bias);
   if (mixed) at::native::check_mixed_data_type(input, weight, bias);
-  check_float(input, "GroupNormKernelImpl");
   const c10::DeviceGuard guard(input.device());
   const auto stat_opts = input.options().dtype(at::native::param_scalar_type(input, mixed));
   Tensor out = like_input(input);
   Tensor mean = at::empty({n, groups}, stat_opts), rstd = at::empty({n, groups}, stat_opts);
-  if (n * groups == 0) return {out, mean, rstd};
+  if (n * groups == 0) return {out, mean, rstd};  // the CPU checks the dtype only for samples
+  check_float(input, "GroupNormKernelImpl");
   const Tensor x = as_ncs(input, n, c, hw);
   Tensor o = out.is_contiguous() ? out.view({n, c, hw}) : at::empty({n, c, hw}, input.options());
   const FooTensor dx = describe(x), dout = describe(o), dm = describe(mean), dr = describe(rstd),
@@ -548,7 +548,6 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(const Tensor& grad
               "native_group_norm_backward: grad_out and input must both be N=", n, " x C=", c, " x HxW=", hw);
   const bool mixed = at::native::is_mixed_type(input, mean, rstd);
   if (mixed) at::native::check_mixed_data_type(input, mean, rstd);
-  check_float(input, "GroupNormBackwardKernelImpl");
   const c10::DeviceGuard guard(input.device());
   Tensor dx, dw, db;
   if (mask[0]) dx = like_input(input);
@@ -560,6 +559,7 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(const Tensor& grad
     if (db.defined()) db.zero_();
     return {dx, dw, db};
   }
+  check_float(input, "GroupNormBackwardKernelImpl");
   const Tensor x = as_ncs(input, n, c, hw), g = as_ncs(grad_out, n, c, hw);
   const Tensor m1 = mean.contiguous(), r1 = rstd.contiguous();
   Tensor dx3 = !dx.defined() ? dx : dx.is_contiguous() ? dx.view({n, c, hw}) : at::empty({n, c, hw}, input.options());

@@ -101,7 +101,12 @@ FOO_UNARY(sigmoid, unary_float_op, FOO_UNARY_OP_SIGMOID, (void)0)
 FOO_UNARY(erf, unary_float_op, FOO_UNARY_OP_ERF, (void)0)
 FOO_UNARY(erfc, unary_float_op, FOO_UNARY_OP_ERFC, (void)0)
 FOO_UNARY(erfinv, unary_float_op, FOO_UNARY_OP_ERFINV, (void)0)
-FOO_UNARY(neg, unary_op, FOO_UNARY_OP_NEG, (void)0)
+// neg's meta function refuses bool before anything else (an expanded bool tensor's neg_ raises
+// this, not the overlap error).
+FOO_UNARY(neg, unary_op, FOO_UNARY_OP_NEG,
+          TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool,
+                                      "Negation, the `-` operator, on a bool tensor is not supported. If you are "
+                                      "trying to invert a mask, use the `~` or `logical_not()` operator instead."))
 FOO_UNARY(abs, unary_op, FOO_UNARY_OP_ABS, check_abs(self))
 FOO_UNARY(sign, unary_op, FOO_UNARY_OP_SIGN, (void)0)
 FOO_UNARY(sgn, unary_op, FOO_UNARY_OP_SGN, (void)0)

@@ -3,7 +3,9 @@
 use super::element::Element;
 use super::float::{FloatStore, Math};
 use super::int::IntElem;
+use super::layout::GRAIN;
 use super::map::map3;
+use super::parallel::parallel_for;
 use crate::error::FooResult;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_float, dispatch_int, not_implemented};
@@ -64,13 +66,73 @@ fn float_ternary<F: FloatStore>(
                 e - d * (one - w)
             })
         }),
+        // The CPU's kernels compute fma(value * y, z, x), one rounding for the product and the
+        // sum: bit for bit its numbers (Adam's second moment), and inf + (-huge) stays inf.
+        // Dense operands take a loop compiled with FMA (AVX2/AVX-512); others the general
+        // engine, whose mul_add is a libm call on this baseline-x86-64 build.
+        TernaryOp::Addcmul if all_contiguous(out, [a, b, c]) => {
+            let (po, pa, pb, pc) = (
+                out.ptr as usize,
+                a.ptr as usize,
+                b.ptr as usize,
+                c.ptr as usize,
+            );
+            parallel_for(out.numel(), GRAIN, &|s, e| {
+                // SAFETY: elements s..e of four contiguous same-shaped operands of dtype F; the
+                // output range is this chunk's alone (it may be `a` itself: read before written).
+                unsafe {
+                    addcmul_dense::<F>(
+                        (po as *mut F).add(s),
+                        (pa as *const F).add(s),
+                        (pb as *const F).add(s),
+                        (pc as *const F).add(s),
+                        e - s,
+                        value,
+                    )
+                }
+            });
+            Ok(())
+        }
         TernaryOp::Addcmul => map3(out, a, b, c, move |x: F, y: F, z: F| {
-            F::store(x.load() + value * y.load() * z.load())
+            F::store((value * y.load()).mul_add(z.load(), x.load()))
         }),
+        // The CPU's order, (value * y) / z: value 0 over a tiny z adds 0, not 0 * inf = nan.
         TernaryOp::Addcdiv => map3(out, a, b, c, move |x: F, y: F, z: F| {
-            F::store(x.load() + value * (y.load() / z.load()))
+            F::store(x.load() + value * y.load() / z.load())
         }),
         TernaryOp::Where => unreachable!(),
+    }
+}
+
+fn all_contiguous(out: &TensorMut, ins: [&TensorRef; 3]) -> bool {
+    crate::tensor::is_contiguous(&out.shape, &out.strides)
+        && ins
+            .iter()
+            .all(|t| t.shape == out.shape && crate::tensor::is_contiguous(&t.shape, &t.strides))
+}
+
+crate::unsafe_multiversion!(unsafe fn addcmul_dense<F: FloatStore>(o: *mut F, x: *const F, y: *const F, z: *const F, n: usize, value: F::M) => addcmul_dense_body);
+
+/// `o[i] = fma(value * y[i], z[i], x[i])` for `i < n`.
+///
+/// # Safety
+/// The four pointers address `n` elements each; `o` may equal `x`, `y` or `z` but overlaps
+/// none of them otherwise.
+#[inline(always)]
+unsafe fn addcmul_dense_body<F: FloatStore>(
+    o: *mut F,
+    x: *const F,
+    y: *const F,
+    z: *const F,
+    n: usize,
+    value: F::M,
+) {
+    for i in 0..n {
+        // SAFETY: i < n, caller's contract; each element is read before it is written.
+        unsafe {
+            let v = (value * (*y.add(i)).load()).mul_add((*z.add(i)).load(), (*x.add(i)).load());
+            *o.add(i) = F::store(v);
+        }
     }
 }
 
