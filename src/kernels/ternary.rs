@@ -115,6 +115,9 @@ crate::unsafe_multiversion!(unsafe fn addcmul_dense<F: FloatStore>(o: *mut F, x:
 
 /// `o[i] = fma(value * y[i], z[i], x[i])` for `i < n`.
 ///
+/// In place on `x` (Adam's `exp_avg_sq.addcmul_`) the loop runs over slices: through raw
+/// pointers the compiler's run-time alias check fails for `o == x` and the loop stays scalar.
+///
 /// # Safety
 /// The four pointers address `n` elements each; `o` may equal `x`, `y` or `z` but overlaps
 /// none of them otherwise.
@@ -127,6 +130,22 @@ unsafe fn addcmul_dense_body<F: FloatStore>(
     n: usize,
     value: F::M,
 ) {
+    let apart = |p: *const F| (p as usize).abs_diff(o as usize) >= n * std::mem::size_of::<F>();
+    if std::ptr::eq(o, x) && apart(y) && apart(z) {
+        // SAFETY: `o` is `x` and overlaps neither `y` nor `z`: one exclusive and two shared
+        // slices of n elements each.
+        let (os, ys, zs) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(o, n),
+                std::slice::from_raw_parts(y, n),
+                std::slice::from_raw_parts(z, n),
+            )
+        };
+        for ((ov, yv), zv) in os.iter_mut().zip(ys).zip(zs) {
+            *ov = F::store((value * yv.load()).mul_add(zv.load(), ov.load()));
+        }
+        return;
+    }
     for i in 0..n {
         // SAFETY: i < n, caller's contract; each element is read before it is written.
         unsafe {
