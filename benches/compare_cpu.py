@@ -87,6 +87,21 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
                     "layer_norm": lambda: torch.nn.functional.layer_norm(x, (1024,), w, b)}[kind]
         return make
 
+    def addcmul_inplace(dev: torch.device) -> Callable[[], object]:
+        # Adam's second-moment update, exp_avg_sq.addcmul_(grad, grad, value=1 - beta2).
+        x, g = torch.randn(1_000_000).to(dev), torch.randn(1_000_000).to(dev)
+        return lambda: x.addcmul_(g, g, value=1e-3)
+
+    def group_norm(dev: torch.device) -> Callable[[], object]:
+        x = torch.randn(8, 64, 32, 32).to(dev).requires_grad_()
+        w, b = torch.randn(64).to(dev).requires_grad_(), torch.randn(64).to(dev).requires_grad_()
+
+        def run() -> object:
+            y = torch.nn.functional.group_norm(x, 32, w, b)
+            y.backward(torch.ones_like(y))
+            return y
+        return run
+
     def mm(n: int, dtype: torch.dtype = torch.float32) -> Callable[[torch.device], Callable[[], object]]:
         def make(dev: torch.device) -> Callable[[], object]:
             a, b = torch.randn(n, n).to(dev, dtype), torch.randn(n, n).to(dev, dtype)
@@ -219,6 +234,8 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "var(dim=-1) 1000x1000": reduce_case("var(dim=-1)"),
         "softmax 4096x1024": nn_case("softmax"),
         "layer_norm 4096x1024": nn_case("layer_norm"),
+        "group_norm fwd+bwd [8,64,32,32] 32 groups": group_norm,
+        "addcmul_ 1e6 (in place)": addcmul_inplace,
         "mm 128": mm(128),
         "mm 256": mm(256),
         "mm 512": mm(512),
