@@ -7,7 +7,7 @@
 //! `x * scale + shift` with `scale = rstd * w`, `shift = b - mean * scale`), so an inf weight gives
 //! the CPU's nan and the gradients its rounding.
 
-use super::norm::row_stats;
+use super::norm::{check_backward_operands, opt_vec, row_stats};
 use super::{read_vec, require_contiguous, write_vec, P};
 use crate::error::FooResult;
 use crate::kernels::float::{FloatStore, Math};
@@ -47,16 +47,6 @@ fn geom(input: &TensorRef, groups: usize) -> FooResult<Geom> {
     })
 }
 
-/// A per-channel parameter as a vector of `c` values (`fill` when absent).
-fn param<M: Math>(t: Option<&TensorRef>, c: usize, fill: M, what: &str) -> FooResult<Vec<M>> {
-    let Some(t) = t else { return Ok(vec![fill; c]) };
-    let v = read_vec::<M>(t)?;
-    if v.len() != c {
-        return invalid_arg!("group_norm: {what} has {} elements, expected {c}", v.len());
-    }
-    Ok(v)
-}
-
 /// group_norm forward: writes `out` (the input's shape) and `mean`/`rstd` (N * G elements each,
 /// any float dtype).
 #[allow(clippy::too_many_arguments)]
@@ -77,8 +67,8 @@ pub fn group_norm(
     }
     dispatch_float!(input.dtype, F => {
         type M = <F as FloatStore>::M;
-        let w: Vec<M> = param(weight, geo.c, M::one(), "weight")?;
-        let b: Vec<M> = param(bias, geo.c, M::zero(), "bias")?;
+        let w: Vec<M> = opt_vec(weight, geo.c, "weight")?.unwrap_or_else(|| vec![M::one(); geo.c]);
+        let b: Vec<M> = opt_vec(bias, geo.c, "bias")?.unwrap_or_else(|| vec![M::zero(); geo.c]);
         let rows = geo.n * geo.g;
         let mut stats = vec![M::zero(); 2 * rows];
         let a = GnArgs { geo, px: P::r(input), po: P::m(out), ps: P(stats.as_mut_ptr() as usize), w: &w, b: &b,
@@ -158,20 +148,11 @@ pub fn group_norm_backward(
     groups: usize,
 ) -> FooResult<()> {
     let geo = geom(input, groups)?;
-    require_contiguous("grad_out", &grad_out.shape, &grad_out.strides)?;
-    if grad_out.shape != input.shape || grad_out.dtype != input.dtype {
-        return invalid_arg!("group_norm backward: grad_out differs from input in shape or dtype");
-    }
-    if let Some(t) = grad_input {
-        require_contiguous("grad_input", &t.shape, &t.strides)?;
-        if t.shape != input.shape || t.dtype != input.dtype {
-            return invalid_arg!("group_norm backward: bad grad_input");
-        }
-    }
+    check_backward_operands("group_norm", input, grad_out, grad_input)?;
     dispatch_float!(input.dtype, F => {
         type M = <F as FloatStore>::M;
         let rows = geo.n * geo.g;
-        let w: Option<Vec<M>> = weight.map(|t| param(Some(t), geo.c, M::one(), "weight")).transpose()?;
+        let w: Option<Vec<M>> = opt_vec(weight, geo.c, "weight")?;
         let mu: Vec<M> = read_vec(mean)?;
         let rs: Vec<M> = read_vec(rstd)?;
         if mu.len() != rows || rs.len() != rows {

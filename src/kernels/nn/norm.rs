@@ -23,7 +23,32 @@ fn rows_cols(t: &TensorRef) -> FooResult<(usize, usize)> {
     }
 }
 
-fn opt_vec<M: Math>(t: Option<&TensorRef>, n: usize, what: &str) -> FooResult<Option<Vec<M>>> {
+/// A normalization backward's operand checks: `grad_out` and `grad_input` (when given) are
+/// contiguous, with the input's shape and dtype.
+pub(super) fn check_backward_operands(
+    what: &str,
+    input: &TensorRef,
+    grad_out: &TensorRef,
+    grad_input: Option<&TensorMut>,
+) -> FooResult<()> {
+    require_contiguous("grad_out", &grad_out.shape, &grad_out.strides)?;
+    if grad_out.shape != input.shape || grad_out.dtype != input.dtype {
+        return invalid_arg!("{what} backward: grad_out differs from input in shape or dtype");
+    }
+    if let Some(g) = grad_input {
+        require_contiguous("grad_input", &g.shape, &g.strides)?;
+        if g.shape != input.shape || g.dtype != input.dtype {
+            return invalid_arg!("{what} backward: bad grad_input");
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn opt_vec<M: Math>(
+    t: Option<&TensorRef>,
+    n: usize,
+    what: &str,
+) -> FooResult<Option<Vec<M>>> {
     let v = t.map(read_vec::<M>).transpose()?;
     if let Some(v) = &v {
         if v.len() != n {
@@ -160,16 +185,7 @@ pub fn layer_norm_backward(
 ) -> FooResult<()> {
     let (m, n) = rows_cols(input)?;
     require_contiguous("layer_norm input", &input.shape, &input.strides)?;
-    require_contiguous("grad_out", &grad_out.shape, &grad_out.strides)?;
-    if grad_out.shape != input.shape || grad_out.dtype != input.dtype {
-        return invalid_arg!("layer_norm backward: grad_out differs from input in shape or dtype");
-    }
-    if let Some(g) = grad_input {
-        require_contiguous("grad_input", &g.shape, &g.strides)?;
-        if g.shape != input.shape || g.dtype != input.dtype {
-            return invalid_arg!("layer_norm backward: bad grad_input");
-        }
-    }
+    check_backward_operands("layer_norm", input, grad_out, grad_input)?;
     dispatch_float!(input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, n, "weight")?.unwrap_or_else(|| vec![M::one(); n]);
