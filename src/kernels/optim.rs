@@ -119,25 +119,60 @@ pub fn adam(
         (false, _) => None,
     };
     let n = param.numel();
-    let l2 = !args.decoupled && args.weight_decay != 0.0;
+    let flags = AdamFlags {
+        l2: !args.decoupled && args.weight_decay != 0.0,
+        ams: vmax.is_some(),
+        scale: grad_scale.is_some(),
+    };
+    // Without amsgrad the loop never touches `vmax`; any address will do.
+    let vmax = vmax.unwrap_or(p);
     dispatch_float!(param.dtype, F => {
         let k = AdamCoefficients::<<F as FloatStore>::M>::new(step, args, grad_scale);
-        let v4 = [p, g, m, v];
-        match (l2, vmax, grad_scale.is_some()) {
-            (false, None, false) => adam_chunks::<F, false, false, false>(v4, p, n, &k),
-            (false, None, true) => adam_chunks::<F, false, false, true>(v4, p, n, &k),
-            (false, Some(x), false) => adam_chunks::<F, false, true, false>(v4, x, n, &k),
-            (false, Some(x), true) => adam_chunks::<F, false, true, true>(v4, x, n, &k),
-            (true, None, false) => adam_chunks::<F, true, false, false>(v4, p, n, &k),
-            (true, None, true) => adam_chunks::<F, true, false, true>(v4, p, n, &k),
-            (true, Some(x), false) => adam_chunks::<F, true, true, false>(v4, x, n, &k),
-            (true, Some(x), true) => adam_chunks::<F, true, true, true>(v4, x, n, &k),
-        }
+        parallel_for(n, GRAIN / 4, &|s, e| {
+            // SAFETY: `s..e` is this chunk's range of elements of dense tensors of `n` elements
+            // (checked above); chunks are disjoint and the tensors do not overlap each other
+            // (`vmax` is touched only under amsgrad, when it is a tensor of its own).
+            let (p, g, m, v, vmax) = unsafe {
+                (
+                    p.slice::<F>(s, e),
+                    g.slice::<F>(s, e),
+                    m.slice::<F>(s, e),
+                    v.slice::<F>(s, e),
+                    if flags.ams { vmax.slice::<F>(s, e) } else { &mut [] },
+                )
+            };
+            adam_dense::<F>(p, g, m, v, vmax, &k, flags);
+        });
         Ok(())
     }, _ => unsupported(param))
 }
 
+/// Calls `$f::<$T, b1, b2, ...>(args)` with each run-time bool as a const generic argument, so
+/// that every combination of an optimizer's options gets its own branch-free loop.
+macro_rules! with_const_bools {
+    ($f:ident::<$T:ty $(, $done:literal)*>($($a:expr),*); ) => {
+        $f::<$T $(, $done)*>($($a),*)
+    };
+    ($f:ident::<$T:ty $(, $done:literal)*>($($a:expr),*); $b:expr $(, $rest:expr)*) => {
+        if $b {
+            with_const_bools!($f::<$T $(, $done)*, true>($($a),*); $($rest),*)
+        } else {
+            with_const_bools!($f::<$T $(, $done)*, false>($($a),*); $($rest),*)
+        }
+    };
+}
+
+/// Which of Adam's options are on: `l2`, weight decay added to the gradient (Adam, not AdamW);
+/// `ams`, amsgrad; `scale`, AMP's gradient scale (the gradient is unscaled and written back).
+#[derive(Clone, Copy)]
+struct AdamFlags {
+    l2: bool,
+    ams: bool,
+    scale: bool,
+}
+
 /// Adam's per-step constants in the math type (ATen computes them in double, then narrows).
+#[derive(Clone, Copy)]
 struct AdamCoefficients<M> {
     neg_step_size: M,
     bc2_sqrt: M,
@@ -181,69 +216,75 @@ impl<M: Math> AdamCoefficients<M> {
     }
 }
 
-/// `L2`: Adam's weight decay added to the gradient; `AMS`: amsgrad (`vmax` is read and written,
-/// else ignored); `SCALE`: the gradient is unscaled and written back. The flags are constants so
-/// that the loop has no branches and vectorizes.
-fn adam_chunks<F: FloatStore, const L2: bool, const AMS: bool, const SCALE: bool>(
-    [p, g, m, v]: [Base; 4],
-    vmax: Base,
-    n: usize,
+crate::nn_multiversion!(fn adam_dense<F: FloatStore>(p: &mut [F], g: &mut [F], m: &mut [F], v: &mut [F], vmax: &mut [F], k: &AdamCoefficients<F::M>, flags: AdamFlags) => adam_dense_body);
+
+#[inline(always)]
+fn adam_dense_body<F: FloatStore>(
+    p: &mut [F],
+    g: &mut [F],
+    m: &mut [F],
+    v: &mut [F],
+    vmax: &mut [F],
     k: &AdamCoefficients<F::M>,
+    f: AdamFlags,
+) {
+    with_const_bools!(adam_loop::<F>(p, g, m, v, vmax, *k); f.l2, f.ams, f.scale, k.small_weight)
+}
+
+/// One Adam step over dense slices. The options are constants so that the loop has no branches
+/// and vectorizes; `k` is taken by value so that its fields stay in registers. `SMALL`: lerp's
+/// weight 1 - beta1 is below 0.5 (lerp's two numerically stable forms, as ATen picks them).
+#[inline(always)]
+fn adam_loop<
+    F: FloatStore,
+    const L2: bool,
+    const AMS: bool,
+    const SCALE: bool,
+    const SMALL: bool,
+>(
+    p: &mut [F],
+    g: &mut [F],
+    m: &mut [F],
+    v: &mut [F],
+    vmax: &mut [F],
+    k: AdamCoefficients<F::M>,
 ) {
     let one = F::M::one();
-    parallel_for(n, GRAIN / 4, &|s, e| {
-        // SAFETY: `s..e` is this chunk's range of elements of dense tensors of `n` elements
-        // (checked by `adam`); chunks are disjoint and the tensors do not overlap each other
-        // (`vmax` is touched only under AMS, when it is a tensor of its own).
-        let (p, g, m, v) = unsafe {
-            (
-                p.slice::<F>(s, e),
-                g.slice::<F>(s, e),
-                m.slice::<F>(s, e),
-                v.slice::<F>(s, e),
-            )
-        };
-        let vmax: &mut [F] = if AMS {
-            // SAFETY: as above.
-            unsafe { vmax.slice::<F>(s, e) }
-        } else {
-            &mut []
-        };
-        let len = p.len();
-        let (g, m, v) = (&mut g[..len], &mut m[..len], &mut v[..len]);
-        for i in 0..len {
-            let mut gi = g[i].load();
-            if SCALE {
-                gi = gi / k.scale;
-                g[i] = F::store(gi);
-            }
-            gi = gi * k.sign;
-            let mut pi = p[i].load();
-            if L2 {
-                gi = gi + pi * k.wd;
-            }
-            pi = pi * k.decay;
-            // exp_avg.lerp_(grad, 1 - beta1), in lerp's two numerically stable forms.
-            let mi = m[i].load();
-            let mi = if k.small_weight {
-                mi + k.w * (gi - mi)
-            } else {
-                gi - (gi - mi) * (one - k.w)
-            };
-            let vi = v[i].load() * k.beta2 + k.w2 * gi * gi;
-            m[i] = F::store(mi);
-            v[i] = F::store(vi);
-            let top = if AMS {
-                let t = vmax[i].load().max(vi);
-                vmax[i] = F::store(t);
-                t
-            } else {
-                vi
-            };
-            let denom = top.sqrt() / k.bc2_sqrt + k.eps;
-            p[i] = F::store(pi + k.neg_step_size * mi / denom);
+    let len = p.len();
+    let (g, m, v) = (&mut g[..len], &mut m[..len], &mut v[..len]);
+    let vmax = if AMS { &mut vmax[..len] } else { vmax };
+    for i in 0..len {
+        let mut gi = g[i].load();
+        if SCALE {
+            gi = gi / k.scale;
+            g[i] = F::store(gi);
         }
-    });
+        gi = gi * k.sign;
+        let mut pi = p[i].load();
+        if L2 {
+            gi = gi + pi * k.wd;
+        }
+        pi = pi * k.decay;
+        // exp_avg.lerp_(grad, 1 - beta1).
+        let mi = m[i].load();
+        let mi = if SMALL {
+            mi + k.w * (gi - mi)
+        } else {
+            gi - (gi - mi) * (one - k.w)
+        };
+        let vi = v[i].load() * k.beta2 + k.w2 * gi * gi;
+        m[i] = F::store(mi);
+        v[i] = F::store(vi);
+        let top = if AMS {
+            let t = vmax[i].load().max(vi);
+            vmax[i] = F::store(t);
+            t
+        } else {
+            vi
+        };
+        let denom = top.sqrt() / k.bc2_sqrt + k.eps;
+        p[i] = F::store(pi + k.neg_step_size * mi / denom);
+    }
 }
 
 /// One SGD step of one parameter (`momentum_buffer` is read only when `momentum != 0`).
@@ -274,21 +315,27 @@ pub fn sgd(
             scale: c(grad_scale.unwrap_or(1.0) as f64),
             nesterov: args.nesterov,
             first: args.is_first_step,
+            momentum_on: buf.is_some(),
         };
-        match (l2, buf, grad_scale.is_some()) {
-            (false, None, false) => sgd_chunks::<F, false, false, false>(p, g, p, n, &k),
-            (false, None, true) => sgd_chunks::<F, false, false, true>(p, g, p, n, &k),
-            (false, Some(b), false) => sgd_chunks::<F, false, true, false>(p, g, b, n, &k),
-            (false, Some(b), true) => sgd_chunks::<F, false, true, true>(p, g, b, n, &k),
-            (true, None, false) => sgd_chunks::<F, true, false, false>(p, g, p, n, &k),
-            (true, None, true) => sgd_chunks::<F, true, false, true>(p, g, p, n, &k),
-            (true, Some(b), false) => sgd_chunks::<F, true, true, false>(p, g, b, n, &k),
-            (true, Some(b), true) => sgd_chunks::<F, true, true, true>(p, g, b, n, &k),
-        }
+        let scale = grad_scale.is_some();
+        let buf = buf.unwrap_or(p);
+        parallel_for(n, GRAIN / 4, &|s, e| {
+            // SAFETY: disjoint ranges of dense, non-overlapping tensors of `n` elements (checked
+            // above); `buf` is touched only with momentum, when it is a tensor of its own.
+            let (p, g, buf) = unsafe {
+                (
+                    p.slice::<F>(s, e),
+                    g.slice::<F>(s, e),
+                    if k.momentum_on { buf.slice::<F>(s, e) } else { &mut [] },
+                )
+            };
+            sgd_dense::<F>(p, g, buf, &k, l2, scale);
+        });
         Ok(())
     }, _ => unsupported(param))
 }
 
+#[derive(Clone, Copy)]
 struct SgdCoefficients<M> {
     wd: M,
     momentum: M,
@@ -299,52 +346,65 @@ struct SgdCoefficients<M> {
     scale: M,
     nesterov: bool,
     first: bool,
+    /// `momentum != 0`: the momentum buffer is read and written.
+    momentum_on: bool,
 }
 
-/// `L2`: weight decay; `BUF`: momentum (`buf` is read and written, else ignored); `SCALE`: AMP's
-/// unscale (see [`adam_chunks`]).
-fn sgd_chunks<F: FloatStore, const L2: bool, const BUF: bool, const SCALE: bool>(
-    p: Base,
-    g: Base,
-    buf: Base,
-    n: usize,
+crate::nn_multiversion!(fn sgd_dense<F: FloatStore>(p: &mut [F], g: &mut [F], buf: &mut [F], k: &SgdCoefficients<F::M>, l2: bool, scale: bool) => sgd_dense_body);
+
+#[inline(always)]
+fn sgd_dense_body<F: FloatStore>(
+    p: &mut [F],
+    g: &mut [F],
+    buf: &mut [F],
     k: &SgdCoefficients<F::M>,
+    l2: bool,
+    scale: bool,
 ) {
-    parallel_for(n, GRAIN / 4, &|s, e| {
-        // SAFETY: disjoint ranges of dense, non-overlapping tensors of `n` elements (`sgd`);
-        // `buf` is touched only under BUF, when it is a tensor of its own.
-        let (p, g) = unsafe { (p.slice::<F>(s, e), g.slice::<F>(s, e)) };
-        let buf: &mut [F] = if BUF {
-            // SAFETY: as above.
-            unsafe { buf.slice::<F>(s, e) }
-        } else {
-            &mut []
-        };
-        let len = p.len();
-        let g = &mut g[..len];
-        for i in 0..len {
-            let mut gi = g[i].load();
-            if SCALE {
-                gi = gi / k.scale;
-                g[i] = F::store(gi);
-            }
-            gi = gi * k.sign;
-            let pi = p[i].load();
-            if L2 {
-                gi = gi + pi * k.wd;
-            }
-            if BUF {
-                let bi = if k.first {
-                    gi
-                } else {
-                    buf[i].load() * k.momentum + gi * k.keep
-                };
-                buf[i] = F::store(bi);
-                gi = if k.nesterov { gi + bi * k.momentum } else { bi };
-            }
-            p[i] = F::store(pi - gi * k.lr);
+    with_const_bools!(sgd_loop::<F>(p, g, buf, *k); l2, k.momentum_on, scale, k.first, k.nesterov)
+}
+
+/// One SGD step over dense slices (see [`adam_loop`]). `L2`: weight decay; `BUF`: momentum;
+/// `SCALE`: AMP's unscale; `FIRST`: the buffer starts as the gradient; `NESTEROV`.
+#[inline(always)]
+fn sgd_loop<
+    F: FloatStore,
+    const L2: bool,
+    const BUF: bool,
+    const SCALE: bool,
+    const FIRST: bool,
+    const NESTEROV: bool,
+>(
+    p: &mut [F],
+    g: &mut [F],
+    buf: &mut [F],
+    k: SgdCoefficients<F::M>,
+) {
+    let len = p.len();
+    let g = &mut g[..len];
+    let buf = if BUF { &mut buf[..len] } else { buf };
+    for i in 0..len {
+        let mut gi = g[i].load();
+        if SCALE {
+            gi = gi / k.scale;
+            g[i] = F::store(gi);
         }
-    });
+        gi = gi * k.sign;
+        let pi = p[i].load();
+        if L2 {
+            gi = gi + pi * k.wd;
+        }
+        if BUF {
+            let bi = if FIRST {
+                gi
+            } else {
+                buf[i].load() * k.momentum + gi * k.keep
+            };
+            buf[i] = F::store(bi);
+            gi = if NESTEROV { gi + bi * k.momentum } else { bi };
+        }
+        p[i] = F::store(pi - gi * k.lr);
+    }
 }
 
 /// One Adagrad step of one parameter.
@@ -370,16 +430,19 @@ pub fn adagrad(
             sign: c(if args.maximize { -1.0 } else { 1.0 }),
             scale: c(grad_scale.unwrap_or(1.0) as f64),
         };
-        match (l2, grad_scale.is_some()) {
-            (false, false) => adagrad_chunks::<F, false, false>([p, g, sum], n, &k),
-            (false, true) => adagrad_chunks::<F, false, true>([p, g, sum], n, &k),
-            (true, false) => adagrad_chunks::<F, true, false>([p, g, sum], n, &k),
-            (true, true) => adagrad_chunks::<F, true, true>([p, g, sum], n, &k),
-        }
+        let scale = grad_scale.is_some();
+        parallel_for(n, GRAIN / 4, &|s, e| {
+            // SAFETY: disjoint ranges of dense, non-overlapping tensors of `n` elements (checked
+            // above).
+            let (p, g, sum) =
+                unsafe { (p.slice::<F>(s, e), g.slice::<F>(s, e), sum.slice::<F>(s, e)) };
+            adagrad_dense::<F>(p, g, sum, &k, l2, scale);
+        });
         Ok(())
     }, _ => unsupported(param))
 }
 
+#[derive(Clone, Copy)]
 struct AdagradCoefficients<M> {
     /// -lr / (1 + (step - 1) * lr_decay).
     neg_clr: M,
@@ -389,33 +452,46 @@ struct AdagradCoefficients<M> {
     scale: M,
 }
 
-fn adagrad_chunks<F: FloatStore, const L2: bool, const SCALE: bool>(
-    [p, g, sum]: [Base; 3],
-    n: usize,
+crate::nn_multiversion!(fn adagrad_dense<F: FloatStore>(p: &mut [F], g: &mut [F], sum: &mut [F], k: &AdagradCoefficients<F::M>, l2: bool, scale: bool) => adagrad_dense_body);
+
+#[inline(always)]
+fn adagrad_dense_body<F: FloatStore>(
+    p: &mut [F],
+    g: &mut [F],
+    sum: &mut [F],
     k: &AdagradCoefficients<F::M>,
+    l2: bool,
+    scale: bool,
 ) {
-    parallel_for(n, GRAIN / 4, &|s, e| {
-        // SAFETY: disjoint ranges of dense, non-overlapping tensors of `n` elements (`adagrad`).
-        let (p, g, sum) = unsafe { (p.slice::<F>(s, e), g.slice::<F>(s, e), sum.slice::<F>(s, e)) };
-        let len = p.len();
-        let (g, sum) = (&mut g[..len], &mut sum[..len]);
-        for i in 0..len {
-            let mut gi = g[i].load();
-            if SCALE {
-                gi = gi / k.scale;
-                g[i] = F::store(gi);
-            }
-            gi = gi * k.sign;
-            let pi = p[i].load();
-            if L2 {
-                gi = gi + pi * k.wd;
-            }
-            let si = sum[i].load() + gi * gi;
-            sum[i] = F::store(si);
-            let std = si.sqrt() + k.eps;
-            p[i] = F::store(pi + k.neg_clr * gi / std);
+    with_const_bools!(adagrad_loop::<F>(p, g, sum, *k); l2, scale)
+}
+
+/// One Adagrad step over dense slices (see [`adam_loop`]).
+#[inline(always)]
+fn adagrad_loop<F: FloatStore, const L2: bool, const SCALE: bool>(
+    p: &mut [F],
+    g: &mut [F],
+    sum: &mut [F],
+    k: AdagradCoefficients<F::M>,
+) {
+    let len = p.len();
+    let (g, sum) = (&mut g[..len], &mut sum[..len]);
+    for i in 0..len {
+        let mut gi = g[i].load();
+        if SCALE {
+            gi = gi / k.scale;
+            g[i] = F::store(gi);
         }
-    });
+        gi = gi * k.sign;
+        let pi = p[i].load();
+        if L2 {
+            gi = gi + pi * k.wd;
+        }
+        let si = sum[i].load() + gi * gi;
+        sum[i] = F::store(si);
+        let std = si.sqrt() + k.eps;
+        p[i] = F::store(pi + k.neg_clr * gi / std);
+    }
 }
 
 #[cfg(test)]

@@ -532,6 +532,77 @@ unsafe fn gemm<M: Math, const TA: bool, const F: bool, const WIDE: bool>(
     }
 }
 
+/// [`gemm`] as a function of its own for each instruction set (`F` and `WIDE` name it, as in
+/// the bodies that call it). Inlined into the large attention bodies, LLVM left some tile
+/// widths (32 columns: head dimension 32) as scalar code with accumulators on the stack; alone
+/// it vectorizes every tile.
+///
+/// # Safety
+/// As [`gemm`]; `F` and `WIDE` only as [`dispatch_isa`] picks them (the CPU has the features).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_isa<M: Math, const TA: bool, const F: bool, const WIDE: bool>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const M,
+    lda: usize,
+    b: *const M,
+    ldb: usize,
+    c: *mut M,
+    ldc: usize,
+    acc: bool,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+        #[inline(never)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn v3<M: Math, const TA: bool>(
+            m: usize,
+            n: usize,
+            k: usize,
+            a: *const M,
+            lda: usize,
+            b: *const M,
+            ldb: usize,
+            c: *mut M,
+            ldc: usize,
+            acc: bool,
+        ) {
+            // SAFETY: forwarded from the caller.
+            unsafe { gemm::<M, TA, true, true>(m, n, k, a, lda, b, ldb, c, ldc, acc) }
+        }
+        #[target_feature(enable = "avx2,fma")]
+        #[inline(never)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn v2<M: Math, const TA: bool>(
+            m: usize,
+            n: usize,
+            k: usize,
+            a: *const M,
+            lda: usize,
+            b: *const M,
+            ldb: usize,
+            c: *mut M,
+            ldc: usize,
+            acc: bool,
+        ) {
+            // SAFETY: forwarded from the caller.
+            unsafe { gemm::<M, TA, true, false>(m, n, k, a, lda, b, ldb, c, ldc, acc) }
+        }
+        match (F, WIDE) {
+            // SAFETY: the caller runs in `dispatch_isa`'s AVX-512 branch (checked at run time).
+            (true, true) => return unsafe { v3::<M, TA>(m, n, k, a, lda, b, ldb, c, ldc, acc) },
+            // SAFETY: the caller runs in the AVX2+FMA branch (checked at run time).
+            (true, false) => return unsafe { v2::<M, TA>(m, n, k, a, lda, b, ldb, c, ldc, acc) },
+            _ => {}
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { gemm::<M, TA, F, WIDE>(m, n, k, a, lda, b, ldb, c, ldc, acc) }
+}
+
 /// Runs `$body::<M, FMA, WIDE>(args)` compiled for AVX-512, AVX2+FMA or the baseline target.
 macro_rules! dispatch_isa {
     ($body:ident::<$M:ty>($($a:expr),*)) => {{
@@ -787,7 +858,7 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
             let kn = BK.min(g.s - j0);
             // SAFETY: qb is bq x ep, the key block e x BK, sb BQ x BK.
             unsafe {
-                gemm::<M, false, F, WIDE>(
+                gemm_isa::<M, false, F, WIDE>(
                     bq,
                     BK,
                     g.e,
@@ -847,7 +918,7 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
             }
             // SAFETY: sb is bq x BK (columns kn.. are zero), the value rows kn x evp, ob bq x evp.
             unsafe {
-                gemm::<M, false, F, WIDE>(
+                gemm_isa::<M, false, F, WIDE>(
                     bq,
                     g.evp,
                     kn,
@@ -1018,7 +1089,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                     let kn = BK.min(g.s - j0);
                     // SAFETY: buffer shapes as allocated above and packed by `pack_backward`.
                     unsafe {
-                        gemm::<M, false, F, WIDE>(
+                        gemm_isa::<M, false, F, WIDE>(
                             bq,
                             BK,
                             g.e,
@@ -1030,7 +1101,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                             BK,
                             false,
                         );
-                        gemm::<M, false, F, WIDE>(
+                        gemm_isa::<M, false, F, WIDE>(
                             bq,
                             BK,
                             g.ev,
@@ -1092,7 +1163,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                     // SAFETY: buffer shapes as allocated above; dk/dv rows j0..j0+BK exist (Sp rows).
                     unsafe {
                         if do_dkv {
-                            gemm::<M, true, F, WIDE>(
+                            gemm_isa::<M, true, F, WIDE>(
                                 BK,
                                 g.evp,
                                 bq,
@@ -1104,7 +1175,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                                 g.evp,
                                 true,
                             );
-                            gemm::<M, true, F, WIDE>(
+                            gemm_isa::<M, true, F, WIDE>(
                                 BK,
                                 g.ep,
                                 bq,
@@ -1118,7 +1189,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                             );
                         }
                         if do_dq {
-                            gemm::<M, false, F, WIDE>(
+                            gemm_isa::<M, false, F, WIDE>(
                                 bq,
                                 g.ep,
                                 kn,
