@@ -10,6 +10,7 @@ pub mod element;
 pub mod fill;
 pub mod float;
 pub mod gemm_bf16;
+pub mod gemm_nt;
 pub mod index;
 pub mod int;
 pub mod layout;
