@@ -206,6 +206,36 @@ def test_pow_with_a_scalar_exponent_has_the_cpus_bits(dtype: torch.dtype, expone
     assert_same(out, x**exponent, **tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.bool, torch.complex64, torch.float16])
+@pytest.mark.parametrize("exponent", [0, 1, 0.0, 1.0, True, False, 1j * 0])
+def test_pow_with_exponent_zero_or_one_fills_or_copies(dtype: torch.dtype, exponent: object) -> None:
+    # ATen fills ones for an exponent of 0 and copies the base for 1, before any kernel (foo ran
+    # pow() per element: autograd's backward of x ** 2 computes x ** 1). Same values and dtype.
+    x = torch.tensor([0, 1, 2, 3, 250]).to(dtype)
+    if dtype.is_floating_point or dtype.is_complex:
+        x = torch.tensor([0.0, -0.0, math.inf, math.nan, 2.5]).to(dtype)
+    try:
+        want = x**exponent
+    except RuntimeError as e:
+        with pytest.raises(type(e)):
+            to_foo(x) ** exponent
+        return
+    if want.dtype == torch.complex32:  # float16 ** 0j: foo refuses complex32 (UNSUPPORTED_DTYPES)
+        with pytest.raises(NotImplementedError, match="ComplexHalf"):
+            to_foo(x) ** exponent
+        return
+    got = to_foo(x) ** exponent
+    assert got.dtype == want.dtype
+    assert_same(got, want, atol=0, rtol=0)
+    out = torch.empty(0, dtype=want.dtype, device=FOO)
+    torch.pow(to_foo(x), exponent, out=out)
+    assert_same(out, want, atol=0, rtol=0)
+    if want.dtype == x.dtype:
+        y = to_foo(x)
+        y.pow_(exponent)
+        assert_same(y, want, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("ord", [2, 1, 2.5, math.inf, -math.inf, 0])
 @pytest.mark.parametrize("shape,dim", [((3, 1), 1), ((1,), None), ((), None), ((2, 1, 3), 1)])
 def test_vector_norm_of_one_element_is_its_magnitude(ord: float, shape: tuple[int, ...], dim: int | None) -> None:

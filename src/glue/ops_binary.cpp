@@ -299,6 +299,22 @@ std::optional<at::Tensor> pow_special(const at::Tensor& self, const c10::Scalar&
 void check_pow_exponent(const c10::Scalar& exponent, at::ScalarType common) {
   if (common != at::kFloat && common != at::kComplexFloat) check_scalar_fits(exponent, common);
 }
+
+// ATen's pow with a scalar exponent fills ones for an exponent of 0 and copies the base for 1
+// (Pow.cpp, before any kernel): the same bits for every dtype (nan ** 0 is 1), and no pow() per
+// element, which autograd's backward of x ** 2 (x ** 1) would otherwise run.
+const at::Tensor& pow_tensor_scalar(TensorIterator& it, const at::Tensor& self, const c10::Scalar& exponent) {
+  const at::Tensor& out = it.output();
+  if (exponent.equal(0.0) || exponent.equal(false)) {
+    out.fill_(1);
+    return out;
+  }
+  if (exponent.equal(1.0) || exponent.equal(true)) {
+    out.copy_(self);
+    return out;
+  }
+  return same(it, FOO_BINARY_OP_POW);
+}
 }  // namespace
 
 at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
@@ -308,7 +324,7 @@ at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(out, self, e);
   check_pow_exponent(exponent, it.common_dtype());
-  return same(it, FOO_BINARY_OP_POW);
+  return pow_tensor_scalar(it, self, exponent);
 }
 at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
   check_int_pow(self, exponent);
@@ -316,7 +332,7 @@ at::Tensor& pow_scalar_exp_(at::Tensor& self, const c10::Scalar& exponent) {
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(self, self, e);
   check_pow_exponent(exponent, it.common_dtype());
-  same(it, FOO_BINARY_OP_POW);
+  pow_tensor_scalar(it, self, exponent);
   return self;
 }
 at::Tensor& pow_scalar_exp_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& out) {
@@ -330,7 +346,7 @@ at::Tensor& pow_scalar_exp_out(const at::Tensor& self, const c10::Scalar& expone
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(out, self, e);
   check_pow_exponent(exponent, it.common_dtype());
-  same(it, FOO_BINARY_OP_POW);
+  pow_tensor_scalar(it, self, exponent);
   return out;
 }
 at::Tensor pow_scalar_base(const c10::Scalar& self, const at::Tensor& exponent) {
