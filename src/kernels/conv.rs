@@ -14,10 +14,10 @@
 mod depthwise;
 mod grid;
 pub mod pool;
-mod transpose;
 
 use super::linalg::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
 use super::parallel::parallel_for;
+use super::transpose::transpose;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::float::Math;
@@ -998,7 +998,7 @@ fn backward_weight_batched<T: GemmElem>(
                             og * p,
                         )
                     };
-                    transpose::transpose_into(go, og, p, t);
+                    transpose(go, og, p, t);
                 }
             });
             let lhs = Mat {
@@ -1015,7 +1015,7 @@ fn backward_weight_batched<T: GemmElem>(
             // chunk's [og, k] (as got^T) and [k, ck] (as col^T) matrices built above.
             unsafe { gemm_pooled(og, ck, k, acc.as_mut_ptr(), 1, og as isize, s > 0, lhs, rhs) };
         }
-        transpose::transpose_into(&acc, ck, og, &mut gw[gi * og * ck..(gi + 1) * og * ck]);
+        transpose(&acc, ck, og, &mut gw[gi * og * ck..(gi + 1) * og * ck]);
     }
 }
 
@@ -1104,7 +1104,7 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
                         og * p,
                     )
                 };
-                transpose::transpose_into(go, og, p, &mut got);
+                transpose(go, og, p, &mut got);
                 let lhs = Mat {
                     ptr: got.as_ptr(),
                     rs: 1,

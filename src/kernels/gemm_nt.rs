@@ -4,71 +4,10 @@
 //! by element: 256 x 1024 @ (1024 x 1024)^T took 7.8 ms against 5.1 ms for `a @ b`, and
 //! 128 x 256 x 256 0.20 ms against 0.15 ms (one thread, measured); the blocked transpose costs
 //! about 0.5 ns per element of `w` (0.6 ms for 1024 x 1024), less than the difference from
-//! about 64 rows of `a` on (see `linalg::gemm_raw` for the cases with fewer rows).
+//! 128 rows of `a` on while `w` stays in the caches (`linalg::NT_PACK_ROWS` says when).
 
-use super::parallel::parallel_for;
+use super::transpose::transpose_into;
 use std::cell::RefCell;
-
-/// A pointer shareable across threads (each task writes its own rows of the destination).
-#[derive(Clone, Copy)]
-struct Addr(usize);
-
-/// `dst[j * rows + i] = src[i * ld + j]` for `i < rows`, `j < cols`: the transpose of a
-/// row-major `rows x cols` matrix (rows `ld` apart) into a dense `cols x rows` one, in 8 x 8
-/// blocks so that reads and writes both stay within cache lines.
-///
-/// # Safety
-/// `src` addresses every element of the `rows x cols` matrix; `dst` holds `rows * cols`.
-pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
-    src: *const T,
-    ld: isize,
-    rows: usize,
-    cols: usize,
-    dst: &mut [T],
-) {
-    const B: usize = 8;
-    assert!(dst.len() >= rows * cols);
-    let (s, d) = (Addr(src as usize), Addr(dst.as_mut_ptr() as usize));
-    // Parallel over blocks of destination rows (source columns), 64K elements or more each.
-    let grain = (1 << 16) / (rows * B).max(1) + 1;
-    parallel_for(cols.div_ceil(B), grain, &|c_lo, c_hi| {
-        let (src, dst) = (s.0 as *const T, d.0 as *mut T);
-        for cb in c_lo..c_hi {
-            let (c0, c1) = (cb * B, ((cb + 1) * B).min(cols));
-            let mut r0 = 0;
-            while r0 < rows {
-                let r1 = (r0 + B).min(rows);
-                if r1 - r0 == B && c1 - c0 == B {
-                    let mut blk = [[T::default(); B]; B];
-                    for (r, row) in blk.iter_mut().enumerate() {
-                        for (cc, v) in row.iter_mut().enumerate() {
-                            // SAFETY: (r0 + r, c0 + cc) lies in the source matrix.
-                            *v =
-                                unsafe { *src.offset((r0 + r) as isize * ld + (c0 + cc) as isize) };
-                        }
-                    }
-                    for cc in 0..B {
-                        for (r, row) in blk.iter().enumerate() {
-                            // SAFETY: (c0 + cc, r0 + r) lies in dst, whose rows c0..c1 are
-                            // this task's.
-                            unsafe { *dst.add((c0 + cc) * rows + r0 + r) = row[cc] };
-                        }
-                    }
-                } else {
-                    for r in r0..r1 {
-                        for cc in c0..c1 {
-                            // SAFETY: as above.
-                            unsafe {
-                                *dst.add(cc * rows + r) = *src.offset(r as isize * ld + cc as isize)
-                            };
-                        }
-                    }
-                }
-                r0 = r1;
-            }
-        }
-    });
-}
 
 /// Scratch buffers of at most this many bytes are kept by their thread for the next product
 /// (fresh pages cost a fault each, ~0.25 us per 4 KiB); larger ones are freed after use.
@@ -114,21 +53,6 @@ pub unsafe fn with_transposed<T: Copy + Default + Send + Sync, R>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn transpose_into_is_a_transpose() {
-        for &(r, c) in &[(1, 1), (8, 8), (9, 17), (33, 5), (300, 260)] {
-            let src: Vec<f64> = (0..r * (c + 2)).map(|i| i as f64).collect();
-            let mut dst = vec![0.0; r * c];
-            // SAFETY: src holds r rows of c + 2 elements.
-            unsafe { transpose_into(src.as_ptr(), (c + 2) as isize, r, c, &mut dst) };
-            for i in 0..r {
-                for j in 0..c {
-                    assert_eq!(dst[j * r + i], src[i * (c + 2) + j]);
-                }
-            }
-        }
-    }
 
     #[test]
     fn with_transposed_reuses_small_buffers_and_transposes_each_call() {

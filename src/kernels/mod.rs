@@ -24,5 +24,6 @@ pub mod reduce;
 pub mod reduced;
 pub mod ternary;
 pub mod tiles;
+pub mod transpose;
 pub mod unary;
 pub mod vmath;
