@@ -305,3 +305,25 @@ def test_empty_contractions_and_empty_inputs_follow_the_cpus_checks() -> None:
             torch.testing.assert_close(got, want, equal_nan=True)
         else:
             assert got is want
+
+
+def test_index_add_into_an_empty_tensor_reads_no_index() -> None:
+    # With more than one dimension, the CPU returns before reading the indices when self or the
+    # index is empty: an index past an empty self is no error (foo raised). 1-d self still checks.
+    for dev in ("cpu", FOO):
+        out = torch.zeros(0, 4, device=dev).index_add(0, torch.tensor([0], device=dev), torch.ones(1, 4, device=dev))
+        assert out.shape == (0, 4)
+    for dev in ("cpu", FOO):
+        with pytest.raises(IndexError):
+            torch.zeros(0, device=dev).index_add(0, torch.tensor([0], device=dev), torch.ones(1, device=dev))
+
+
+def test_pow_scalar_exponent_is_laid_out_as_a_unary_op() -> None:
+    # ATen lays out pow(tensor, scalar) as a unary op over the base: size-1 dims of an expanded
+    # rank-26 input get stride 1 (foo laid it out as a binary op: stride 3, as for t + 1.0).
+    x = torch.randn([1] * 25 + [3]).expand([1] * 25 + [3]).transpose(0, 25)
+    for e in (2.5, 3, 1.7):
+        want = x.pow(e)
+        got = to_foo(x).pow(e)
+        assert got.stride() == want.stride()
+        assert_same(got, want)

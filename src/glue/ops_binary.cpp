@@ -321,6 +321,11 @@ at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
   check_int_pow(self, exponent);
   if (auto r = pow_special(self, exponent)) return *r;
   at::Tensor out;
+  if (at::result_type(self, exponent) == self.scalar_type()) {
+    // ATen's meta function lays the result out as a unary op over the base, which differs from
+    // a binary op with a wrapped scalar in the strides of size-1 dims.
+    out = ew::unary_op(out, self).output();
+  }
   const auto e = at::native::wrapped_scalar_tensor(exponent);
   auto it = ew::binary_op(out, self, e);
   check_pow_exponent(exponent, it.common_dtype());

@@ -397,6 +397,9 @@ void index_add_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index
   check_index_source(self, dim, index, source, "index_add_");
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, index);
+  // The CPU returns before reading the indices when self has more than one dimension and it or
+  // the index is empty (an out-of-range index into an empty self is no error there).
+  if (self.dim() > 1 && (index.numel() == 0 || self.numel() == 0)) return;
   // The CPU's classes: an IndexError for 0-d and 1-d self, a RuntimeError above.
   index_reduce_impl(self, dim, index, source, FOO_INDEX_REDUCE_ADD, alpha,
                     self.dim() <= 1 ? OutOfRange::IndexError : OutOfRange::RuntimeError, "index_add_", "");
