@@ -206,11 +206,12 @@ CPU_QUIRKS: dict[str, Known] = {
         ("mse_loss", "dict(a=torch.tensor([65504.0] + [0.0] * 63, dtype=torch.float16), "
                      "b=torch.tensor([-65504.0] + [0.0] * 63, dtype=torch.float16), red='mean', beta=1.0)"),
         lambda a: a["a"].dtype == torch.float16),
-    "cpu-index-add-empty-dim": Known(
-        "index_add/index_copy into a size-0 dim with an index (out of range by definition): the CPU accepts it "
-        "(and its backward then raises), foo raises RuntimeError (or, for index_copy's backward, nothing)",
-        ("index_add", "index_copy"), ("CPU",),
-        ("index_add", "dict(x=torch.zeros(0, 1), dim=0, i=torch.tensor([0]), src=torch.ones(1, 1), alpha=1.0)"),
+    "cpu-index-copy-empty-dim": Known(
+        "index_copy into a size-0 dim with an index (out of range by definition): the CPU raises an internal "
+        "RuntimeError from setStorage, foo the IndexError it raises for any out-of-range index_copy index "
+        "(index_add now matches the CPU: no error into an empty self of 2+ dims)",
+        ("index_copy",), ("CPU raised RuntimeError(setStorage", "foo IndexError"),
+        ("index_copy", "dict(x=torch.zeros(0, 1), dim=0, i=torch.tensor([0]), src=torch.ones(1, 1))"),
         lambda a: a["x"].numel() == 0),
     "cpu-logsumexp-empty-dims": Known(
         "logsumexp(x, dim=()) raises RuntimeError (output shape) on the CPU; foo reduces over all dims as "

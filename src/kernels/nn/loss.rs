@@ -24,6 +24,18 @@ fn nsc(shape: &[usize]) -> FooResult<(usize, usize, usize)> {
     }
 }
 
+/// Levels of the CPU's cascade sum in nll_loss's reductions.
+const CASCADE_LEVELS: usize = 8;
+
+/// `ceil(log2(x))`, 1 for `x <= 2` (ATen's `utils::CeilLog2`).
+fn ceil_log2(x: usize) -> u32 {
+    if x <= 2 {
+        1
+    } else {
+        usize::BITS - (x - 1).leading_zeros()
+    }
+}
+
 fn class_of(t: i64, ignore: i64, c: usize) -> FooResult<Option<usize>> {
     if t == ignore {
         return Ok(None);
@@ -94,22 +106,49 @@ pub fn nll_loss(
         if output.numel() != 1 {
             return invalid_arg!("nll_loss: output must have one element for a reduction");
         }
-        // Accumulate in f64 (at least as precise as CPU's cascade sum).
-        let (mut total, mut tw) = (0.0f64, 0.0f64);
+        // The CPU's cascade sum (LossNLL.cpp, LossNLL2d.cpp), in the storage type: every
+        // product, sum and the division round to it, as its scalar_t arithmetic does (bfloat16
+        // sums differ by percents from a wide accumulation).
+        let round = |v: <F as FloatStore>::M| F::store(v).load();
+        let mut losses = [<F as FloatStore>::M::zero(); CASCADE_LEVELS];
+        let mut weights = [<F as FloatStore>::M::zero(); CASCADE_LEVELS];
+        let level_power = 4.max(ceil_log2(t.len()) / CASCADE_LEVELS as u32);
+        let level_mask = (1usize << level_power) - 1;
+        let mut ignored = 0usize;
         for (i, &ti) in t.iter().enumerate() {
-            if let Some(k) = class_of(ti, ignore_index, c)? {
-                let wk = wt(k).to_f64c();
-                total -= wk * xv(i, k).to_f64c();
-                tw += wk;
+            let Some(k) = class_of(ti, ignore_index, c)? else {
+                ignored += 1;
+                continue;
+            };
+            if w.is_some() {
+                losses[0] = round(losses[0] - round(xv(i, k) * wt(k)));
+                weights[0] = round(weights[0] + wt(k));
+            } else {
+                losses[0] = round(losses[0] - xv(i, k));
+            }
+            for j in 0..CASCADE_LEVELS - 1 {
+                if i & (level_mask << (j as u32 * level_power)) != 0 {
+                    break;
+                }
+                losses[j + 1] = round(losses[j + 1] + losses[j]);
+                weights[j + 1] = round(weights[j + 1] + weights[j]);
+                losses[j] = <F as FloatStore>::M::zero();
+                weights[j] = <F as FloatStore>::M::zero();
             }
         }
+        let tw = if w.is_some() {
+            weights.iter().fold(<F as FloatStore>::M::zero(), |a, &b| round(a + b))
+        } else {
+            round(<F as FloatStore>::M::from_f64c((t.len() - ignored) as f64))
+        };
+        let mut total = losses.iter().fold(<F as FloatStore>::M::zero(), |a, &b| round(a + b));
         if reduction == REDUCTION_MEAN {
-            total /= tw;
+            total = round(total / tw);
         }
         // SAFETY: one element, written only here.
         let o: &mut [F] = unsafe { P::m(output).slice_mut(0, 1) };
-        o[0] = F::from_f64(total);
-        tw_out[0] = F::from_f64(tw);
+        o[0] = F::store(total);
+        tw_out[0] = F::store(tw);
         Ok(())
     }, _ => not_implemented!("nll_loss: no kernel for dtype {}", input.dtype.name()))
 }
