@@ -302,7 +302,7 @@ fn float_binary<F: FloatStore>(
                 c(2.0 / std::f64::consts::PI.sqrt() * std::f64::consts::FRAC_1_SQRT_2 * 0.5);
             let half = c(0.5);
             m!(|g, x| {
-                let cdf = half * (one + (x * k_alpha).erf());
+                let cdf = half * (one + (x * k_alpha).verf_gelu());
                 let pdf = k_beta * (-(half * x * x)).vexp();
                 g * (cdf + x * pdf)
             })

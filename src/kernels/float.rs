@@ -23,6 +23,8 @@ pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
     /// `exp`, `ln`, `tanh` and the logistic function in a form whose loops vectorize
     /// (`kernels::vmath` for f32; f64 keeps libm's correctly rounded scalar versions).
     fn vexp(self) -> Self;
+    /// `erf` for GELU, in the CPU's vectorized form (`vmath::erf_gelu`) for f32; libm for f64.
+    fn verf_gelu(self) -> Self;
     fn vln(self) -> Self;
     fn vtanh(self) -> Self;
     fn vsigmoid(self) -> Self;
@@ -73,6 +75,10 @@ impl Math for f32 {
     #[inline(always)]
     fn vexp(self) -> f32 {
         super::vmath::exp(self)
+    }
+    #[inline(always)]
+    fn verf_gelu(self) -> f32 {
+        super::vmath::erf_gelu(self)
     }
     #[inline(always)]
     fn vln(self) -> f32 {
@@ -134,6 +140,10 @@ impl Math for f64 {
     #[inline(always)]
     fn vexp(self) -> f64 {
         self.exp()
+    }
+    #[inline(always)]
+    fn verf_gelu(self) -> f64 {
+        libm::erf(self)
     }
     #[inline(always)]
     fn vln(self) -> f64 {

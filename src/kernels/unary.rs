@@ -266,7 +266,7 @@ fn float_unary<F: FloatStore>(
         Gelu => {
             let r = c(std::f64::consts::FRAC_1_SQRT_2);
             let half = c(0.5);
-            m!(|x| half * x * (one + (x * r).erf()))
+            m!(|x| half * x * (one + (x * r).verf_gelu()))
         }
         Silu => m!(|x| x * x.vsigmoid()),
         Mish => m!(|x| x * x.exp().ln_1p().tanh()),
