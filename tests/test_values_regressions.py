@@ -345,3 +345,16 @@ def test_nll_loss_reductions_have_the_cpus_bits(dtype: torch.dtype, shape: tuple
     want = F.nll_loss(x, target, weight=w, reduction=reduction)
     got = F.nll_loss(x.to(FOO), target.to(FOO), weight=None if w is None else w.to(FOO), reduction=reduction)
     assert_same(got, want, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("op", ["remainder", "fmod", "bitwise_and", "hypot", "maximum"])
+def test_unsupported_dtype_and_mismatched_shapes_raise_what_the_cpu_raises(op: str) -> None:
+    # The CPU's kernels check the dtype after the shapes (a complex remainder of shapes 3 and 0
+    # raises the shape's RuntimeError; foo raised NotImplementedError); maximum's meta function
+    # checks complex inputs first (TypeError).
+    fn = getattr(torch, op)
+    a, b = torch.ones(3, dtype=torch.complex64), torch.ones(0, dtype=torch.complex64)
+    with pytest.raises(Exception) as want:
+        fn(a, b)
+    with pytest.raises(type(want.value)):
+        fn(a.to(FOO), b.to(FOO))

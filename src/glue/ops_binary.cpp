@@ -110,25 +110,35 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scal
 }
 
 // ---- generic binary ops: functional and out variants (FOO_BINARY2), plus in-place (FOO_BINARY) ---
-#define FOO_BINARY2(name, builder, code, checks)                                             \
+// `meta_checks` run first, as ATen's structured meta functions check (maximum's complex inputs);
+// `kernel_checks` after the iterator's shape and dtype checks, as the CPU's kernels raise after
+// their meta functions (a complex remainder of mismatched shapes is the shape's RuntimeError
+// there, not NotImplementedError).
+#define FOO_BINARY2_CHECKED(name, builder, code, meta_checks, kernel_checks)                   \
   at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                         \
-    checks;                                                                                  \
+    meta_checks;                                                                             \
     at::Tensor out;                                                                          \
     auto it = ew::builder(out, self, other);                                                 \
+    kernel_checks;                                                                           \
     return same(it, code);                                                                   \
   }                                                                                          \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
-    checks;                                                                                  \
+    meta_checks;                                                                             \
     auto it = ew::builder(out, self, other);                                                 \
+    kernel_checks;                                                                           \
     same(it, code);                                                                          \
     return out;                                                                              \
   }
+#define FOO_BINARY2(name, builder, code, kernel_checks) \
+  FOO_BINARY2_CHECKED(name, builder, code, (void)0, kernel_checks)
+#define FOO_BINARY2_META(name, builder, code, meta_checks) \
+  FOO_BINARY2_CHECKED(name, builder, code, meta_checks, (void)0)
 
 #define FOO_BINARY(name, builder, code, checks)                                              \
   FOO_BINARY2(name, builder, code, checks)                                                   \
   at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                           \
-    checks;                                                                                  \
     auto it = ew::builder(self, self, other);                                                \
+    checks;                                                                                  \
     same(it, code);                                                                          \
     return self;                                                                             \
   }
@@ -172,9 +182,9 @@ at::Tensor& irshift_scalar(at::Tensor& self, const c10::Scalar& other) {
 }
 
 // ---- binary ops without an in-place variant -------------------------------------------------------
-FOO_BINARY2(maximum, binary_op, FOO_BINARY_OP_MAXIMUM, check_not_complex(self, other, "maximum"))
-FOO_BINARY2(minimum, binary_op, FOO_BINARY_OP_MINIMUM, check_not_complex(self, other, "minimum"))
-FOO_BINARY2(fmax, binary_op, FOO_BINARY_OP_FMAX, check_not_complex(self, other, "fmax"))
+FOO_BINARY2_META(maximum, binary_op, FOO_BINARY_OP_MAXIMUM, check_not_complex(self, other, "maximum"))
+FOO_BINARY2_META(minimum, binary_op, FOO_BINARY_OP_MINIMUM, check_not_complex(self, other, "minimum"))
+FOO_BINARY2_META(fmax, binary_op, FOO_BINARY_OP_FMAX, check_not_complex(self, other, "fmax"))
 
 // ---- clamp with tensor bounds -------------------------------------------------------------------
 // As ATen: a lone bound is maximum/minimum (clamp_min/clamp_max.Tensor use those kernels); both
@@ -232,9 +242,11 @@ at::Tensor& clamp_max_tensor_(at::Tensor& self, const at::Tensor& max) { return 
 at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& max, at::Tensor& out) {
   return ops::clamp_tensor_out(self, std::nullopt, max, out);
 }
-FOO_BINARY2(fmin, binary_op, FOO_BINARY_OP_FMIN, check_not_complex(self, other, "fmin"))
+FOO_BINARY2_META(fmin, binary_op, FOO_BINARY_OP_FMIN, check_not_complex(self, other, "fmin"))
 FOO_BINARY2(logaddexp, binary_op, FOO_BINARY_OP_LOG_ADD_EXP, fallback_if_complex(self, other, "logaddexp"))
 #undef FOO_BINARY2
+#undef FOO_BINARY2_META
+#undef FOO_BINARY2_CHECKED
 
 // ---- division with a rounding mode ---------------------------------------------------------------
 namespace {
