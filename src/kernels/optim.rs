@@ -216,6 +216,30 @@ impl<M: Math> AdamCoefficients<M> {
     }
 }
 
+/// The gradient as the CPU's fused kernels prepare it, for every optimizer: divided by AMP's
+/// scale and written back (`SCALE`), negated to maximize (`sign`), plus L2 weight decay `wd * p`
+/// (`L2`).
+#[inline(always)]
+fn prepared_grad<F: FloatStore, const SCALE: bool, const L2: bool>(
+    g: &mut F,
+    p: F::M,
+    scale: F::M,
+    sign: F::M,
+    wd: F::M,
+) -> F::M {
+    let mut gi = g.load();
+    if SCALE {
+        gi = gi / scale;
+        *g = F::store(gi);
+    }
+    gi = gi * sign;
+    if L2 {
+        gi + p * wd
+    } else {
+        gi
+    }
+}
+
 crate::nn_multiversion!(fn adam_dense<F: FloatStore>(p: &mut [F], g: &mut [F], m: &mut [F], v: &mut [F], vmax: &mut [F], k: &AdamCoefficients<F::M>, flags: AdamFlags) => adam_dense_body);
 
 #[inline(always)]
@@ -254,16 +278,8 @@ fn adam_loop<
     let (g, m, v) = (&mut g[..len], &mut m[..len], &mut v[..len]);
     let vmax = if AMS { &mut vmax[..len] } else { vmax };
     for i in 0..len {
-        let mut gi = g[i].load();
-        if SCALE {
-            gi = gi / k.scale;
-            g[i] = F::store(gi);
-        }
-        gi = gi * k.sign;
         let mut pi = p[i].load();
-        if L2 {
-            gi = gi + pi * k.wd;
-        }
+        let gi = prepared_grad::<F, SCALE, L2>(&mut g[i], pi, k.scale, k.sign, k.wd);
         pi = pi * k.decay;
         // exp_avg.lerp_(grad, 1 - beta1).
         let mi = m[i].load();
@@ -384,16 +400,8 @@ fn sgd_loop<
     let g = &mut g[..len];
     let buf = if BUF { &mut buf[..len] } else { buf };
     for i in 0..len {
-        let mut gi = g[i].load();
-        if SCALE {
-            gi = gi / k.scale;
-            g[i] = F::store(gi);
-        }
-        gi = gi * k.sign;
         let pi = p[i].load();
-        if L2 {
-            gi = gi + pi * k.wd;
-        }
+        let mut gi = prepared_grad::<F, SCALE, L2>(&mut g[i], pi, k.scale, k.sign, k.wd);
         if BUF {
             let bi = if FIRST {
                 gi
@@ -477,16 +485,8 @@ fn adagrad_loop<F: FloatStore, const L2: bool, const SCALE: bool>(
     let len = p.len();
     let (g, sum) = (&mut g[..len], &mut sum[..len]);
     for i in 0..len {
-        let mut gi = g[i].load();
-        if SCALE {
-            gi = gi / k.scale;
-            g[i] = F::store(gi);
-        }
-        gi = gi * k.sign;
         let pi = p[i].load();
-        if L2 {
-            gi = gi + pi * k.wd;
-        }
+        let gi = prepared_grad::<F, SCALE, L2>(&mut g[i], pi, k.scale, k.sign, k.wd);
         let si = sum[i].load() + gi * gi;
         sum[i] = F::store(si);
         let std = si.sqrt() + k.eps;
