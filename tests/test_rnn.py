@@ -1,7 +1,8 @@
-"""Fused RNN cells (`_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell` and their backwards), the
-ops PyTorch's LSTM/GRU loop runs on every device but CPU: nn.LSTM / nn.GRU / the cell modules
-on foo against CPU with the same weights and inputs, outputs and every gradient. Strict mode:
-every op the recurrence touches runs natively."""
+"""LSTM and GRU on foo against CPU with the same weights and inputs, outputs and every gradient:
+the whole layers nn.LSTM / nn.GRU run (aten::lstm.input, aten::gru.input: one autograd node per
+layer and direction, src/glue/ops_rnn_layer.cpp), the cases they hand to ATen's composite loop,
+and the fused cells (`_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell` and their backwards) that
+the cell modules and that loop run. Strict mode: every op the recurrence touches runs natively."""
 
 from __future__ import annotations
 
@@ -285,20 +286,126 @@ def test_errors() -> None:
         torch.ops.aten._thnn_fused_lstm_cell_backward_impl(cx, None, cx, cx, torch.zeros(2, 4, device=FOO), True)
 
 
-def test_ops_ran_natively() -> None:
+def _count_delta(run: object) -> dict[str, int]:
     before = foo_rs.native_counts()
-    m = make(nn.LSTM, torch.float32, input_size=3, hidden_size=4).to(FOO)
-    m(torch.randn(2, 1, 3, device=FOO))[0].sum().backward()
-    g = make(nn.GRU, torch.float32, input_size=3, hidden_size=4).to(FOO)
-    g(torch.randn(2, 1, 3, device=FOO))[0].sum().backward()
+    run()  # type: ignore[operator]
     after = foo_rs.native_counts()
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
+def test_ops_ran_natively() -> None:
+    """nn.LSTM / nn.GRU run the whole layers (one count per call, the cells inside not counted as
+    ops); the cell modules run the fused cell ops."""
+
+    def layers() -> None:
+        for cls in (nn.LSTM, nn.GRU):
+            m = make(cls, torch.float32, input_size=3, hidden_size=4).to(FOO)
+            m(torch.randn(2, 1, 3, device=FOO))[0].sum().backward()
+
+    got = _count_delta(layers)
+    assert got.get("aten::lstm.input") == 1 and got.get("aten::gru.input") == 1, got
+    assert not any("fused" in k for k in got), got
+
+    def cells() -> None:
+        for cls in (nn.LSTMCell, nn.GRUCell):
+            m = make(cls, torch.float32, input_size=3, hidden_size=4).to(FOO)
+            out = m(torch.randn(2, 3, device=FOO))
+            (out[0] if isinstance(out, tuple) else out).sum().backward()
+
+    got = _count_delta(cells)
     for op in (
         "aten::_thnn_fused_lstm_cell",
         "aten::_thnn_fused_lstm_cell_backward_impl",
         "aten::_thnn_fused_gru_cell",
         "aten::_thnn_fused_gru_cell_backward",
     ):
-        assert after.get(op, 0) - before.get(op, 0) == 2, op
+        assert got.get(op) == 1, (op, got)
+
+
+def test_composite_cases() -> None:
+    """Projections and empty batches go to ATen's composite loop (checked against CPU above):
+    no layer count, the fused cells run per step instead."""
+    m = make(nn.LSTM, torch.float32, input_size=4, hidden_size=6, proj_size=3).to(FOO)
+    got = _count_delta(lambda: m(torch.randn(5, 2, 4, device=FOO))[0].sum().backward())
+    assert "aten::lstm.input" not in got and got.get("aten::_thnn_fused_lstm_cell") == 5, got
+    g = make(nn.GRU, torch.float32, input_size=4, hidden_size=6).to(FOO)
+    got = _count_delta(lambda: g(torch.randn(5, 0, 4, device=FOO)))
+    assert "aten::gru.input" not in got, got
+
+
+def test_composite_errors_unchanged() -> None:
+    """Inputs the layers do not take reach ATen's own checks (same exception, same message as the
+    composite): a hidden state on another device, mismatched weight shapes."""
+    m = make(nn.LSTM, torch.float32, input_size=4, hidden_size=6).to(FOO)
+    x = torch.randn(5, 2, 4, device=FOO)
+    h = torch.zeros(1, 2, 6)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch._VF.lstm(x, (h, h), m._flat_weights, True, 1, 0.0, False, False, False)
+    w = [t.detach() for t in m._flat_weights]
+    w[1] = torch.zeros(24, 5, device=FOO)
+    hf = h.to(FOO)
+    with pytest.raises(RuntimeError, match="shape|size|mat"):
+        torch._VF.lstm(x, (hf, hf), w, True, 1, 0.0, False, False, False)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+def test_inference_mode(cls: type[nn.Module]) -> None:
+    """Below autograd (inference mode) the backend key runs the same layers."""
+    m = make(cls, torch.float32, input_size=4, hidden_size=6, num_layers=2, bidirectional=True).to(FOO)
+    x = torch.randn(5, 3, 4, device=FOO)
+    with torch.no_grad():
+        want = [t.cpu() for t in _flat(m(x))]
+    got: list[torch.Tensor] = []
+    with torch.inference_mode():
+        counts = _count_delta(lambda: got.extend(_flat(m(x))))
+    assert counts.get(f"aten::{cls.__name__.lower()}.input") == 1, counts
+    assert_same(got, want, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+def test_gradients_of_a_subset(cls: type[nn.Module]) -> None:
+    """Only some inputs need gradients (frozen weights, an input without grad): the others are
+    left alone, and the needed ones equal the CPU's."""
+    m = make(cls, torch.float64, input_size=4, hidden_size=5, num_layers=2)
+    x = randn(6, 3, 4, dtype=torch.float64)
+    res = []
+    for dev in ("cpu", "foo"):
+        mm = copy.deepcopy(m).to(dev)
+        mm.weight_hh_l0.requires_grad_(False)
+        mm.bias_ih_l1.requires_grad_(False)
+        xx = x.to(dev)
+        mm(xx)[0].pow(2).sum().backward()
+        assert mm.weight_hh_l0.grad is None and mm.bias_ih_l1.grad is None
+        res.append([p.grad for p in mm.parameters() if p.requires_grad])
+    assert_same(res[1], res[0], **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+def test_autocast(cls: type[nn.Module]) -> None:
+    """Under autocast the layers run in bfloat16 (outputs and states bfloat16, as CUDA's fused RNN
+    and the CPU's LSTM give; the CPU's GRU returns float32), values within bfloat16 rounding of
+    the CPU's autocast run; gradients reach the float32 weights."""
+    m = make(cls, torch.float32, input_size=8, hidden_size=16, num_layers=2)
+    x = randn(6, 4, 8)
+    outs = {}
+    for dev in ("cpu", "foo"):
+        mm = copy.deepcopy(m).to(dev)
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            outs[dev] = _flat(mm(x.to(dev)))
+        if dev == "foo" or cls is nn.LSTM:
+            assert all(t.dtype == torch.bfloat16 for t in outs[dev]), dev
+        outs[dev][0].float().sum().backward()
+        assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in mm.parameters())
+    assert_same([t.float() for t in outs["foo"]], [t.float() for t in outs["cpu"]], atol=5e-2, rtol=5e-2)
+
+
+def test_profiler_shows_cell_kernels() -> None:
+    m = make(nn.LSTM, torch.float32, input_size=3, hidden_size=4).to(FOO)
+    x = torch.randn(3, 2, 3, device=FOO)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        m(x)[0].sum().backward()
+    names = {e.name for e in prof.events()}
+    assert "aten::lstm" in names and "aten::mm" in names, names
 
 
 def test_double_backward() -> None:

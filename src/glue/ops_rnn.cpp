@@ -68,6 +68,46 @@ Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? t.contigu
 
 }  // namespace
 
+void lstm_cell_into(const Tensor& hy, const Tensor& cy, const Tensor& workspace, const Tensor& input_gates,
+                    const Tensor& hidden_gates, const Tensor& cx, const Tensor& input_bias, const Tensor& hidden_bias) {
+  const FooTensor dhy = describe(hy), dcy = describe(cy), dws = describe(workspace), dig = describe(input_gates),
+                  dhg = describe(hidden_gates), dcx = describe(cx), db1 = describe_maybe(input_bias),
+                  db2 = describe_maybe(hidden_bias);
+  check(foo_lstm_cell(&dhy, &dcy, &dws, &dig, &dhg, &dcx, opt(db1, input_bias), opt(db2, hidden_bias)),
+        "_thnn_fused_lstm_cell");
+}
+
+void lstm_cell_backward_into(const Tensor& grad_gates, const Tensor& grad_cx, const Tensor& grad_bias,
+                             const Tensor& grad_hy, const Tensor& grad_cy, const Tensor& cx, const Tensor& cy,
+                             const Tensor& workspace) {
+  const FooTensor dgg = describe(grad_gates), dgcx = describe(grad_cx), dgb = describe_maybe(grad_bias),
+                  dghy = describe_maybe(grad_hy), dgcy = describe_maybe(grad_cy), dcx = describe(cx),
+                  dcy = describe(cy), dws = describe(workspace);
+  check(foo_lstm_cell_backward(&dgg, &dgcx, opt(dgb, grad_bias), opt(dghy, grad_hy), opt(dgcy, grad_cy), &dcx,
+                               &dcy, &dws),
+        "_thnn_fused_lstm_cell_backward_impl");
+}
+
+void gru_cell_into(const Tensor& hy, const Tensor& workspace, const Tensor& input_gates, const Tensor& hidden_gates,
+                   const Tensor& hx, const Tensor& input_bias, const Tensor& hidden_bias) {
+  const FooTensor dhy = describe(hy), dws = describe(workspace), dig = describe(input_gates),
+                  dhg = describe(hidden_gates), dhx = describe(hx), db1 = describe_maybe(input_bias),
+                  db2 = describe_maybe(hidden_bias);
+  check(foo_gru_cell(&dhy, &dws, &dig, &dhg, &dhx, opt(db1, input_bias), opt(db2, hidden_bias)),
+        "_thnn_fused_gru_cell");
+}
+
+void gru_cell_backward_into(const Tensor& grad_input_gates, const Tensor& grad_hidden_gates, const Tensor& grad_hx,
+                            const Tensor& grad_input_bias, const Tensor& grad_hidden_bias, const Tensor& grad_hy,
+                            const Tensor& workspace) {
+  const FooTensor dgi = describe(grad_input_gates), dgh = describe(grad_hidden_gates), dghx = describe(grad_hx),
+                  dgib = describe_maybe(grad_input_bias), dghb = describe_maybe(grad_hidden_bias),
+                  dgo = describe(grad_hy), dws = describe(workspace);
+  check(foo_gru_cell_backward(&dgi, &dgh, &dghx, opt(dgib, grad_input_bias), opt(dghb, grad_hidden_bias), &dgo,
+                              &dws),
+        "_thnn_fused_gru_cell_backward");
+}
+
 std::tuple<Tensor, Tensor, Tensor> fused_lstm_cell(const Tensor& input_gates, const Tensor& hidden_gates,
                                                    const Tensor& cx, const OptT& input_bias_opt,
                                                    const OptT& hidden_bias_opt) {
@@ -77,10 +117,8 @@ std::tuple<Tensor, Tensor, Tensor> fused_lstm_cell(const Tensor& input_gates, co
   Tensor workspace = at::empty(input_gates.sizes(), input_gates.options());
   Tensor hy = at::empty(cx.sizes(), cx.options());
   Tensor cy = at::empty(cx.sizes(), cx.options());
-  const Tensor b1 = contiguous_or_undefined(input_bias), b2 = contiguous_or_undefined(hidden_bias);
-  const FooTensor dhy = describe(hy), dcy = describe(cy), dws = describe(workspace), dig = describe(input_gates),
-                  dhg = describe(hidden_gates), dcx = describe(cx), db1 = describe_maybe(b1), db2 = describe_maybe(b2);
-  check(foo_lstm_cell(&dhy, &dcy, &dws, &dig, &dhg, &dcx, opt(db1, b1), opt(db2, b2)), "_thnn_fused_lstm_cell");
+  lstm_cell_into(hy, cy, workspace, input_gates, hidden_gates, cx, contiguous_or_undefined(input_bias),
+                 contiguous_or_undefined(hidden_bias));
   return {hy, cy, workspace};
 }
 
@@ -110,12 +148,7 @@ std::tuple<Tensor, Tensor, Tensor> fused_lstm_cell_backward_impl(const OptT& gra
   Tensor grad_gates = at::empty(workspace.sizes(), workspace.options());
   Tensor grad_cx = at::empty(cx.sizes(), cx.options());
   Tensor grad_bias = has_bias ? at::empty({workspace.size(1)}, workspace.options()) : Tensor();
-  const FooTensor dgg = describe(grad_gates), dgcx = describe(grad_cx), dgb = describe_maybe(grad_bias),
-                  dghy = describe_maybe(grad_hy), dgcy = describe_maybe(grad_cy), dcx = describe(cx),
-                  dcy = describe(cy), dws = describe(workspace);
-  check(foo_lstm_cell_backward(&dgg, &dgcx, opt(dgb, grad_bias), opt(dghy, grad_hy), opt(dgcy, grad_cy), &dcx,
-                               &dcy, &dws),
-        "_thnn_fused_lstm_cell_backward_impl");
+  lstm_cell_backward_into(grad_gates, grad_cx, grad_bias, grad_hy, grad_cy, cx, cy, workspace);
   return {grad_gates, grad_cx, grad_bias};
 }
 
@@ -126,10 +159,8 @@ std::tuple<Tensor, Tensor> fused_gru_cell(const Tensor& input_gates, const Tenso
   const c10::DeviceGuard guard(input_gates.device());
   Tensor workspace = at::empty({hx.size(0), hx.size(1) * kGruWorkspaceGates}, hx.options());
   Tensor hy = at::empty(hx.sizes(), hx.options());
-  const Tensor b1 = contiguous_or_undefined(input_bias), b2 = contiguous_or_undefined(hidden_bias);
-  const FooTensor dhy = describe(hy), dws = describe(workspace), dig = describe(input_gates),
-                  dhg = describe(hidden_gates), dhx = describe(hx), db1 = describe_maybe(b1), db2 = describe_maybe(b2);
-  check(foo_gru_cell(&dhy, &dws, &dig, &dhg, &dhx, opt(db1, b1), opt(db2, b2)), "_thnn_fused_gru_cell");
+  gru_cell_into(hy, workspace, input_gates, hidden_gates, hx, contiguous_or_undefined(input_bias),
+                contiguous_or_undefined(hidden_bias));
   return {hy, workspace};
 }
 
@@ -154,12 +185,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fused_gru_cell_backward(const
     grad_input_bias = at::empty({hidden * kGruGates}, workspace.options());
     grad_hidden_bias = at::empty({hidden * kGruGates}, workspace.options());
   }
-  const FooTensor dgi = describe(grad_input_gates), dgh = describe(grad_hidden_gates), dghx = describe(grad_hx),
-                  dgib = describe_maybe(grad_input_bias), dghb = describe_maybe(grad_hidden_bias),
-                  dgo = describe(grad_hy), dws = describe(workspace);
-  check(foo_gru_cell_backward(&dgi, &dgh, &dghx, opt(dgib, grad_input_bias), opt(dghb, grad_hidden_bias), &dgo,
-                              &dws),
-        "_thnn_fused_gru_cell_backward");
+  gru_cell_backward_into(grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias, grad_hy,
+                         workspace);
   return {grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias};
 }
 
