@@ -140,7 +140,7 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
                 if log {
                     // (v - m) - ln(sum), as the CPU: v - (m + ln(sum)) rounds ln(sum) away
                     // when |m| is large (logits near 1e8 gave 0 instead of -ln 3).
-                    let ls = simd::sum_map(xm, |v| (v - m).fexp()).ln();
+                    let ls = simd::exp_sub_sum(xm, m).ln();
                     for (o, &v) in ym.iter_mut().zip(xm) {
                         *o = (v - m) - ls;
                     }
@@ -157,7 +157,7 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
             }
             let m = simd::max(&buf);
             if log {
-                let ls = simd::sum_map(&buf, |v| (v - m).fexp()).ln();
+                let ls = simd::exp_sub_sum(&buf, m).ln();
                 for (o, &b) in y.iter_mut().zip(&buf) {
                     *o = O::store(same((b - m) - ls));
                 }
@@ -318,16 +318,22 @@ fn bwd_body<I: Store, O: Store>(pg: P, py: P, po: P, g: Geom, log: bool, s: usiz
                     (&gb, &yb)
                 }
             };
-            if log {
-                let s = simd::sum(gm);
-                for ((o, &a), &b) in out.iter_mut().zip(gm).zip(ym) {
-                    *o = O::store(same(a - b.fexp() * s));
-                }
+            let s = if log {
+                simd::sum(gm)
             } else {
-                let s = simd::sum_zip(gm, ym, |a, b| a * b);
-                for ((o, &a), &b) in out.iter_mut().zip(gm).zip(ym) {
-                    *o = O::store(same(b * (a - s)));
+                simd::sum_zip(gm, ym, |a, b| a * b)
+            };
+            if let Some(om) = O::as_math_mut(out) {
+                let om: &mut [I::N] = same_slice_mut(om);
+                if log {
+                    simd::log_softmax_grad_into(om, gm, ym, s);
+                } else {
+                    simd::softmax_grad_into(om, gm, ym, s);
                 }
+                continue;
+            }
+            for ((o, &a), &b) in out.iter_mut().zip(gm).zip(ym) {
+                *o = O::store(same(if log { a - b.fexp() * s } else { b * (a - s) }));
             }
         }
         return;
