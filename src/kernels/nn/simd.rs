@@ -235,10 +235,24 @@ fn padded<M: Copy>(
 pub fn max<M: Math>(x: &[M]) -> M {
     // 16 lanes: with 64 the compare-selects did not vectorize (softmax 40% slower).
     let mut acc = [M::neg_infinity(); EXP_LANES];
-    let (chunks, last) = padded(x, M::neg_infinity());
-    for c in chunks.chain(last.as_ref()) {
+    let step = |acc: &mut [M; EXP_LANES], c: &[M; EXP_LANES]| {
         for j in 0..EXP_LANES {
             acc[j] = if c[j] > acc[j] { c[j] } else { acc[j] };
+        }
+    };
+    let (chunks, rem) = lanes::<EXP_LANES, M>(x);
+    for c in chunks {
+        step(&mut acc, c);
+    }
+    if !rem.is_empty() {
+        // The last EXP_LANES elements again (a maximum may see an element twice), or a padded
+        // chunk for a row shorter than that.
+        match overlapping(x) {
+            Some(c) => step(&mut acc, c),
+            None => step(
+                &mut acc,
+                &padded(rem, M::neg_infinity()).1.expect("a remainder"),
+            ),
         }
     }
     let mut m = M::neg_infinity();
@@ -246,6 +260,27 @@ pub fn max<M: Math>(x: &[M]) -> M {
         m = if v > m { v } else { m };
     }
     m
+}
+
+/// The last `EXP_LANES` elements of `x` when it has that many: a row's remainder is done as
+/// a whole chunk that overlaps the previous one, the lanes already done masked off
+/// ([`fresh`]), with no copy and no scalar loop.
+#[inline(always)]
+fn overlapping<M>(x: &[M]) -> Option<&[M; EXP_LANES]> {
+    x.len()
+        .checked_sub(EXP_LANES)
+        .map(|start| x[start..].try_into().expect("EXP_LANES elements"))
+}
+
+/// `v` in the lanes an overlapping last chunk adds (the last `rem` ones), `zero` elsewhere.
+#[inline(always)]
+fn fresh<M: Copy>(v: [M; EXP_LANES], rem: usize, zero: M) -> [M; EXP_LANES] {
+    let skip = EXP_LANES - rem;
+    let mut out = v;
+    for j in 0..EXP_LANES {
+        out[j] = if j >= skip { v[j] } else { zero };
+    }
+    out
 }
 
 /// `exp(c - m)` for one chunk, added into `acc`. Padding lanes hold -inf, whose exp is 0 (a
@@ -279,20 +314,42 @@ pub fn exp_sub_store<M: FastExp>(buf: &mut [M], m: M) -> M {
 }
 
 /// `y[i] = exp(x[i] - m)`, returning the sum (the exp pass of a softmax that writes its
-/// output directly).
+/// output directly; `y` and `x` do not overlap).
 #[inline(always)]
 pub fn exp_sub_into<M: FastExp>(y: &mut [M], x: &[M], m: M) -> M {
     let n = y.len().min(x.len());
     let (y, x) = (&mut y[..n], &x[..n]);
     let mut acc = [M::zero(); EXP_LANES];
+    let (xs, rem) = lanes::<EXP_LANES, M>(x);
     let (ys, yr) = lanes_mut::<EXP_LANES, M>(y);
-    let (xs, last) = padded(x, M::neg_infinity());
     for (c, d) in ys.zip(xs) {
         *c = exp_sub_chunk(d, m, &mut acc);
     }
-    if let Some(last) = last {
-        let e = exp_sub_chunk(&last, m, &mut acc);
-        yr.copy_from_slice(&e[..yr.len()]);
+    let r = rem.len();
+    if r == 0 {
+        return fold(acc, M::zero());
+    }
+    match overlapping(x) {
+        Some(last) => {
+            // Recomputes the overlapped outputs (the same values) and adds only the new ones.
+            let mut none = [M::zero(); EXP_LANES];
+            let e = exp_sub_chunk(last, m, &mut none);
+            let e_new = fresh(e, r, M::zero());
+            for j in 0..EXP_LANES {
+                acc[j] = acc[j] + e_new[j];
+            }
+            let y_last: &mut [M; EXP_LANES] =
+                (&mut y[n - EXP_LANES..]).try_into().expect("EXP_LANES");
+            *y_last = e;
+        }
+        None => {
+            let e = exp_sub_chunk(
+                &padded(rem, M::neg_infinity()).1.expect("a remainder"),
+                m,
+                &mut acc,
+            );
+            yr.copy_from_slice(&e[..r]);
+        }
     }
     fold(acc, M::zero())
 }
@@ -301,11 +358,45 @@ pub fn exp_sub_into<M: FastExp>(y: &mut [M], x: &[M], m: M) -> M {
 #[inline(always)]
 pub fn exp_sub_sum<M: FastExp>(x: &[M], m: M) -> M {
     let mut acc = [M::zero(); EXP_LANES];
-    let (xs, last) = padded(x, M::neg_infinity());
-    for c in xs.chain(last.as_ref()) {
+    let (xs, rem) = lanes::<EXP_LANES, M>(x);
+    for c in xs {
         exp_sub_chunk(c, m, &mut acc);
     }
+    if !rem.is_empty() {
+        let last = match overlapping(x) {
+            Some(c) => fresh(*c, rem.len(), M::neg_infinity()),
+            None => padded(rem, M::neg_infinity()).1.expect("a remainder"),
+        };
+        exp_sub_chunk(&last, m, &mut acc);
+    }
     fold(acc, M::zero())
+}
+
+/// `y[i] *= k`, the remainder as an overlapping chunk whose already scaled lanes are kept.
+#[inline(always)]
+pub fn scale<M: Math>(y: &mut [M], k: M) {
+    let n = y.len();
+    let (ys, yr) = lanes_mut::<EXP_LANES, M>(y);
+    let r = yr.len();
+    for c in ys {
+        for v in c.iter_mut() {
+            *v = *v * k;
+        }
+    }
+    if r == 0 {
+        return;
+    }
+    if n >= EXP_LANES {
+        let skip = EXP_LANES - r;
+        let last: &mut [M; EXP_LANES] = (&mut y[n - EXP_LANES..]).try_into().expect("EXP_LANES");
+        for (j, v) in last.iter_mut().enumerate() {
+            *v = if j >= skip { *v * k } else { *v };
+        }
+    } else {
+        for v in y.iter_mut() {
+            *v = *v * k;
+        }
+    }
 }
 
 /// Softmax backward's elementwise pass, `out[i] = y[i] * (g[i] - s)`.
@@ -381,8 +472,14 @@ mod tests {
             let s = exp_sub_into(&mut y, &x, m);
             assert_eq!(y, want, "exp_sub_into, n = {n}");
             let mut b = x.clone();
-            assert_eq!(exp_sub_store(&mut b, m), s, "n = {n}");
+            // In place, the remainder is a padded chunk (other lanes: another summation order).
+            let s_store = exp_sub_store(&mut b, m);
+            assert!((s_store - s).abs() <= 1e-6 * s.max(1.0), "n = {n}");
             assert_eq!(b, want);
+            let mut scaled = y.clone();
+            scale(&mut scaled, 0.25);
+            let w: Vec<f32> = y.iter().map(|v| v * 0.25).collect();
+            assert_eq!(scaled, w, "scale, n = {n}");
             assert_eq!(exp_sub_sum(&x, m), s, "n = {n}");
             assert!(
                 (s - want.iter().sum::<f32>()).abs() <= 1e-5 * s.max(1.0),

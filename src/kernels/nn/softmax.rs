@@ -127,12 +127,27 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
     // O::N == I::N by construction (fwd's bound); convert through f64-free casts.
     let d = g.d;
     if g.inner == 1 {
-        let direct = I::as_math(&[]).is_some() && O::as_math_mut(&mut []).is_some();
+        // In place (softmax_, the native attention's fast path): each row is read into `buf`
+        // first, so that the input and output rows are never borrowed together.
+        let in_place = pi.0 == po.0;
+        let direct = I::as_math(&[]).is_some() && O::as_math_mut(&mut []).is_some() && !in_place;
         let mut buf = vec![I::N::zero(); if direct { 0 } else { d }];
         for r in s..e {
-            // SAFETY: row r of a contiguous [outer, d] tensor; rows are disjoint across units.
-            let (x, y): (&[I], &mut [O]) = unsafe { (pi.slice(r * d, d), po.slice_mut(r * d, d)) };
-            if let (Some(xm), Some(ym)) = (I::as_math(x), O::as_math_mut(y)) {
+            if in_place {
+                // SAFETY: row r of the contiguous input, read before this unit writes it.
+                let x: &[I] = unsafe { pi.slice(r * d, d) };
+                for (b, &v) in buf.iter_mut().zip(x) {
+                    *b = v.load();
+                }
+            }
+            // SAFETY: row r of a contiguous [outer, d] tensor; rows are disjoint across units,
+            // and an in-place row is only read through `buf` from here on.
+            let (x, y): (&[I], &mut [O]) = if in_place {
+                (&[], unsafe { po.slice_mut(r * d, d) })
+            } else {
+                unsafe { (pi.slice(r * d, d), po.slice_mut(r * d, d)) }
+            };
+            if let (false, Some(xm), Some(ym)) = (in_place, I::as_math(x), O::as_math_mut(y)) {
                 // f32/f64 in and out: read the input where it lies and compute in the output
                 // (three passes over a row in L1 instead of four, one of them a copy).
                 let ym: &mut [I::N] = same_slice_mut(ym);
@@ -146,14 +161,14 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
                     }
                 } else {
                     let inv = I::N::one() / simd::exp_sub_into(ym, xm, m);
-                    for o in ym.iter_mut() {
-                        *o = *o * inv;
-                    }
+                    simd::scale(ym, inv);
                 }
                 continue;
             }
-            for (b, &v) in buf.iter_mut().zip(x) {
-                *b = v.load();
+            if !in_place {
+                for (b, &v) in buf.iter_mut().zip(x) {
+                    *b = v.load();
+                }
             }
             let m = simd::max(&buf);
             if log {
