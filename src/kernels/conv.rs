@@ -17,6 +17,7 @@ pub mod pool;
 
 use super::linalg::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
 use super::parallel::parallel_for;
+use super::scratch::{with_scratch, with_scratch2};
 use super::transpose::transpose;
 use crate::dtype::DType;
 use crate::error::FooResult;
@@ -224,6 +225,13 @@ unsafe fn im2col_ld<T: GemmElem>(
     let [od, oh, ow] = g.osp;
     let [kd, kh, kw] = g.ksp;
     let p = g.op();
+    // Stride 1 in H and W over dense input planes as wide as the output (3x3 "same" padding):
+    // each (channel, tap) row is the input plane at a constant shift.
+    let shifted_plane = g.stride[1] == 1
+        && g.stride[2] == 1
+        && xs[3] == 1
+        && g.isp[2] == ow
+        && xs[2] == ow as isize;
     let mut row = 0;
     for ci in 0..g.cg() {
         let xc = (c0 + ci) as isize * xs[0];
@@ -252,6 +260,31 @@ unsafe fn im2col_ld<T: GemmElem>(
                             continue;
                         }
                         let xd = xc + (zd as isize * g.stride[0] + offd) * xs[1];
+                        if shifted_plane {
+                            // Output position zh * ow + w reads input (zh + offh) * ow + w +
+                            // offw: one copy at a constant shift, then the columns outside
+                            // w0..w1 (which read the neighbouring rows) zeroed.
+                            drow[..h0 * ow].fill(T::ZERO);
+                            drow[h1 * ow..].fill(T::ZERO);
+                            if h0 < h1 && w0 < w1 {
+                                let (start, end) = (h0 * ow + w0, (h1 - 1) * ow + w1);
+                                let base = xd + (h0 as isize + offh) * xs[2] + w0 as isize + offw;
+                                // SAFETY: input rows h0+offh..h1+offh of this plane, from column
+                                // w0+offw to w1-1+offw: inside the dense plane by valid_range.
+                                let src = unsafe {
+                                    std::slice::from_raw_parts(
+                                        x.at::<T>(base) as *const T,
+                                        end - start,
+                                    )
+                                };
+                                drow[start..end].copy_from_slice(src);
+                            }
+                            for r in drow[h0 * ow..h1 * ow].chunks_exact_mut(ow) {
+                                r[..w0].fill(T::ZERO);
+                                r[w1..].fill(T::ZERO);
+                            }
+                            continue;
+                        }
                         for zh in 0..oh {
                             let r = &mut drow[zh * ow..(zh + 1) * ow];
                             if zh < h0 || zh >= h1 {
@@ -533,68 +566,76 @@ fn forward_batched<T: GemmElem>(
     let chunk = batch_chunk(g);
     let (xo, wo, oo) = (Addr::of(input.ptr), Addr::of(weight.ptr), Addr::of(out.ptr));
     let xs = &input.strides;
-    let mut col = vec![T::ZERO; ck * chunk * p];
-    let mut res = vec![T::ZERO; og * chunk * p];
-    for gi in 0..g.groups {
-        for s in (0..g.n).step_by(chunk) {
-            let e = (s + chunk).min(g.n);
-            let k = (e - s) * p;
-            let cola = Addr(col.as_mut_ptr() as usize);
-            parallel_for(e - s, 1, &|i0, i1| {
-                for i in i0..i1 {
-                    let xn = Addr(xo.at::<T>((s + i) as isize * xs[0]) as usize);
-                    // SAFETY: columns i*p..(i+1)*p of every row of the [ck, k] column matrix:
-                    // this sample's part, written only here.
-                    unsafe {
-                        im2col_ld::<T>(
-                            g,
-                            xn,
-                            &xs[1..],
-                            gi * g.cg(),
-                            Addr(cola.at::<T>((i * p) as isize) as usize),
-                            k,
-                        )
-                    };
-                }
-            });
-            let lhs = Mat {
-                ptr: wo.at::<T>((gi * og * ck) as isize) as *const T,
-                rs: ck as isize,
-                cs: 1,
-            };
-            let rhs = Mat {
-                ptr: col.as_ptr(),
-                rs: k as isize,
-                cs: 1,
-            };
-            // SAFETY: res is an owned [og, k] matrix; lhs is group gi's block of the contiguous
-            // weight, rhs the chunk's column matrix.
-            unsafe { gemm_pooled(og, k, ck, res.as_mut_ptr(), k as isize, 1, false, lhs, rhs) };
-            let res = &res;
-            parallel_for(e - s, 1, &|i0, i1| {
-                for i in i0..i1 {
-                    // SAFETY: sample s+i, group gi's [og, p] block of the contiguous output,
-                    // written only here.
-                    let dst = unsafe {
-                        std::slice::from_raw_parts_mut(
-                            oo.at::<T>((((s + i) * g.o + gi * og) * p) as isize),
-                            og * p,
-                        )
-                    };
-                    for (o, row) in dst.chunks_mut(p).enumerate() {
-                        let src = &res[o * k + i * p..o * k + (i + 1) * p];
-                        match bias {
-                            Some(b) => {
-                                let bo = b[gi * og + o];
-                                row.iter_mut().zip(src).for_each(|(d, &v)| *d = v + bo);
-                            }
-                            None => row.copy_from_slice(src),
+    // Kept scratch (see kernels::scratch): im2col writes every element of col, the GEMM every
+    // element of res.
+    with_scratch2(
+        ck * chunk * p,
+        og * chunk * p,
+        |col: &mut [T], res: &mut [T]| {
+            for gi in 0..g.groups {
+                for s in (0..g.n).step_by(chunk) {
+                    let e = (s + chunk).min(g.n);
+                    let k = (e - s) * p;
+                    let cola = Addr(col.as_mut_ptr() as usize);
+                    parallel_for(e - s, 1, &|i0, i1| {
+                        for i in i0..i1 {
+                            let xn = Addr(xo.at::<T>((s + i) as isize * xs[0]) as usize);
+                            // SAFETY: columns i*p..(i+1)*p of every row of the [ck, k] column matrix:
+                            // this sample's part, written only here.
+                            unsafe {
+                                im2col_ld::<T>(
+                                    g,
+                                    xn,
+                                    &xs[1..],
+                                    gi * g.cg(),
+                                    Addr(cola.at::<T>((i * p) as isize) as usize),
+                                    k,
+                                )
+                            };
                         }
-                    }
+                    });
+                    let lhs = Mat {
+                        ptr: wo.at::<T>((gi * og * ck) as isize) as *const T,
+                        rs: ck as isize,
+                        cs: 1,
+                    };
+                    let rhs = Mat {
+                        ptr: col.as_ptr(),
+                        rs: k as isize,
+                        cs: 1,
+                    };
+                    // SAFETY: res is an owned [og, k] matrix; lhs is group gi's block of the contiguous
+                    // weight, rhs the chunk's column matrix.
+                    unsafe {
+                        gemm_pooled(og, k, ck, res.as_mut_ptr(), k as isize, 1, false, lhs, rhs)
+                    };
+                    let res = &*res;
+                    parallel_for(e - s, 1, &|i0, i1| {
+                        for i in i0..i1 {
+                            // SAFETY: sample s+i, group gi's [og, p] block of the contiguous output,
+                            // written only here.
+                            let dst = unsafe {
+                                std::slice::from_raw_parts_mut(
+                                    oo.at::<T>((((s + i) * g.o + gi * og) * p) as isize),
+                                    og * p,
+                                )
+                            };
+                            for (o, row) in dst.chunks_mut(p).enumerate() {
+                                let src = &res[o * k + i * p..o * k + (i + 1) * p];
+                                match bias {
+                                    Some(b) => {
+                                        let bo = b[gi * og + o];
+                                        row.iter_mut().zip(src).for_each(|(d, &v)| *d = v + bo);
+                                    }
+                                    None => row.copy_from_slice(src),
+                                }
+                            }
+                        }
+                    });
                 }
-            });
-        }
-    }
+            }
+        },
+    );
 }
 
 /// The input gradient of convolutions with small outputs: per group, for chunks of samples, one
@@ -610,71 +651,78 @@ fn backward_input_batched<T: GemmElem>(
     let (og, cg, ck, p, ip) = (g.og(), g.cg(), g.ck(), g.op(), g.ip());
     let chunk = batch_chunk(g);
     let (gio, goo, wo) = (Addr::of(gi_t.ptr), Addr::of(go_t.ptr), Addr::of(weight.ptr));
-    let mut col = vec![T::ZERO; ck * chunk * p];
-    let mut goc = vec![T::ZERO; og * chunk * p];
-    for s in (0..g.n).step_by(chunk) {
-        let e = (s + chunk).min(g.n);
-        let k = (e - s) * p;
-        for gi in 0..g.groups {
-            let gca = Addr(goc.as_mut_ptr() as usize);
-            parallel_for(e - s, 1, &|i0, i1| {
-                for i in i0..i1 {
-                    for o in 0..og {
-                        // SAFETY: row o of sample s+i, group gi, of the contiguous grad_output
-                        // (read), and its place in the [og, k] chunk matrix (written only here).
-                        unsafe {
-                            let src = std::slice::from_raw_parts(
-                                goo.at::<T>((((s + i) * g.o + gi * og + o) * p) as isize)
-                                    as *const T,
-                                p,
-                            );
-                            std::slice::from_raw_parts_mut(
-                                gca.at::<T>((o * k + i * p) as isize),
-                                p,
-                            )
-                            .copy_from_slice(src);
-                        }
-                    }
-                }
-            });
-            let lhs = Mat {
-                ptr: wo.at::<T>((gi * og * ck) as isize) as *const T,
-                rs: 1,
-                cs: ck as isize,
-            };
-            let rhs = Mat {
-                ptr: goc.as_ptr(),
-                rs: k as isize,
-                cs: 1,
-            };
-            // SAFETY: col is an owned [ck, k] matrix; lhs is group gi's weight block read
-            // transposed, rhs the chunk's output gradients.
-            unsafe { gemm_pooled(ck, k, og, col.as_mut_ptr(), k as isize, 1, false, lhs, rhs) };
-            let col = &col;
-            parallel_for(e - s, 1, &|i0, i1| {
-                for i in i0..i1 {
-                    // SAFETY: sample s+i of the contiguous grad_input, written only here.
-                    let gin = unsafe {
-                        std::slice::from_raw_parts_mut(
-                            gio.at::<T>(((s + i) * g.c * ip) as isize),
-                            g.c * ip,
-                        )
-                    };
-                    if gi == 0 {
-                        gin.fill(T::ZERO);
-                    }
-                    col2im_ld(g, gin, gi * cg, &col[i * p..], k);
-                    if gi + 1 == g.groups {
-                        if let Some(b) = bias {
-                            for (c, plane) in gin.chunks_mut(ip).enumerate() {
-                                plane.iter_mut().for_each(|v| *v = *v + b[c]);
+    // Kept scratch: the copies write every element of goc, the GEMM every element of col.
+    with_scratch2(
+        ck * chunk * p,
+        og * chunk * p,
+        |col: &mut [T], goc: &mut [T]| {
+            for s in (0..g.n).step_by(chunk) {
+                let e = (s + chunk).min(g.n);
+                let k = (e - s) * p;
+                for gi in 0..g.groups {
+                    let gca = Addr(goc.as_mut_ptr() as usize);
+                    parallel_for(e - s, 1, &|i0, i1| {
+                        for i in i0..i1 {
+                            for o in 0..og {
+                                // SAFETY: row o of sample s+i, group gi, of the contiguous grad_output
+                                // (read), and its place in the [og, k] chunk matrix (written only here).
+                                unsafe {
+                                    let src = std::slice::from_raw_parts(
+                                        goo.at::<T>((((s + i) * g.o + gi * og + o) * p) as isize)
+                                            as *const T,
+                                        p,
+                                    );
+                                    std::slice::from_raw_parts_mut(
+                                        gca.at::<T>((o * k + i * p) as isize),
+                                        p,
+                                    )
+                                    .copy_from_slice(src);
+                                }
                             }
                         }
-                    }
+                    });
+                    let lhs = Mat {
+                        ptr: wo.at::<T>((gi * og * ck) as isize) as *const T,
+                        rs: 1,
+                        cs: ck as isize,
+                    };
+                    let rhs = Mat {
+                        ptr: goc.as_ptr(),
+                        rs: k as isize,
+                        cs: 1,
+                    };
+                    // SAFETY: col is an owned [ck, k] matrix; lhs is group gi's weight block read
+                    // transposed, rhs the chunk's output gradients.
+                    unsafe {
+                        gemm_pooled(ck, k, og, col.as_mut_ptr(), k as isize, 1, false, lhs, rhs)
+                    };
+                    let col = &*col;
+                    parallel_for(e - s, 1, &|i0, i1| {
+                        for i in i0..i1 {
+                            // SAFETY: sample s+i of the contiguous grad_input, written only here.
+                            let gin = unsafe {
+                                std::slice::from_raw_parts_mut(
+                                    gio.at::<T>(((s + i) * g.c * ip) as isize),
+                                    g.c * ip,
+                                )
+                            };
+                            if gi == 0 {
+                                gin.fill(T::ZERO);
+                            }
+                            col2im_ld(g, gin, gi * cg, &col[i * p..], k);
+                            if gi + 1 == g.groups {
+                                if let Some(b) = bias {
+                                    for (c, plane) in gin.chunks_mut(ip).enumerate() {
+                                        plane.iter_mut().for_each(|v| *v = *v + b[c]);
+                                    }
+                                }
+                            }
+                        }
+                    });
                 }
-            });
-        }
-    }
+            }
+        },
+    );
 }
 
 /// Runs `sample(ni, scratch)` for every sample: split across threads, or in order with
@@ -959,64 +1007,72 @@ fn backward_weight_batched<T: GemmElem>(
     let (xo, goo) = (Addr::of(input.ptr), Addr::of(go_t.ptr));
     let xs = &input.strides;
     let kmax = chunk * p;
-    let mut col = vec![T::ZERO; ck * kmax];
-    let mut got = vec![T::ZERO; kmax * og];
-    let mut acc = vec![T::ZERO; og * ck];
-    for gi in 0..g.groups {
-        for s in (0..g.n).step_by(chunk) {
-            let e = (s + chunk).min(g.n);
-            let k = (e - s) * p;
-            let (cola, gota) = (
-                Addr(col.as_mut_ptr() as usize),
-                Addr(got.as_mut_ptr() as usize),
-            );
-            parallel_for(e - s, 1, &|i0, i1| {
-                for i in i0..i1 {
-                    let ni = s + i;
-                    let xn = Addr(xo.at::<T>(ni as isize * xs[0]) as usize);
-                    // SAFETY: columns i*p..(i+1)*p of every row of the [ck, k] column matrix:
-                    // this sample's part, written only here.
+    // Kept scratch: im2col and the transposes write every element of col and got, and each
+    // group's first GEMM every element of acc.
+    with_scratch2(ck * kmax, kmax * og, |col: &mut [T], got: &mut [T]| {
+        with_scratch(og * ck, |acc: &mut [T]| {
+            for gi in 0..g.groups {
+                for s in (0..g.n).step_by(chunk) {
+                    let e = (s + chunk).min(g.n);
+                    let k = (e - s) * p;
+                    let (cola, gota) = (
+                        Addr(col.as_mut_ptr() as usize),
+                        Addr(got.as_mut_ptr() as usize),
+                    );
+                    parallel_for(e - s, 1, &|i0, i1| {
+                        for i in i0..i1 {
+                            let ni = s + i;
+                            let xn = Addr(xo.at::<T>(ni as isize * xs[0]) as usize);
+                            // SAFETY: columns i*p..(i+1)*p of every row of the [ck, k] column matrix:
+                            // this sample's part, written only here.
+                            unsafe {
+                                im2col_ld::<T>(
+                                    g,
+                                    xn,
+                                    &xs[1..],
+                                    gi * g.cg(),
+                                    Addr(cola.at::<T>((i * p) as isize) as usize),
+                                    k,
+                                )
+                            };
+                            // SAFETY: rows i*p..(i+1)*p of the [k, og] transposed output gradient,
+                            // written only here.
+                            let t = unsafe {
+                                std::slice::from_raw_parts_mut(
+                                    gota.at::<T>((i * p * og) as isize),
+                                    p * og,
+                                )
+                            };
+                            // SAFETY: group gi's [og, p] block of sample ni of the contiguous grad_output.
+                            let go = unsafe {
+                                std::slice::from_raw_parts(
+                                    goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as *const T,
+                                    og * p,
+                                )
+                            };
+                            transpose(go, og, p, t);
+                        }
+                    });
+                    let lhs = Mat {
+                        ptr: got.as_ptr(),
+                        rs: 1,
+                        cs: og as isize,
+                    };
+                    let rhs = Mat {
+                        ptr: col.as_ptr(),
+                        rs: 1,
+                        cs: k as isize,
+                    };
+                    // SAFETY: acc is an owned column-major [og, ck] block; the operands are the
+                    // chunk's [og, k] (as got^T) and [k, ck] (as col^T) matrices built above.
                     unsafe {
-                        im2col_ld::<T>(
-                            g,
-                            xn,
-                            &xs[1..],
-                            gi * g.cg(),
-                            Addr(cola.at::<T>((i * p) as isize) as usize),
-                            k,
-                        )
+                        gemm_pooled(og, ck, k, acc.as_mut_ptr(), 1, og as isize, s > 0, lhs, rhs)
                     };
-                    // SAFETY: rows i*p..(i+1)*p of the [k, og] transposed output gradient,
-                    // written only here.
-                    let t = unsafe {
-                        std::slice::from_raw_parts_mut(gota.at::<T>((i * p * og) as isize), p * og)
-                    };
-                    // SAFETY: group gi's [og, p] block of sample ni of the contiguous grad_output.
-                    let go = unsafe {
-                        std::slice::from_raw_parts(
-                            goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as *const T,
-                            og * p,
-                        )
-                    };
-                    transpose(go, og, p, t);
                 }
-            });
-            let lhs = Mat {
-                ptr: got.as_ptr(),
-                rs: 1,
-                cs: og as isize,
-            };
-            let rhs = Mat {
-                ptr: col.as_ptr(),
-                rs: 1,
-                cs: k as isize,
-            };
-            // SAFETY: acc is an owned column-major [og, ck] block; the operands are the
-            // chunk's [og, k] (as got^T) and [k, ck] (as col^T) matrices built above.
-            unsafe { gemm_pooled(og, ck, k, acc.as_mut_ptr(), 1, og as isize, s > 0, lhs, rhs) };
-        }
-        transpose(&acc, ck, og, &mut gw[gi * og * ck..(gi + 1) * og * ck]);
-    }
+                transpose(acc, ck, og, &mut gw[gi * og * ck..(gi + 1) * og * ck]);
+            }
+        })
+    });
 }
 
 fn backward_weight_impl<T: depthwise::DwFloat>(

@@ -6,48 +6,29 @@
 //! about 0.5 ns per element of `w` (0.6 ms for 1024 x 1024), less than the difference from
 //! 128 rows of `a` on while `w` stays in the caches (`linalg::NT_PACK_ROWS` says when).
 
+use super::linalg::GemmElem;
+use super::scratch::with_scratch;
 use super::transpose::transpose_into;
-use std::cell::RefCell;
-
-/// Scratch buffers of at most this many bytes are kept by their thread for the next product
-/// (fresh pages cost a fault each, ~0.25 us per 4 KiB); larger ones are freed after use.
-const KEEP_BYTES: usize = 16 << 20;
-
-thread_local! {
-    static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
-}
 
 /// Calls `f` with a dense `k x n` copy of the transpose of `w` (`n x k`, rows `ldw` apart):
-/// the right operand of `a @ w.t()` in the row-major layout `gemm` reads fast.
+/// the right operand of `a @ w.t()` in the row-major layout `gemm` reads fast. The copy lives
+/// in a kept scratch buffer (see `kernels::scratch`).
 ///
 /// # Safety
 /// `w` addresses every element of the `n x k` matrix.
-pub unsafe fn with_transposed<T: Copy + Default + Send + Sync, R>(
+pub unsafe fn with_transposed<T: GemmElem, R>(
     w: *const T,
     ldw: isize,
     n: usize,
     k: usize,
     f: impl FnOnce(&[T]) -> R,
 ) -> R {
-    const { assert!(std::mem::align_of::<T>() <= 8) };
-    let len = n * k;
-    let words = (len * std::mem::size_of::<T>()).div_ceil(8);
-    // Taken out of the thread's slot while in use: a nested product on this thread (none today)
-    // would get a buffer of its own instead of a borrow error.
-    let mut buf = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
-    if buf.len() < words {
-        buf = vec![0u64; words];
-    }
-    // SAFETY: `buf` holds at least len elements of T (8-byte words, T aligned to at most 8);
-    // every element is written by the transpose before it is read.
-    let dst = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr() as *mut T, len) };
-    // SAFETY: the caller's contract for `w`.
-    unsafe { transpose_into(w, ldw, n, k, dst) };
-    let out = f(dst);
-    if buf.len() * 8 <= KEEP_BYTES {
-        SCRATCH.with(|s| *s.borrow_mut() = buf);
-    }
-    out
+    with_scratch(n * k, |dst| {
+        // SAFETY: the caller's contract for `w`; every element of dst is written before `f`
+        // reads it.
+        unsafe { transpose_into(w, ldw, n, k, dst) };
+        f(dst)
+    })
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod parallel;
 pub mod random;
 pub mod reduce;
 pub mod reduced;
+pub mod scratch;
 pub mod ternary;
 pub mod tiles;
 pub mod transpose;
