@@ -207,10 +207,16 @@ fn float_unary<F: FloatStore>(
     let c = |v: f64| Mf::<F>::from_f64c(v);
     macro_rules! m {
         (|$x:ident| $e:expr) => {
-            map1(out, a, move |v: F| {
-                let $x: Mf<F> = v.load();
-                F::store($e)
-            })
+            // Always inlined, as binary.rs's `m!`.
+            map1(
+                out,
+                a,
+                #[inline(always)]
+                move |v: F| {
+                    let $x: Mf<F> = v.load();
+                    F::store($e)
+                },
+            )
         };
     }
     let zero = Mf::<F>::zero();

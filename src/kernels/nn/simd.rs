@@ -212,223 +212,67 @@ fn fold<const L: usize, M: Math>(mut acc: [M; L], tail: M) -> M {
     acc[0] + tail
 }
 
-/// `x` as `EXP_LANES`-element arrays, the last one filled up with `pad` (a row of 65 floats
-/// is four whole chunks and one padded chunk): a scalar remainder loop would run the exp
-/// polynomial element by element, and it cost as much as all of a short row's vectors (softmax
-/// of 63-wide rows took 2.5x the time of 64-wide ones).
-#[inline(always)]
-fn padded<M: Copy>(
-    x: &[M],
-    pad: M,
-) -> (
-    impl Iterator<Item = &[M; EXP_LANES]>,
-    Option<[M; EXP_LANES]>,
-) {
-    let (chunks, rem) = lanes::<EXP_LANES, M>(x);
-    let last = (!rem.is_empty())
-        .then(|| std::array::from_fn(|j| if j < rem.len() { rem[j] } else { pad }));
-    (chunks, last)
-}
-
 /// Maximum ignoring NaN (a NaN row still yields NaN later through `x - max`); -inf if empty.
 #[inline(always)]
 pub fn max<M: Math>(x: &[M]) -> M {
     // 16 lanes: with 64 the compare-selects did not vectorize (softmax 40% slower).
     let mut acc = [M::neg_infinity(); EXP_LANES];
-    let step = |acc: &mut [M; EXP_LANES], c: &[M; EXP_LANES]| {
+    let (chunks, rem) = lanes::<EXP_LANES, M>(x);
+    for c in chunks {
         for j in 0..EXP_LANES {
             acc[j] = if c[j] > acc[j] { c[j] } else { acc[j] };
         }
-    };
-    let (chunks, rem) = lanes::<EXP_LANES, M>(x);
-    for c in chunks {
-        step(&mut acc, c);
-    }
-    if !rem.is_empty() {
-        // The last EXP_LANES elements again (a maximum may see an element twice), or a padded
-        // chunk for a row shorter than that.
-        match overlapping(x) {
-            Some(c) => step(&mut acc, c),
-            None => step(
-                &mut acc,
-                &padded(rem, M::neg_infinity()).1.expect("a remainder"),
-            ),
-        }
     }
     let mut m = M::neg_infinity();
-    for &v in acc.iter() {
+    for &v in acc.iter().chain(rem) {
         m = if v > m { v } else { m };
     }
     m
-}
-
-/// The last `EXP_LANES` elements of `x` when it has that many: a row's remainder is done as
-/// a whole chunk that overlaps the previous one, the lanes already done masked off
-/// ([`fresh`]), with no copy and no scalar loop.
-#[inline(always)]
-fn overlapping<M>(x: &[M]) -> Option<&[M; EXP_LANES]> {
-    x.len()
-        .checked_sub(EXP_LANES)
-        .map(|start| x[start..].try_into().expect("EXP_LANES elements"))
-}
-
-/// `v` in the lanes an overlapping last chunk adds (the last `rem` ones), `zero` elsewhere.
-#[inline(always)]
-fn fresh<M: Copy>(v: [M; EXP_LANES], rem: usize, zero: M) -> [M; EXP_LANES] {
-    let skip = EXP_LANES - rem;
-    let mut out = v;
-    for j in 0..EXP_LANES {
-        out[j] = if j >= skip { v[j] } else { zero };
-    }
-    out
-}
-
-/// `exp(c - m)` for one chunk, added into `acc`. Padding lanes hold -inf, whose exp is 0 (a
-/// finite or +inf `m`; with `m` = -inf or NaN every real lane is NaN already).
-#[inline(always)]
-fn exp_sub_chunk<M: FastExp>(c: &[M; EXP_LANES], m: M, acc: &mut [M; EXP_LANES]) -> [M; EXP_LANES] {
-    let mut e = [M::zero(); EXP_LANES];
-    for j in 0..EXP_LANES {
-        e[j] = (c[j] - m).fexp();
-        acc[j] = acc[j] + e[j];
-    }
-    e
 }
 
 /// `buf[i] = exp(buf[i] - m)`, returning the sum.
 #[inline(always)]
 pub fn exp_sub_store<M: FastExp>(buf: &mut [M], m: M) -> M {
     let mut acc = [M::zero(); EXP_LANES];
-    let full = buf.len() / EXP_LANES * EXP_LANES;
-    let (body, rem) = buf.split_at_mut(full);
-    for c in body.chunks_exact_mut(EXP_LANES) {
-        let c: &mut [M; EXP_LANES] = c.try_into().expect("an EXP_LANES-long chunk");
-        *c = exp_sub_chunk(c, m, &mut acc);
+    let mut chunks = buf.chunks_exact_mut(EXP_LANES);
+    for c in &mut chunks {
+        for j in 0..EXP_LANES {
+            let e = (c[j] - m).fexp();
+            c[j] = e;
+            acc[j] = acc[j] + e;
+        }
     }
-    let last = padded(rem, M::neg_infinity()).1;
-    if let Some(last) = last {
-        let e = exp_sub_chunk(&last, m, &mut acc);
-        rem.copy_from_slice(&e[..rem.len()]);
+    let mut tail = M::zero();
+    for v in chunks.into_remainder() {
+        let e = (*v - m).fexp();
+        *v = e;
+        tail = tail + e;
     }
-    fold(acc, M::zero())
+    fold(acc, tail)
 }
 
 /// `y[i] = exp(x[i] - m)`, returning the sum (the exp pass of a softmax that writes its
-/// output directly; `y` and `x` do not overlap).
+/// output directly).
 #[inline(always)]
 pub fn exp_sub_into<M: FastExp>(y: &mut [M], x: &[M], m: M) -> M {
     let n = y.len().min(x.len());
     let (y, x) = (&mut y[..n], &x[..n]);
     let mut acc = [M::zero(); EXP_LANES];
-    let (xs, rem) = lanes::<EXP_LANES, M>(x);
-    let (ys, yr) = lanes_mut::<EXP_LANES, M>(y);
+    let ((ys, yr), (xs, xr)) = (lanes_mut::<EXP_LANES, M>(y), lanes::<EXP_LANES, M>(x));
     for (c, d) in ys.zip(xs) {
-        *c = exp_sub_chunk(d, m, &mut acc);
-    }
-    let r = rem.len();
-    if r == 0 {
-        return fold(acc, M::zero());
-    }
-    match overlapping(x) {
-        Some(last) => {
-            // Recomputes the overlapped outputs (the same values) and adds only the new ones.
-            let mut none = [M::zero(); EXP_LANES];
-            let e = exp_sub_chunk(last, m, &mut none);
-            let e_new = fresh(e, r, M::zero());
-            for j in 0..EXP_LANES {
-                acc[j] = acc[j] + e_new[j];
-            }
-            let y_last: &mut [M; EXP_LANES] =
-                (&mut y[n - EXP_LANES..]).try_into().expect("EXP_LANES");
-            *y_last = e;
-        }
-        None => {
-            let e = exp_sub_chunk(
-                &padded(rem, M::neg_infinity()).1.expect("a remainder"),
-                m,
-                &mut acc,
-            );
-            yr.copy_from_slice(&e[..r]);
-        }
-    }
-    fold(acc, M::zero())
-}
-
-/// The sum of `exp(x[i] - m)` (log_softmax's normalizer).
-#[inline(always)]
-pub fn exp_sub_sum<M: FastExp>(x: &[M], m: M) -> M {
-    let mut acc = [M::zero(); EXP_LANES];
-    let (xs, rem) = lanes::<EXP_LANES, M>(x);
-    for c in xs {
-        exp_sub_chunk(c, m, &mut acc);
-    }
-    if !rem.is_empty() {
-        let last = match overlapping(x) {
-            Some(c) => fresh(*c, rem.len(), M::neg_infinity()),
-            None => padded(rem, M::neg_infinity()).1.expect("a remainder"),
-        };
-        exp_sub_chunk(&last, m, &mut acc);
-    }
-    fold(acc, M::zero())
-}
-
-/// `y[i] *= k`, the remainder as an overlapping chunk whose already scaled lanes are kept.
-#[inline(always)]
-pub fn scale<M: Math>(y: &mut [M], k: M) {
-    let n = y.len();
-    let (ys, yr) = lanes_mut::<EXP_LANES, M>(y);
-    let r = yr.len();
-    for c in ys {
-        for v in c.iter_mut() {
-            *v = *v * k;
-        }
-    }
-    if r == 0 {
-        return;
-    }
-    if n >= EXP_LANES {
-        let skip = EXP_LANES - r;
-        let last: &mut [M; EXP_LANES] = (&mut y[n - EXP_LANES..]).try_into().expect("EXP_LANES");
-        for (j, v) in last.iter_mut().enumerate() {
-            *v = if j >= skip { *v * k } else { *v };
-        }
-    } else {
-        for v in y.iter_mut() {
-            *v = *v * k;
-        }
-    }
-}
-
-/// Softmax backward's elementwise pass, `out[i] = y[i] * (g[i] - s)`.
-#[inline(always)]
-pub fn softmax_grad_into<M: Math>(out: &mut [M], g: &[M], y: &[M], s: M) {
-    let n = out.len().min(g.len()).min(y.len());
-    let (out, g, y) = (&mut out[..n], &g[..n], &y[..n]);
-    for ((o, &a), &b) in out.iter_mut().zip(g).zip(y) {
-        *o = b * (a - s);
-    }
-}
-
-/// log_softmax backward's elementwise pass, `out[i] = g[i] - exp(y[i]) * s`, in `EXP_LANES`
-/// chunks with a padded last one (see [`padded`]).
-#[inline(always)]
-pub fn log_softmax_grad_into<M: FastExp>(out: &mut [M], g: &[M], y: &[M], s: M) {
-    let n = out.len().min(g.len()).min(y.len());
-    let (out, g, y) = (&mut out[..n], &g[..n], &y[..n]);
-    let (os, or) = lanes_mut::<EXP_LANES, M>(out);
-    let ((gs, gl), (ys, yl)) = (padded(g, M::zero()), padded(y, M::neg_infinity()));
-    for ((o, a), b) in os.zip(gs).zip(ys) {
         for j in 0..EXP_LANES {
-            o[j] = a[j] - b[j].fexp() * s;
+            let e = (d[j] - m).fexp();
+            c[j] = e;
+            acc[j] = acc[j] + e;
         }
     }
-    if let (Some(a), Some(b)) = (gl, yl) {
-        let mut r = [M::zero(); EXP_LANES];
-        for j in 0..EXP_LANES {
-            r[j] = a[j] - b[j].fexp() * s;
-        }
-        or.copy_from_slice(&r[..or.len()]);
+    let mut tail = M::zero();
+    for (v, &u) in yr.iter_mut().zip(xr) {
+        let e = (u - m).fexp();
+        *v = e;
+        tail = tail + e;
     }
+    fold(acc, tail)
 }
 
 #[cfg(test)]
@@ -460,38 +304,5 @@ mod tests {
         assert_eq!(sum_zip(&v[..20], &v[..20], |x, y| x * y), 2470.0);
         assert_eq!(max(&v[..33]), 32.0);
         assert_eq!(max::<f32>(&[]), f32::NEG_INFINITY);
-    }
-
-    #[test]
-    fn padded_tails_match_elementwise() {
-        for n in [0usize, 1, 15, 16, 17, 63, 65, 100] {
-            let x: Vec<f32> = (0..n).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
-            let m = max(&x);
-            let want: Vec<f32> = x.iter().map(|&v| (v - m).fexp()).collect();
-            let mut y = vec![0.0f32; n];
-            let s = exp_sub_into(&mut y, &x, m);
-            assert_eq!(y, want, "exp_sub_into, n = {n}");
-            let mut b = x.clone();
-            // In place, the remainder is a padded chunk (other lanes: another summation order).
-            let s_store = exp_sub_store(&mut b, m);
-            assert!((s_store - s).abs() <= 1e-6 * s.max(1.0), "n = {n}");
-            assert_eq!(b, want);
-            let mut scaled = y.clone();
-            scale(&mut scaled, 0.25);
-            let w: Vec<f32> = y.iter().map(|v| v * 0.25).collect();
-            assert_eq!(scaled, w, "scale, n = {n}");
-            assert_eq!(exp_sub_sum(&x, m), s, "n = {n}");
-            assert!(
-                (s - want.iter().sum::<f32>()).abs() <= 1e-5 * s.max(1.0),
-                "n = {n}"
-            );
-            let mut o = vec![0.0f32; n];
-            log_softmax_grad_into(&mut o, &x, &y, 0.5);
-            let w: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a - b.fexp() * 0.5).collect();
-            assert_eq!(o, w, "log_softmax_grad_into, n = {n}");
-        }
-        // A row of -inf except one element: the padding adds nothing.
-        let x = [f32::NEG_INFINITY, 3.0, f32::NEG_INFINITY];
-        assert_eq!(exp_sub_sum(&x, 3.0), 1.0);
     }
 }

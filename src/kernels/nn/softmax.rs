@@ -127,27 +127,12 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
     // O::N == I::N by construction (fwd's bound); convert through f64-free casts.
     let d = g.d;
     if g.inner == 1 {
-        // In place (softmax_, the native attention's fast path): each row is read into `buf`
-        // first, so that the input and output rows are never borrowed together.
-        let in_place = pi.0 == po.0;
-        let direct = I::as_math(&[]).is_some() && O::as_math_mut(&mut []).is_some() && !in_place;
+        let direct = I::as_math(&[]).is_some() && O::as_math_mut(&mut []).is_some();
         let mut buf = vec![I::N::zero(); if direct { 0 } else { d }];
         for r in s..e {
-            if in_place {
-                // SAFETY: row r of the contiguous input, read before this unit writes it.
-                let x: &[I] = unsafe { pi.slice(r * d, d) };
-                for (b, &v) in buf.iter_mut().zip(x) {
-                    *b = v.load();
-                }
-            }
-            // SAFETY: row r of a contiguous [outer, d] tensor; rows are disjoint across units,
-            // and an in-place row is only read through `buf` from here on.
-            let (x, y): (&[I], &mut [O]) = if in_place {
-                (&[], unsafe { po.slice_mut(r * d, d) })
-            } else {
-                unsafe { (pi.slice(r * d, d), po.slice_mut(r * d, d)) }
-            };
-            if let (false, Some(xm), Some(ym)) = (in_place, I::as_math(x), O::as_math_mut(y)) {
+            // SAFETY: row r of a contiguous [outer, d] tensor; rows are disjoint across units.
+            let (x, y): (&[I], &mut [O]) = unsafe { (pi.slice(r * d, d), po.slice_mut(r * d, d)) };
+            if let (Some(xm), Some(ym)) = (I::as_math(x), O::as_math_mut(y)) {
                 // f32/f64 in and out: read the input where it lies and compute in the output
                 // (three passes over a row in L1 instead of four, one of them a copy).
                 let ym: &mut [I::N] = same_slice_mut(ym);
@@ -155,24 +140,24 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
                 if log {
                     // (v - m) - ln(sum), as the CPU: v - (m + ln(sum)) rounds ln(sum) away
                     // when |m| is large (logits near 1e8 gave 0 instead of -ln 3).
-                    let ls = simd::exp_sub_sum(xm, m).ln();
+                    let ls = simd::sum_map(xm, |v| (v - m).fexp()).ln();
                     for (o, &v) in ym.iter_mut().zip(xm) {
                         *o = (v - m) - ls;
                     }
                 } else {
                     let inv = I::N::one() / simd::exp_sub_into(ym, xm, m);
-                    simd::scale(ym, inv);
+                    for o in ym.iter_mut() {
+                        *o = *o * inv;
+                    }
                 }
                 continue;
             }
-            if !in_place {
-                for (b, &v) in buf.iter_mut().zip(x) {
-                    *b = v.load();
-                }
+            for (b, &v) in buf.iter_mut().zip(x) {
+                *b = v.load();
             }
             let m = simd::max(&buf);
             if log {
-                let ls = simd::exp_sub_sum(&buf, m).ln();
+                let ls = simd::sum_map(&buf, |v| (v - m).fexp()).ln();
                 for (o, &b) in y.iter_mut().zip(&buf) {
                     *o = O::store(same((b - m) - ls));
                 }
@@ -333,22 +318,16 @@ fn bwd_body<I: Store, O: Store>(pg: P, py: P, po: P, g: Geom, log: bool, s: usiz
                     (&gb, &yb)
                 }
             };
-            let s = if log {
-                simd::sum(gm)
-            } else {
-                simd::sum_zip(gm, ym, |a, b| a * b)
-            };
-            if let Some(om) = O::as_math_mut(out) {
-                let om: &mut [I::N] = same_slice_mut(om);
-                if log {
-                    simd::log_softmax_grad_into(om, gm, ym, s);
-                } else {
-                    simd::softmax_grad_into(om, gm, ym, s);
+            if log {
+                let s = simd::sum(gm);
+                for ((o, &a), &b) in out.iter_mut().zip(gm).zip(ym) {
+                    *o = O::store(same(a - b.fexp() * s));
                 }
-                continue;
-            }
-            for ((o, &a), &b) in out.iter_mut().zip(gm).zip(ym) {
-                *o = O::store(same(if log { a - b.fexp() * s } else { b * (a - s) }));
+            } else {
+                let s = simd::sum_zip(gm, ym, |a, b| a * b);
+                for ((o, &a), &b) in out.iter_mut().zip(gm).zip(ym) {
+                    *o = O::store(same(b * (a - s)));
+                }
             }
         }
         return;
