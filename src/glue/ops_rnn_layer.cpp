@@ -294,37 +294,45 @@ std::pair<Tensor, std::vector<std::vector<Tensor>>> run_layers(const Stack& s, b
   return {input, finals};
 }
 
+// The stack's output (batch first if asked) and its stacked final states (LSTM: h, c; GRU: h),
+// or nothing when ATen's composite must run instead. Counted under `op` when the layers ran.
+std::optional<std::vector<Tensor>> run_stack(const char* op, const Tensor& input, at::TensorList states,
+                                             at::TensorList params, bool has_biases, int64_t num_layers,
+                                             double dropout, bool train, bool bidirectional, bool batch_first,
+                                             bool gru) {
+  const Stack s = autocast_stack(batch_first && input.dim() == 3 ? input.transpose(0, 1) : input, states, params);
+  if (!layers_apply(s, has_biases, num_layers, bidirectional, gru ? kGruGates : kLstmGates)) return std::nullopt;
+  const c10::DeviceGuard guard(input.device());
+  std::optional<c10::impl::ExcludeDispatchKeyGuard> no_autocast;
+  if (s.cast) no_autocast.emplace(c10::DispatchKey::AutocastPrivateUse1);
+  auto [out, finals] = run_layers(s, has_biases, num_layers, dropout, train, bidirectional, gru);
+  foo_native_hit(foo_native_slot(op));
+  std::vector<Tensor> result{batch_first ? out.transpose(0, 1) : out};
+  for (const auto& f : finals) result.push_back(at::stack(f));
+  return result;
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx, at::TensorList params,
                                         bool has_biases, int64_t num_layers, double dropout, bool train,
                                         bool bidirectional, bool batch_first) {
-  const Stack s = autocast_stack(batch_first && input.dim() == 3 ? input.transpose(0, 1) : input, hx, params);
-  if (hx.size() != 2 || !layers_apply(s, has_biases, num_layers, bidirectional, kLstmGates)) {
-    return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  if (hx.size() == 2) {
+    if (auto r = run_stack("aten::lstm.input", input, hx, params, has_biases, num_layers, dropout, train,
+                           bidirectional, batch_first, /*gru=*/false)) {
+      return {(*r)[0], (*r)[1], (*r)[2]};
+    }
   }
-  static const void* slot = foo_native_slot("aten::lstm.input");
-  const c10::DeviceGuard guard(input.device());
-  std::optional<c10::impl::ExcludeDispatchKeyGuard> no_autocast;
-  if (s.cast) no_autocast.emplace(c10::DispatchKey::AutocastPrivateUse1);
-  auto [out, finals] = run_layers(s, has_biases, num_layers, dropout, train, bidirectional, /*gru=*/false);
-  foo_native_hit(slot);
-  return {batch_first ? out.transpose(0, 1) : out, at::stack(finals[0]), at::stack(finals[1])};
+  return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
 }
 
 std::tuple<Tensor, Tensor> gru(const Tensor& input, const Tensor& hx, at::TensorList params, bool has_biases,
                                int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first) {
-  const Stack s = autocast_stack(batch_first && input.dim() == 3 ? input.transpose(0, 1) : input, {hx}, params);
-  if (!layers_apply(s, has_biases, num_layers, bidirectional, kGruGates)) {
-    return at::native::gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  if (auto r = run_stack("aten::gru.input", input, {hx}, params, has_biases, num_layers, dropout, train,
+                         bidirectional, batch_first, /*gru=*/true)) {
+    return {(*r)[0], (*r)[1]};
   }
-  static const void* slot = foo_native_slot("aten::gru.input");
-  const c10::DeviceGuard guard(input.device());
-  std::optional<c10::impl::ExcludeDispatchKeyGuard> no_autocast;
-  if (s.cast) no_autocast.emplace(c10::DispatchKey::AutocastPrivateUse1);
-  auto [out, finals] = run_layers(s, has_biases, num_layers, dropout, train, bidirectional, /*gru=*/true);
-  foo_native_hit(slot);
-  return {batch_first ? out.transpose(0, 1) : out, at::stack(finals[0])};
+  return at::native::gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
 }
 
 }  // namespace foo::ops::rnn
