@@ -380,3 +380,91 @@ def test_softmax_rows_of_any_width(log: bool, width: int, in_place: bool) -> Non
     else:
         got = op(xf, -1, False)
     assert_same(got, want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_binary_cross_entropy_rounds_as_the_cpu(dtype: torch.dtype, reduction: str, weighted: bool) -> None:
+    # The CPU computes each operation of the loss and of its gradient in the storage type
+    # (rounding half intermediates), multiplies the weight in afterwards and divides by numel;
+    # foo kept float32 and folded weight and 1/numel together (float16 gradients 1-2 ulp off).
+    torch.manual_seed(0)
+    p = torch.rand(64, 5).clamp(1e-3, 1 - 1e-3).to(dtype)
+    p[0, :2] = torch.tensor([0.0, 1.0])  # log clamps at -100; in half, 1e-12 rounds to 0
+    y = torch.rand(64, 5).to(dtype)
+    w = torch.rand(64, 5).to(dtype) * 3 if weighted else None
+    pc, pf = p.clone().requires_grad_(), p.to(FOO).requires_grad_()
+    want = F.binary_cross_entropy(pc, y, w, reduction=reduction)
+    got = F.binary_cross_entropy(pf, y.to(FOO), None if w is None else w.to(FOO), reduction=reduction)
+    if reduction == "none":
+        assert_same(got, want, atol=0, rtol=0)
+    else:  # the CPU sums in its own cascade
+        assert_same(got, want)
+    (gw,) = torch.autograd.grad(want.sum(), pc)
+    (gg,) = torch.autograd.grad(got.sum(), pf)
+    assert_same(gg, gw, atol=0, rtol=0)
+
+
+def test_binary_cross_entropy_checks_the_target() -> None:
+    x, t = torch.tensor([0.5]), torch.tensor([1.5])
+    with pytest.raises(RuntimeError, match="all elements of target should be between 0 and 1"):
+        F.binary_cross_entropy(x, t)
+    with pytest.raises(RuntimeError, match="all elements of target should be between 0 and 1"):
+        F.binary_cross_entropy(x.to(FOO), t.to(FOO))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((4, 2, 3), (4, 3, 5)), ((1, 2, 3), (1, 3, 2))])
+def test_complex_products_with_inf_are_the_textbook_sums(dtype: torch.dtype, shapes) -> None:
+    # gemm's complex kernel multiplies every sum by alpha = 1 + 0i, which turned inf - inf i into
+    # nan + nan i; foo now sums the textbook products as the CPU's dot and bmm do (the CPU's mm
+    # calls BLAS, which scales an operand by alpha first: tests/test_fuzz.py cpu-blas-alpha-first).
+    torch.manual_seed(0)
+    a, b = torch.randn(*shapes[0], dtype=dtype), torch.randn(*shapes[1], dtype=dtype)
+    b.view(-1)[0] = complex(math.inf, 0)
+    want = a @ b if a.dim() == 1 else torch.stack([x @ y for x, y in zip(a, b)])
+    got = (a.to(FOO) @ b.to(FOO)).cpu()
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+    fin = want.isfinite()
+    torch.testing.assert_close(got[fin], want[fin])
+
+
+@pytest.mark.parametrize("n", [1, 4, 16, 17, 32])
+def test_bfloat16_products_with_subnormals_follow_the_cpus_size_rule(n: int) -> None:
+    # The CPU widens bfloat16 products of at most 16*16*16 multiply-adds (inf * 1e-40 = inf) and
+    # hands larger ones to oneDNN, whose BF16 instructions read subnormals as zero (nan); foo's
+    # AVX512-BF16 kernel read them as zero at every size. Where the CPU lacks BF16 instructions
+    # both widen.
+    a, b = torch.randn(n, n).bfloat16(), torch.randn(n, n).bfloat16()
+    a[0, 0], b[0, 0] = math.inf, 9.18e-41
+    want = a @ b
+    got = (a.to(FOO) @ b.to(FOO)).cpu()
+    assert got[0, 0].isnan() == want[0, 0].isnan()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_addmm_with_alpha_zero_adds_zero_times_the_product(dtype: torch.dtype) -> None:
+    # The CPU's half-type kernel computes beta * c + alpha * sum: an overflowing sum with alpha 0
+    # is nan there; foo had skipped the product.
+    c, a = torch.tensor([[1.5, -0.25]], dtype=dtype), torch.tensor([[1.5]], dtype=dtype)
+    b = torch.tensor([[3.3e38 if dtype == torch.bfloat16 else 6e4, 2.0]], dtype=dtype)
+    want = torch.addmm(c, a, b, alpha=0.0)
+    got = torch.addmm(c.to(FOO), a.to(FOO), b.to(FOO), alpha=0.0)
+    assert_same(got, want, atol=0, rtol=0)
+
+
+# complex64: self * beta is complex multiplication, which runs through the CPU fallback.
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32,
+                                   pytest.param(torch.complex64, marks=pytest.mark.fallback_ok)])
+def test_mv_of_an_empty_matrix(dtype: torch.dtype) -> None:
+    # As the CPU's addmv: an empty matrix gives zeros (beta 0) or self * beta before any dtype
+    # check, so bool works there; foo raised for bool.
+    m, v, s = torch.zeros(2, 0, dtype=dtype), torch.zeros(0, dtype=dtype), torch.ones(2, dtype=dtype)
+    assert_same(torch.mv(m.to(FOO), v.to(FOO)), torch.mv(m, v))
+    assert_same(torch.addmv(s.to(FOO), m.to(FOO), v.to(FOO)), torch.addmv(s, m, v))
+    assert_same(torch.zeros(0, dtype=dtype, device=FOO) @ torch.zeros(1, 0, 1, dtype=dtype, device=FOO),
+                torch.zeros(0, dtype=dtype) @ torch.zeros(1, 0, 1, dtype=dtype))
+    if dtype == torch.bool:
+        with pytest.raises(NotImplementedError, match="addmv_impl_cpu"):
+            torch.mv(torch.zeros(2, 1, dtype=dtype, device=FOO), torch.zeros(1, dtype=dtype, device=FOO))

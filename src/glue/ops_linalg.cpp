@@ -181,6 +181,18 @@ void check_dot(const at::Tensor& a, const at::Tensor& b) {
 
 void mv_into(const at::Tensor& out, const at::Tensor& mat, const at::Tensor& vec, const at::Tensor& c,
              const c10::Scalar& beta, const c10::Scalar& alpha, const char* name) {
+  // As the CPU's addmv_out_cpu: an empty matrix gives zeros (beta 0) or self * beta before any
+  // dtype dispatch, so bool works there and nowhere else.
+  if (mat.numel() == 0) {
+    if (beta.toComplexDouble() == 0.0) {
+      out.zero_();
+    } else {
+      at::Tensor o = out;
+      at::mul_out(o, c.expand({mat.size(0)}), at::scalar_tensor(beta, c.options().device(at::kCPU)));
+    }
+    return;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(mat.scalar_type() != at::kBool, "\"addmv_impl_cpu\" not implemented for 'Bool'");
   launch(out, mat, vec, c, beta, alpha, as3, as3, as3, name);
 }
 

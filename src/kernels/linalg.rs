@@ -23,6 +23,8 @@ use std::ops::{Add, Mul};
 pub trait GemmElem: Element + Add<Output = Self> + Mul<Output = Self> {
     const ZERO: Self;
     const ONE: Self;
+    /// Neither inf nor nan (complex: in either part).
+    fn finite(self) -> bool;
 }
 
 macro_rules! gemm_elem {
@@ -30,6 +32,10 @@ macro_rules! gemm_elem {
         impl GemmElem for $t {
             const ZERO: Self = $zero;
             const ONE: Self = $one;
+            #[inline(always)]
+            fn finite(self) -> bool {
+                self.is_finite()
+            }
         }
     };
 }
@@ -72,6 +78,13 @@ pub const GEMM_RAYON_FLOPS: usize = 1 << 27;
 pub const NT_PACK_ROWS: usize = 128;
 /// See [`NT_PACK_ROWS`].
 pub const NT_PACK_ELEMENTS: usize = 1 << 20;
+
+/// bfloat16 products of at most this many multiply-adds are widened to float32 even where the
+/// CPU multiplies bfloat16 natively: ATen hands a bfloat16 product to oneDNN (whose AVX512-BF16
+/// and AMX instructions read subnormals as zero, so `inf * 1e-40` is nan) only above
+/// `mkldnn_gemm_min_size` (16 * 16 * 16, `checksize` in mkldnn/Matmul.cpp) and widens smaller
+/// ones; foo follows, so both give the same values on either side of the threshold.
+pub const BF16_NATIVE_MIN_MACS: usize = 16 * 16 * 16;
 
 /// A strided matrix: element `(i, j)` is at `ptr + i * rs + j * cs` (elements of `T`).
 #[derive(Clone, Copy, Debug)]
@@ -399,10 +412,13 @@ pub fn matmul(
         Kind::Float | Kind::Complex => match dtype {
             DType::F32 => gemm_batched::<f32>(out, a, b, c, beta, alpha),
             DType::F64 => gemm_batched::<f64>(out, a, b, c, beta, alpha),
-            DType::C64 => gemm_batched::<Complex32>(out, a, b, c, beta, alpha),
-            DType::C128 => gemm_batched::<Complex64>(out, a, b, c, beta, alpha),
-            // AVX512-BF16 CPUs multiply bfloat16 natively (see gemm_bf16); others widen.
-            DType::BF16 if super::gemm_bf16::available() => {
+            DType::C64 => complex_matmul::<Complex32>(out, a, b, c, beta, alpha),
+            DType::C128 => complex_matmul::<Complex64>(out, a, b, c, beta, alpha),
+            // AVX512-BF16 CPUs multiply bfloat16 natively (see gemm_bf16); others widen. Small
+            // products widen everywhere, as the CPU's do (see BF16_NATIVE_MIN_MACS).
+            DType::BF16
+                if super::gemm_bf16::available() && bs * m * k * n > BF16_NATIVE_MIN_MACS =>
+            {
                 super::gemm_bf16::matmul(out, a, b, c, beta, alpha)
             }
             DType::F16 | DType::BF16 => widened(out, a, b, c, beta, alpha),
@@ -444,6 +460,30 @@ fn widened(
         strides: acc_ref.strides.clone(),
         dtype: DType::F32,
     };
+    if f32::from_scalar(alpha) == 0.0 {
+        // `gemm` skips the product when alpha is 0; the CPU's own kernel for half types adds
+        // `0 * sum`, which is nan where the float32 sum overflowed or met inf.
+        let mut prod = vec![0f32; out.numel()];
+        let prod_mut = TensorMut {
+            ptr: prod.as_mut_ptr() as *mut u8,
+            ..acc_mut.clone()
+        };
+        let one = Scalar::from_f64(1.0);
+        gemm_batched::<f32>(
+            &prod_mut,
+            &view(&wa, &a.shape),
+            &view(&wb, &b.shape),
+            None,
+            beta,
+            &one,
+        )?;
+        if use_c.is_some() && f32::from_scalar(beta) != 1.0 {
+            let b = f32::from_scalar(beta);
+            acc.iter_mut().for_each(|v| *v *= b);
+        }
+        acc.iter_mut().zip(&prod).for_each(|(v, p)| *v += 0.0 * p);
+        return store_f32(out, &acc);
+    }
     gemm_batched::<f32>(
         &acc_mut,
         &view(&wa, &a.shape),
@@ -556,8 +596,130 @@ fn fill<T: GemmElem>(out: &TensorMut, v: T) {
     });
 }
 
-/// Exact integer product with wrapping arithmetic in 64 bits (the result wraps like the
-/// element type's own arithmetic).
+/// The accumulator of [`exact_matmul`] for element type `T`.
+trait ExactAcc<T>: Copy + Send + Sync {
+    const ZERO: Self;
+    fn load(v: T) -> Self;
+    fn store(self) -> T;
+    /// `self + a * b`.
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    /// `self * by`.
+    fn scale(self, by: Self) -> Self;
+    fn add(self, b: Self) -> Self;
+}
+
+/// Integers: 64-bit wrapping arithmetic, then wrapped into the element type, which is what the
+/// element type's own wrapping arithmetic gives (the CPU's integer GEMM).
+impl<T: Element> ExactAcc<T> for i64 {
+    const ZERO: i64 = 0;
+    fn load(v: T) -> i64 {
+        v.to_i64()
+    }
+    fn store(self) -> T {
+        T::from_i64(self)
+    }
+    fn mul_add(self, a: i64, b: i64) -> i64 {
+        self.wrapping_add(a.wrapping_mul(b))
+    }
+    fn scale(self, by: i64) -> i64 {
+        self.wrapping_mul(by)
+    }
+    fn add(self, b: i64) -> i64 {
+        self.wrapping_add(b)
+    }
+}
+
+/// Complex numbers: the textbook product (re = ar * br - ai * bi, ...) summed in order, which
+/// is what the CPU's BLAS gives for non-finite operands (`gemm`'s kernel multiplies every sum by
+/// `alpha`, and `(1 + 0i) * (inf - inf i)` is nan), and no scaling by a unit `alpha`.
+macro_rules! exact_complex {
+    ($t:ty) => {
+        impl ExactAcc<$t> for $t {
+            const ZERO: $t = <$t>::new(0.0, 0.0);
+            fn load(v: $t) -> $t {
+                v
+            }
+            fn store(self) -> $t {
+                self
+            }
+            fn mul_add(self, a: $t, b: $t) -> $t {
+                self + a * b
+            }
+            fn scale(self, by: $t) -> $t {
+                if by == <$t>::new(1.0, 0.0) {
+                    self
+                } else {
+                    self * by
+                }
+            }
+            fn add(self, b: $t) -> $t {
+                self + b
+            }
+        }
+    };
+}
+exact_complex!(Complex32);
+exact_complex!(Complex64);
+
+/// The unblocked product `alpha * a @ b (+ beta * c)`, one output row per task, each sum taken
+/// in order over k in the accumulator `A`.
+#[allow(clippy::too_many_arguments)]
+fn exact_matmul<T: Element, A: ExactAcc<T>>(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    alpha: A,
+    beta: Option<A>,
+) -> FooResult<()> {
+    let (m, k, n) = (a.shape[1], a.shape[2], b.shape[2]);
+    let use_c = c.zip(beta);
+    let (o, pa, pb) = (
+        Addr(out.ptr as usize),
+        Addr(a.ptr as usize),
+        Addr(b.ptr as usize),
+    );
+    let pc = Addr(use_c.map_or(0, |(c, _)| c.ptr as usize));
+    let cs = use_c.map(|(c, beta)| (c.strides.clone(), beta));
+    let (os, as_, bs_) = (&out.strides, &a.strides, &b.strides);
+    parallel_for(out.shape[0] * m, (1 << 15) / (n * k).max(1) + 1, &|s, e| {
+        let mut acc = vec![A::ZERO; n];
+        for r in s..e {
+            let (bi, i) = ((r / m) as isize, (r % m) as isize);
+            acc.iter_mut().for_each(|x| *x = A::ZERO);
+            for p in 0..k as isize {
+                // SAFETY: (bi, i, p) is in bounds of `a`.
+                let av = A::load(unsafe {
+                    *(pa.0 as *const T).wrapping_offset(bi * as_[0] + i * as_[1] + p * as_[2])
+                });
+                let brow = (pb.0 as *const T).wrapping_offset(bi * bs_[0] + p * bs_[1]);
+                for (j, x) in acc.iter_mut().enumerate() {
+                    // SAFETY: (bi, p, j) is in bounds of `b`.
+                    let bv = A::load(unsafe { *brow.wrapping_offset(j as isize * bs_[2]) });
+                    *x = x.mul_add(av, bv);
+                }
+            }
+            for (j, x) in acc.iter().enumerate() {
+                let j = j as isize;
+                let mut v = x.scale(alpha);
+                if let Some((cs, beta)) = &cs {
+                    // SAFETY: (bi, i, j) is in bounds of `c`.
+                    let cv = A::load(unsafe {
+                        *(pc.0 as *const T).wrapping_offset(bi * cs[0] + i * cs[1] + j * cs[2])
+                    });
+                    v = v.add(cv.scale(*beta));
+                }
+                // SAFETY: (bi, i, j) is in bounds of the output; rows are disjoint per chunk.
+                unsafe {
+                    *(o.0 as *mut T).wrapping_offset(bi * os[0] + i * os[1] + j * os[2]) = v.store()
+                };
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Exact integer product with wrapping arithmetic in 64 bits.
 fn int_matmul<T: Element>(
     out: &TensorMut,
     a: &TensorRef,
@@ -566,56 +728,47 @@ fn int_matmul<T: Element>(
     beta: &Scalar,
     alpha: &Scalar,
 ) -> FooResult<()> {
-    let (m, k, n) = (a.shape[1], a.shape[2], b.shape[2]);
     let beta_v = T::from_scalar(beta).to_i64();
     let alpha_v = T::from_scalar(alpha).to_i64();
-    let use_c = c.filter(|_| beta_v != 0);
-    let (o, pa, pb) = (
-        Addr(out.ptr as usize),
-        Addr(a.ptr as usize),
-        Addr(b.ptr as usize),
-    );
-    let pc = Addr(use_c.map_or(0, |c| c.ptr as usize));
-    let cs = use_c.map(|c| c.strides.clone());
-    let (os, as_, bs_) = (&out.strides, &a.strides, &b.strides);
-    parallel_for(out.shape[0] * m, (1 << 15) / (n * k).max(1) + 1, &|s, e| {
-        let mut acc = vec![0i64; n];
-        for r in s..e {
-            let (bi, i) = ((r / m) as isize, (r % m) as isize);
-            acc.iter_mut().for_each(|x| *x = 0);
-            for p in 0..k as isize {
-                // SAFETY: (bi, i, p) is in bounds of `a`.
-                let av = unsafe {
-                    (*(pa.0 as *const T).wrapping_offset(bi * as_[0] + i * as_[1] + p * as_[2]))
-                        .to_i64()
-                };
-                let brow = (pb.0 as *const T).wrapping_offset(bi * bs_[0] + p * bs_[1]);
-                for (j, x) in acc.iter_mut().enumerate() {
-                    // SAFETY: (bi, p, j) is in bounds of `b`.
-                    let bv = unsafe { (*brow.wrapping_offset(j as isize * bs_[2])).to_i64() };
-                    *x = x.wrapping_add(av.wrapping_mul(bv));
-                }
-            }
-            for (j, x) in acc.iter().enumerate() {
-                let j = j as isize;
-                let mut v = x.wrapping_mul(alpha_v);
-                if let Some(cs) = &cs {
-                    // SAFETY: (bi, i, j) is in bounds of `c`.
-                    let cv = unsafe {
-                        (*(pc.0 as *const T).wrapping_offset(bi * cs[0] + i * cs[1] + j * cs[2]))
-                            .to_i64()
-                    };
-                    v = v.wrapping_add(cv.wrapping_mul(beta_v));
-                }
-                // SAFETY: (bi, i, j) is in bounds of the output; rows are disjoint per chunk.
-                unsafe {
-                    *(o.0 as *mut T).wrapping_offset(bi * os[0] + i * os[1] + j * os[2]) =
-                        T::from_i64(v)
-                };
-            }
-        }
-    });
-    Ok(())
+    exact_matmul::<T, i64>(out, a, b, c, alpha_v, Some(beta_v).filter(|&v| v != 0))
+}
+
+/// Whether every element of a 3-D operand is finite (complex: both parts).
+fn all_finite<T: GemmElem>(t: &TensorRef) -> bool {
+    let p = Addr(t.ptr as usize);
+    let (s0, s1, s2) = (t.strides[0], t.strides[1], t.strides[2]);
+    (0..t.shape[0] as isize).all(|q| {
+        (0..t.shape[1] as isize).all(|i| {
+            (0..t.shape[2] as isize).all(|j| {
+                // SAFETY: (q, i, j) is in bounds of `t`.
+                unsafe { *(p.0 as *const T).wrapping_offset(q * s0 + i * s1 + j * s2) }.finite()
+            })
+        })
+    })
+}
+
+/// complex64/complex128: `gemm`'s kernel, unless an operand holds inf or nan, where the exact
+/// kernel gives the CPU's values (see [`ExactAcc`] for complex).
+fn complex_matmul<T: GemmElem + ExactAcc<T>>(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> FooResult<()> {
+    if all_finite::<T>(a) && all_finite::<T>(b) {
+        return gemm_batched::<T>(out, a, b, c, beta, alpha);
+    }
+    let beta_v = T::from_scalar(beta);
+    exact_matmul::<T, T>(
+        out,
+        a,
+        b,
+        c,
+        T::from_scalar(alpha),
+        Some(beta_v).filter(|v| *v != <T as GemmElem>::ZERO),
+    )
 }
 
 #[cfg(test)]

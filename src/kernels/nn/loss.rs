@@ -10,6 +10,7 @@ use crate::kernels::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{dispatch_float, invalid_arg, not_implemented};
 use num_traits::{One, Zero};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub const REDUCTION_NONE: i64 = 0;
 pub const REDUCTION_MEAN: i64 = 1;
@@ -302,8 +303,21 @@ pub fn mse_loss_backward(
     }, _ => not_implemented!("mse_loss backward: no kernel for dtype {}", x.dtype.name()))
 }
 
-/// binary_cross_entropy: `-w * (t * max(log x, -100) + (1 - t) * max(log(1 - x), -100))`,
-/// elementwise or reduced. Fails if some x is outside [0, 1].
+/// `std::max(a, b)` as C++ defines it (`a < b ? b : a`): a nan `a` is kept, where Rust's
+/// `max` would drop it.
+#[inline(always)]
+fn cpp_max<M: Math>(a: M, b: M) -> M {
+    if a < b {
+        b
+    } else {
+        a
+    }
+}
+
+/// binary_cross_entropy: `w * ((t - 1) * max(log1p(-x), -100) - t * max(log x, -100))`,
+/// elementwise or reduced. Each operation is rounded to the storage type, as the CPU's kernel
+/// does in `scalar_t` arithmetic (half types included), and the weight multiplies afterwards.
+/// Fails if some x or t is outside [0, 1].
 pub fn bce_loss(
     out: &TensorMut,
     x: &TensorRef,
@@ -323,41 +337,50 @@ pub fn bce_loss(
     dispatch_float!(x.dtype, F => {
         let (px, pt, po) = (P::r(x), P::r(t), P::m(out));
         let pw = w.map(P::r);
-        let bad = std::sync::atomic::AtomicBool::new(false);
-        let loss = |i: usize| -> f64 {
+        let (bad_x, bad_t) = (AtomicBool::new(false), AtomicBool::new(false));
+        let r = |v: <F as FloatStore>::M| F::store(v).load();
+        let loss = |i: usize| -> F {
             // SAFETY: i < n, contiguous operands of n elements.
-            let (a, b) = unsafe { (px.slice::<F>(i, 1)[0].to_f64(), pt.slice::<F>(i, 1)[0].to_f64()) };
-            if !(0.0..=1.0).contains(&a) {
-                bad.store(true, std::sync::atomic::Ordering::Relaxed);
+            let (a, b) = unsafe { (px.slice::<F>(i, 1)[0].load(), pt.slice::<F>(i, 1)[0].load()) };
+            let (zero, one) = (<F as FloatStore>::M::zero(), <F as FloatStore>::M::one());
+            if !(a >= zero && a <= one) {
+                bad_x.store(true, Ordering::Relaxed);
+            } else if !(b >= zero && b <= one) {
+                bad_t.store(true, Ordering::Relaxed);
             }
+            let floor = <F as FloatStore>::M::from_f64c(-100.0);
+            let l = r(r(r(b - one) * cpp_max(r((-a).ln_1p()), floor)) - r(b * cpp_max(r(a.ln()), floor)));
             // SAFETY: as above.
-            let wi = pw.map_or(1.0, |p| unsafe { p.slice::<F>(i, 1)[0].to_f64() });
-            -wi * (b * a.ln().max(-100.0) + (1.0 - b) * (1.0 - a).ln().max(-100.0))
+            let l = pw.map_or(l, |p| r(l * unsafe { p.slice::<F>(i, 1)[0].load() }));
+            F::store(l)
         };
         if reduction == REDUCTION_NONE {
             parallel_for(n, GRAIN, &|s, e| {
                 for i in s..e {
                     // SAFETY: element i of the contiguous output, written once.
-                    unsafe { po.slice_mut::<F>(i, 1)[0] = F::from_f64(loss(i)) };
+                    unsafe { po.slice_mut::<F>(i, 1)[0] = loss(i) };
                 }
             });
         } else {
-            let total = block_sum(n, &|s, e| (s..e).map(loss).sum());
+            let total = block_sum(n, &|s, e| (s..e).map(|i| loss(i).to_f64()).sum());
             let v = if reduction == REDUCTION_MEAN { total / n as f64 } else { total };
             // SAFETY: one element.
             unsafe { po.slice_mut::<F>(0, 1)[0] = F::from_f64(v) };
         }
-        if bad.into_inner() {
-            // A RuntimeError, as the CPU's TORCH_CHECK.
-            return Err(crate::error::FooError::Runtime(
-                "all elements of input should be between 0 and 1".into(),
-            ));
+        // RuntimeErrors, as the CPU's TORCH_CHECKs.
+        if bad_x.into_inner() {
+            return Err(FooError::Runtime("all elements of input should be between 0 and 1".into()));
+        }
+        if bad_t.into_inner() {
+            return Err(FooError::Runtime("all elements of target should be between 0 and 1".into()));
         }
         Ok(())
     }, _ => not_implemented!("binary_cross_entropy: no kernel for dtype {}", x.dtype.name()))
 }
 
-/// binary_cross_entropy backward: `w * g * (x - t) / max((1 - x) * x, 1e-12)` (/ numel for mean).
+/// binary_cross_entropy backward: `g * (x - t) / max((1 - x) * x, 1e-12)`, then `* w`, then
+/// `/ numel` for mean, each operation rounded to the storage type as in the CPU's kernel (in
+/// half, 1e-12 rounds to 0).
 pub fn bce_loss_backward(
     grad_input: &TensorMut,
     g: &TensorRef,
@@ -383,15 +406,13 @@ pub fn bce_loss_backward(
         require_contiguous("weight", &w.shape, &w.strides)?;
     }
     let n = x.numel();
-    let norm = if reduction == REDUCTION_MEAN {
-        1.0 / n as f64
-    } else {
-        1.0
-    };
     dispatch_float!(x.dtype, F => {
         let (pg, px, pt, po) = (P::r(g), P::r(x), P::r(t), P::m(grad_input));
         let pw = w.map(P::r);
-        let (eps, nm) = (<F as FloatStore>::M::from_f64c(1e-12), <F as FloatStore>::M::from_f64c(norm));
+        let r = |v: <F as FloatStore>::M| F::store(v).load();
+        // ATen's EPSILON is a float constant: its double value is 1e-12 rounded to float32.
+        let eps = r(<F as FloatStore>::M::from_f64c(1e-12f32 as f64));
+        let numel = <F as FloatStore>::M::from_f64c(n as f64);
         parallel_for(n, GRAIN, &|s, e| {
             let l = e - s;
             // SAFETY: elements s..e of same-shaped contiguous operands.
@@ -400,12 +421,17 @@ pub fn bce_loss_backward(
             };
             // SAFETY: as above.
             let wv: Option<&[F]> = pw.map(|p| unsafe { p.slice(s, l) });
+            let one = <F as FloatStore>::M::one();
             for i in 0..l {
                 let (x, t) = (a[i].load(), b[i].load());
-                let one = <F as FloatStore>::M::one();
-                let den = ((one - x) * x).max(eps);
-                let wi = wv.map_or(one, |w| w[i].load());
-                o[i] = F::store(wi * nm * g[i].load() * (x - t) / den);
+                let mut v = r(r(g[i].load() * r(x - t)) / cpp_max(r(r(one - x) * x), eps));
+                if let Some(w) = wv {
+                    v = r(v * w[i].load());
+                }
+                if reduction == REDUCTION_MEAN {
+                    v = r(v / numel);
+                }
+                o[i] = F::store(v);
             }
         });
         Ok(())
