@@ -14,7 +14,7 @@ use crate::kernels::layout::GRAIN;
 use crate::kernels::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
-use num_traits::{Float, One, Zero};
+use num_traits::{One, Zero};
 
 fn rows_cols(t: &TensorRef) -> FooResult<(usize, usize)> {
     match t.shape.len() {
@@ -346,35 +346,55 @@ pub fn batch_norm(
         let (pi, po) = (P::r(input), P::m(out));
         let count = nn * s;
         if training {
-            // Per channel: mean, biased variance; then normalize.
-            let mut stats = vec![M::zero(); 2 * c];
+            // Per channel: mean, sum of squared deviations, invstd and the mean for the running
+            // update; then normalize.
+            let mut stats = vec![M::zero(); 4 * c];
             let ps = P(stats.as_mut_ptr() as usize);
-            let e = M::from_f64c(eps);
-            let a = BnArgs { pi, po, w: &w, b: &b, nn, c, s };
+            // float16/bfloat16 with parameters of the same dtype: the CPU keeps its statistics
+            // in that dtype (ATen's param_t), so they are rounded before they are used.
+            // float16 keeps the sum of squares and the variance in float32 (measured: every
+            // invstd of 2000 channels equals the CPU's so, and bfloat16's only when rounded).
+            let round = matches!(input.dtype, crate::DType::F16 | crate::DType::BF16) && save_mean.is_some_and(|t| t.dtype == input.dtype);
+            let round_var = round && input.dtype == crate::DType::BF16;
+            let wide = input.dtype == crate::DType::F32;
+            let a = BnArgs { pi, po, w: &w, b: &b, nn, c, s, round, round_var, wide };
             parallel_for(c, (GRAIN / count.max(1)).max(1), &|c0, c1| {
-                bn_train_channels::<F>(&a, ps, e, c0, c1)
+                bn_train_channels::<F>(&a, ps, eps, c0, c1)
             });
-            let (mean, var) = stats.split_at(c);
+            let (mean, rest) = stats.split_at(c);
+            let (var_sum, rest) = rest.split_at(c);
+            let (invstd, update_mean) = rest.split_at(c);
             if let Some(t) = save_mean {
                 write_vec(t, mean)?;
             }
             if let Some(t) = save_invstd {
-                let inv: Vec<M> = var.iter().map(|&v| M::one() / (v + e).sqrt()).collect();
-                write_vec(t, &inv)?;
+                write_vec(t, invstd)?;
             }
-            let m = momentum;
+            // The CPU's update (batch_norm_cpu_update_stats_template) in its types: param_t
+            // arithmetic (rounded to half in the non-mixed case), and the unbiased variance's
+            // product and sum in acc_type (double for float32 inputs).
+            // float16 updates them in float32 from the unrounded mean (measured as above).
+            let rv = |v: M| if round_var { F::store(v).load() } else { v };
+            let (one, m) = (M::one(), rv(M::from_f64c(momentum)));
             if let Some(t) = running_mean {
-                let old: Vec<f64> = read_vec(&t.as_ref())?;
-                let new: Vec<f64> = old.iter().zip(mean).map(|(&o, &v)| (1.0 - m) * o + m * v.to_f64c()).collect();
+                let old: Vec<M> = read_vec(&t.as_ref())?;
+                let new: Vec<M> = old.iter().zip(update_mean).map(|(&o, &v)| rv(rv(m * v) + rv(rv(one - m) * o))).collect();
                 write_vec(t, &new)?;
             }
             if let Some(t) = running_var {
-                let old: Vec<f64> = read_vec(&t.as_ref())?;
-                let unbias = if count > 1 { count as f64 / (count - 1) as f64 } else { f64::INFINITY };
-                let new: Vec<f64> = old
+                let old: Vec<M> = read_vec(&t.as_ref())?;
+                let n1 = rv(M::from_f64c(count as f64 - 1.0));
+                let new: Vec<M> = old
                     .iter()
-                    .zip(var)
-                    .map(|(&o, &v)| (1.0 - m) * o + m * v.to_f64c() * unbias)
+                    .zip(var_sum)
+                    .map(|(&o, &v)| {
+                        let (unbiased, kept) = (rv(v / n1), rv(rv(one - m) * o));
+                        if wide {
+                            M::from_f64c(m.to_f64c() * unbiased.to_f64c() + kept.to_f64c())
+                        } else {
+                            m * unbiased + kept
+                        }
+                    })
                     .collect();
                 write_vec(t, &new)?;
             }
@@ -389,9 +409,10 @@ pub fn batch_norm(
             }
             let e = M::from_f64c(eps);
             // y = x * scale + shift per channel.
-            let scale: Vec<M> = (0..c).map(|k| w[k] / (var[k] + e).sqrt()).collect();
-            let shift: Vec<M> = (0..c).map(|k| b[k] - mean[k] * scale[k]).collect();
-            let a = BnArgs { pi, po, w: &scale, b: &shift, nn, c, s };
+            // As the CPU's batch_norm_cpu_collect_linear_and_constant_terms: alpha = invstd * w.
+            let scale: Vec<M> = (0..c).map(|k| M::one() / (var[k] + e).sqrt() * w[k]).collect();
+            let shift: Vec<M> = (0..c).map(|k| bn_shift::<F>(mean[k], scale[k], b[k])).collect();
+            let a = BnArgs { pi, po, w: &scale, b: &shift, nn, c, s, round: false, round_var: false, wide: false };
             parallel_for(nn * c, (GRAIN / s.max(1)).max(1), &|r0, r1| bn_affine_rows::<F>(&a, r0, r1));
             if let Some(t) = save_mean {
                 write_vec::<M>(t, &[])?;
@@ -404,6 +425,18 @@ pub fn batch_norm(
     }, _ => not_implemented!("batch_norm: no kernel for dtype {}", input.dtype.name()))
 }
 
+/// batch_norm's constant term `b - mean * scale` as the CPU computes it: fused into one
+/// rounding for float32/float64 (its kernels are built with -ffp-contract=fast), two for half
+/// types, whose kernel variant is not contracted (measured bit for bit against the CPU).
+#[inline(always)]
+fn bn_shift<F: FloatStore>(mean: F::M, scale: F::M, b: F::M) -> F::M {
+    if std::mem::size_of::<F>() == 2 {
+        b - mean * scale
+    } else {
+        num_traits::Float::mul_add(-mean, scale, b)
+    }
+}
+
 struct BnArgs<'a, M> {
     pi: P,
     po: P,
@@ -412,13 +445,21 @@ struct BnArgs<'a, M> {
     nn: usize,
     c: usize,
     s: usize,
+    /// Round the mean and invstd to the storage type (see `batch_norm`).
+    round: bool,
+    /// Round the sum of squared deviations and the variance too.
+    round_var: bool,
+    /// Sum in f64 (float32 inputs).
+    wide: bool,
 }
 
-nn_multiversion!(fn bn_train_channels<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: F::M, c0: usize, c1: usize) => bn_train_body);
+nn_multiversion!(fn bn_train_channels<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: f64, c0: usize, c1: usize) => bn_train_body);
 
 #[inline(always)]
-fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: F::M, c0: usize, c1: usize) {
+fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: f64, c0: usize, c1: usize) {
     let (nn, c, s) = (a.nn, a.c, a.s);
+    let rs = |v: F::M| if a.round { F::store(v).load() } else { v };
+    let rv = |v: F::M| if a.round_var { F::store(v).load() } else { v };
     let count = F::M::from_f64c((nn * s) as f64);
     let mut buf = vec![F::M::zero(); s];
     let load = |buf: &mut [F::M], i: usize, k: usize| {
@@ -429,37 +470,65 @@ fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: F::M, c0: usize, c
         }
     };
     for k in c0..c1 {
-        let mut total = F::M::zero();
+        // float32 sums in double, as the CPU's (acc_type); other dtypes in their math type.
+        let (mut total, mut total_wide) = (F::M::zero(), 0f64);
         for i in 0..nn {
             load(&mut buf, i, k);
-            total = total + simd::sum(&buf);
+            if a.wide {
+                total_wide += simd::sum_map_f64(&buf, |v| v);
+            } else {
+                total = total + simd::sum(&buf);
+            }
         }
-        let mean = if nn * s > 0 {
+        let mean = if nn * s == 0 {
+            F::M::zero()
+        } else if a.wide {
+            F::M::from_f64c(total_wide / (nn * s) as f64)
+        } else {
             total / count
+        };
+        let (mut sq, mut sq_wide) = (F::M::zero(), 0f64);
+        for i in 0..nn {
+            load(&mut buf, i, k);
+            if a.wide {
+                sq_wide += simd::sum_map_f64(&buf, |v| (v - mean) * (v - mean));
+            } else {
+                sq = sq + simd::sum_map(&buf, |v| (v - mean) * (v - mean));
+            }
+        }
+        if a.wide {
+            sq = F::M::from_f64c(sq_wide);
+        }
+        // The deviations above use the unrounded mean, as the CPU's collect_stats does.
+        let (update_mean, mean, sq) = (rv(mean), rs(mean), rv(sq));
+        let var = if nn * s > 0 {
+            rv(sq / rv(count))
         } else {
             F::M::zero()
         };
-        let mut sq = F::M::zero();
-        for i in 0..nn {
-            load(&mut buf, i, k);
-            sq = sq + simd::sum_map(&buf, |v| (v - mean) * (v - mean));
-        }
-        let var = if nn * s > 0 { sq / count } else { F::M::zero() };
-        let invstd = F::M::one() / (var + eps).sqrt();
-        let scale = a.w[k] * invstd;
-        let shift = a.b[k] - mean * scale;
+        // ATen's InvStd: in double (var + eps is a double sum), 0 when both are 0.
+        let invstd = if var != F::M::zero() || eps != 0.0 {
+            rs(F::M::from_f64c(1.0 / (var.to_f64c() + eps).sqrt()))
+        } else {
+            F::M::zero()
+        };
+        let scale = invstd * a.w[k];
+        let shift = bn_shift::<F>(mean, scale, a.b[k]);
         for i in 0..nn {
             load(&mut buf, i, k);
             // SAFETY: plane (i, k) of the output, written by this channel only.
             let y: &mut [F] = unsafe { a.po.slice_mut((i * c + k) * s, s) };
             for (o, &v) in y.iter_mut().zip(&buf) {
-                *o = F::store(v * scale + shift);
+                *o = F::store(num_traits::Float::mul_add(v, scale, shift));
             }
         }
-        // SAFETY: slots k and c + k of the statistics buffer, written by this channel only.
+        // SAFETY: slot k of each of the four c-long parts of the statistics buffer, written by
+        // this channel only.
         unsafe {
             ps.slice_mut::<F::M>(k, 1)[0] = mean;
-            ps.slice_mut::<F::M>(c + k, 1)[0] = var;
+            ps.slice_mut::<F::M>(c + k, 1)[0] = sq;
+            ps.slice_mut::<F::M>(2 * c + k, 1)[0] = invstd;
+            ps.slice_mut::<F::M>(3 * c + k, 1)[0] = update_mean;
         }
     }
 }
@@ -475,7 +544,7 @@ fn bn_affine_body<F: FloatStore>(a: &BnArgs<F::M>, r0: usize, r1: usize) {
         // SAFETY: plane r of the contiguous [N*C, S] operands; planes are disjoint.
         let (x, y): (&[F], &mut [F]) = unsafe { (a.pi.slice(r * s, s), a.po.slice_mut(r * s, s)) };
         for (o, &v) in y.iter_mut().zip(x) {
-            *o = F::store(v.load() * scale + shift);
+            *o = F::store(num_traits::Float::mul_add(v.load(), scale, shift));
         }
     }
 }

@@ -184,6 +184,21 @@ pub fn sum_map<M: Math>(x: &[M], f: impl Fn(M) -> M) -> M {
     fold(acc, rem.iter().fold(M::zero(), |s, &v| s + f(v)))
 }
 
+/// Sum of `f(x[i])` accumulated in f64 (ATen's `acc_type` for float32), in lanes: the order
+/// differs from a sequential double sum by far less than a float32 rounding.
+#[inline(always)]
+pub fn sum_map_f64<M: Math>(x: &[M], f: impl Fn(M) -> M) -> f64 {
+    let mut acc = [0f64; LANES];
+    let (chunks, rem) = lanes::<LANES, M>(x);
+    for c in chunks {
+        let v: [f64; LANES] = std::array::from_fn(|j| f(c[j]).to_f64c());
+        for j in 0..LANES {
+            acc[j] += v[j];
+        }
+    }
+    acc.iter().sum::<f64>() + rem.iter().map(|&v| f(v).to_f64c()).sum::<f64>()
+}
+
 /// Sum of `f(x[i], y[i])`, as [`sum`].
 #[inline(always)]
 pub fn sum_zip<M: Math>(x: &[M], y: &[M], f: impl Fn(M, M) -> M) -> M {
