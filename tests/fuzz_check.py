@@ -199,13 +199,24 @@ def _abs_finite(v: Any) -> Any:
     return v
 
 
+# Integer arguments that scale a term (their sign would make a bound a difference); other
+# integers are dims, sizes and indices, kept as they are.
+SCALE_ARGS = ("alpha", "beta", "value")
+
+
+def _bound_arg(name: str, v: Any) -> Any:
+    if name in SCALE_ARGS and isinstance(v, int) and not isinstance(v, bool):
+        return abs(v)
+    return _abs_finite(v)
+
+
 def _bound(op: Op, args: dict[str, Any], want: Any) -> Any:
     if op.tol == "ew" or not any(isinstance(w, torch.Tensor) and (w.is_floating_point() or w.is_complex())
                                  for w in _flat(want)):
         return None  # exact results (integers, bools, indices) need no bound
     with torch.no_grad():
         try:
-            return evaluate(op.bound or op.expr, {k: _abs_finite(v) for k, v in args.items()})
+            return evaluate(op.bound or op.expr, {k: _bound_arg(k, v) for k, v in args.items()})
         except Exception as e:  # noqa: BLE001 - a bound expression that fails is a fuzzer bug
             raise AssertionError(f"fuzzer: bound of {op.name} failed: {e!r}") from e
 
@@ -214,7 +225,7 @@ def _gbound(op: Op, args: dict[str, Any]) -> float:
     if op.gbound is None:
         return 0.0
     with torch.no_grad():
-        b = evaluate(op.gbound, {k: _abs_finite(v) for k, v in args.items()})
+        b = evaluate(op.gbound, {k: _bound_arg(k, v) for k, v in args.items()})
     return float(b.amax()) if isinstance(b, torch.Tensor) and b.numel() else 0.0
 
 

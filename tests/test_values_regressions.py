@@ -490,3 +490,55 @@ def test_half_batch_norm_statistics_round_as_the_cpus(dtype: torch.dtype, affine
         assert_same(g, c, atol=0, rtol=0)
     assert_same(rmf, rm, atol=0, rtol=0)
     assert_same(rvf, rv, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_lerp_is_the_cpus_fused_form(dtype: torch.dtype) -> None:
+    # The CPU's lerp_vec: fma(w, end - start, start) for |w| < 0.5, else fma(w - 1, end - start,
+    # end), and a Scalar weight stays in float32 for half types; foo rounded twice and rounded
+    # the weight to half (55% of bfloat16 results with weight 0.9401 differed, float32 ones near a
+    # cancellation by 5e-5 relative).
+    torch.manual_seed(0)
+    a, b = (torch.randn(4099) * 1000).to(dtype), (torch.randn(4099) * 1000).to(dtype)
+    w = torch.rand(4099).to(dtype)
+    assert_same(torch.lerp(a.to(FOO), b.to(FOO), w.to(FOO)), torch.lerp(a, b, w), atol=0, rtol=0)
+    assert_same(torch.lerp(a.to(FOO)[::3], b.to(FOO)[::3], w.to(FOO)[::3]), torch.lerp(a[::3], b[::3], w[::3]),
+                atol=0, rtol=0)
+    for weight in (0.1, 0.9401, -0.3, 1.7):
+        assert_same(torch.lerp(a.to(FOO), b.to(FOO), weight), torch.lerp(a, b, weight), atol=0, rtol=0)
+        x, xf = a.clone(), a.to(FOO)
+        torch._foreach_lerp_([x], [b], weight)
+        torch._foreach_lerp_([xf], [b.to(FOO)], weight)
+        assert_same(xf, x, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize(("shape", "dim", "index"), [((0, 1), 1, [1]), ((0, 3), 1, [-1]), ((2, 0), 0, [0, 2]),
+                                                     ((0, 2, 2), 2, [2]), ((0, 1), 1, [0]), ((3, 0), 0, [1])])
+def test_index_select_checks_indices_of_an_empty_self(shape, dim: int, index: list[int]) -> None:
+    # The CPU checks the indices against an empty self of rank 2 and up; foo returned the empty
+    # result unchecked.
+    x, i = torch.zeros(shape), torch.tensor(index)
+    try:
+        want = torch.index_select(x, dim, i)
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=re.escape(str(e))):
+            torch.index_select(x.to(FOO), dim, i.to(FOO))
+    else:
+        assert_same(torch.index_select(x.to(FOO), dim, i.to(FOO)), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_mse_loss_rounds_as_the_cpu(dtype: torch.dtype, reduction: str) -> None:
+    # The CPU rounds the difference to the storage type before squaring it, and its backward
+    # rounds every operation (2/numel included); foo kept float32 (half results 1 ulp off).
+    torch.manual_seed(0)
+    a, b = torch.randn(500).to(dtype), torch.randn(500).to(dtype)
+    ac, af = a.clone().requires_grad_(), a.to(FOO).requires_grad_()
+    want = F.mse_loss(ac, b, reduction=reduction)
+    got = F.mse_loss(af, b.to(FOO), reduction=reduction)
+    assert_same(got, want, **({"atol": 0, "rtol": 0} if reduction == "none" else {}))
+    g = torch.randn_like(want)
+    (gw,) = torch.autograd.grad(want, ac, g)
+    (gg,) = torch.autograd.grad(got, af, g.to(FOO))
+    assert_same(gg, gw, atol=0, rtol=0)

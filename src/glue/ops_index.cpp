@@ -493,6 +493,16 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   if (self.dim() > 0) shape[dim] = n;
   at::native::resize_output(out, shape);
+  // As the CPU: an empty self of rank 2 and up still has its indices checked (no elements are
+  // read, so the kernel below would not see them).
+  if (self.dim() > 1 && self.numel() == 0 && n > 0) {
+    const at::Tensor ic = index.to(at::kCPU, at::kLong).reshape(-1);
+    const int64_t* p = ic.const_data_ptr<int64_t>();
+    for (int64_t k = 0; k < n; ++k) {
+      TORCH_CHECK(p[k] >= 0 && p[k] < self.size(dim), "INDICES element is out of DATA bounds, id=", p[k],
+                  " axis_dim=", self.size(dim));
+    }
+  }
   if (out.numel() == 0) return out;
   const at::Tensor i = idx::long_index(index, self.device());
   const size_t nd = shape.size();

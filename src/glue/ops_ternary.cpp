@@ -89,34 +89,30 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
   return out;
 }
 
-at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
+namespace {
+// The weight travels as a Scalar too: the kernel keeps it in the math type (float32 for half
+// types, as the CPU's lerp_kernel_scalar does) instead of the rounded wrapped tensor.
+at::Tensor lerp_scalar_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
   check_lerp_end(self, end);
-  at::Tensor out;
   const auto w = at::native::wrapped_scalar_tensor(weight);
   auto it = ternary_iter(out, self, end, w);
   const auto dt = it.common_dtype();
   check_lerp(it, "lerp_kernel_scalar");
   check_scalar_fits_opmath(weight, dt);
-  return ew::launch_ternary(it, FOO_TERNARY_OP_LERP, dt, dt, dt, dt);
+  return ew::launch_ternary(it, FOO_TERNARY_OP_LERP, dt, dt, dt, dt, {weight});
+}
+}  // namespace
+
+at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
+  at::Tensor out;
+  return lerp_scalar_into(out, self, end, weight);
 }
 at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
-  check_lerp_end(self, end);
-  const auto w = at::native::wrapped_scalar_tensor(weight);
-  auto it = ternary_iter(self, self, end, w);
-  const auto dt = it.common_dtype();
-  check_lerp(it, "lerp_kernel_scalar");
-  check_scalar_fits_opmath(weight, dt);
-  ew::launch_ternary(it, FOO_TERNARY_OP_LERP, dt, dt, dt, dt);
+  lerp_scalar_into(self, self, end, weight);
   return self;
 }
 at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight, at::Tensor& out) {
-  check_lerp_end(self, end);
-  const auto w = at::native::wrapped_scalar_tensor(weight);
-  auto it = ternary_iter(out, self, end, w);
-  const auto dt = it.common_dtype();
-  check_lerp(it, "lerp_kernel_scalar");
-  check_scalar_fits_opmath(weight, dt);
-  ew::launch_ternary(it, FOO_TERNARY_OP_LERP, dt, dt, dt, dt);
+  lerp_scalar_into(out, self, end, weight);
   return out;
 }
 at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {

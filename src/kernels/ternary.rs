@@ -9,7 +9,7 @@ use super::parallel::parallel_for;
 use crate::error::FooResult;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_float, dispatch_int, not_implemented};
-use num_traits::{Float, One};
+use num_traits::Float;
 
 /// `foo_ternary`'s op codes; `p0` is its first scalar `params`.
 #[repr(i32)]
@@ -53,19 +53,41 @@ fn float_ternary<F: FloatStore>(
 ) -> FooResult<()> {
     type Mf<F> = <F as FloatStore>::M;
     let value = Mf::<F>::from_f64c(p.first().map(f64::from_scalar).unwrap_or(1.0));
-    let half = Mf::<F>::from_f64c(0.5);
-    let one = Mf::<F>::one();
     match op {
-        // PyTorch's lerp: start + w * (end - start) for |w| < 0.5, else end - (end - start) * (1 - w).
-        TernaryOp::Lerp => map3(out, a, b, c, move |s: F, e: F, w: F| {
-            let (s, e, w) = (s.load(), e.load(), w.load());
-            let d = e - s;
-            F::store(if w.abs() < half {
-                s + w * d
-            } else {
-                e - d * (one - w)
-            })
-        }),
+        // Dense operands (the weight dense too, or one value): a loop compiled with FMA.
+        TernaryOp::Lerp if dense_lerp_operands(out, a, b, c) => {
+            let w_one = scalar_weight::<F>(c, p);
+            let (po, pa, pb, pc) = (
+                out.ptr as usize,
+                a.ptr as usize,
+                b.ptr as usize,
+                c.ptr as usize,
+            );
+            parallel_for(out.numel(), GRAIN, &|s, e| {
+                // SAFETY: elements s..e of contiguous same-shaped operands of dtype F (the weight
+                // is not read when w_one is given); the output range is this chunk's alone (it
+                // may be `a` itself: read before written).
+                unsafe {
+                    lerp_dense::<F>(
+                        (po as *mut F).add(s),
+                        (pa as *const F).add(s),
+                        (pb as *const F).add(s),
+                        (pc as *const F).wrapping_add(s),
+                        w_one,
+                        e - s,
+                    )
+                }
+            });
+            Ok(())
+        }
+        TernaryOp::Lerp => match scalar_weight::<F>(c, p) {
+            Some(w) => map3(out, a, b, c, move |s: F, e: F, _: F| {
+                F::store(lerp(s.load(), e.load(), w))
+            }),
+            None => map3(out, a, b, c, move |s: F, e: F, w: F| {
+                F::store(lerp(s.load(), e.load(), w.load()))
+            }),
+        },
         // The CPU's kernels compute fma(value * y, z, x), one rounding for the product and the
         // sum: bit for bit its numbers (Adam's second moment), and inf + (-huge) stays inf.
         // Dense operands take a loop compiled with FMA (AVX2/AVX-512); others the general
@@ -101,6 +123,92 @@ fn float_ternary<F: FloatStore>(
             F::store(x.load() + value * y.load() / z.load())
         }),
         TernaryOp::Where => unreachable!(),
+    }
+}
+
+/// PyTorch's lerp (`lerp_vec`): `start + w * (end - start)` for |w| < 0.5, else
+/// `end + (w - 1) * (end - start)`, each one fused multiply-add as the CPU's vectorized kernel
+/// computes it (bit for bit its numbers, Adam's `exp_avg.lerp_` included).
+#[inline(always)]
+fn lerp<M: Math>(s: M, e: M, w: M) -> M {
+    let d = e - s;
+    if w.abs() < M::from_f64c(0.5) {
+        w.mul_add(d, s)
+    } else {
+        (w - M::one()).mul_add(d, e)
+    }
+}
+
+/// lerp's weight when it is one value for all elements: the Scalar the glue passes for
+/// `lerp(self, end, weight: Scalar)` (kept in the math type: the CPU's half-type kernels do not
+/// round it to half), else a broadcast one-element weight tensor.
+fn scalar_weight<F: FloatStore>(c: &TensorRef, p: &[Scalar]) -> Option<F::M> {
+    if let Some(v) = p.first() {
+        return Some(F::M::from_f64c(f64::from_scalar(v)));
+    }
+    if c.strides.iter().all(|&s| s == 0) && c.numel() > 0 {
+        // SAFETY: a non-empty tensor whose elements all alias its first.
+        return Some(unsafe { (*(c.ptr as *const F)).load() });
+    }
+    None
+}
+
+/// Output, start and end contiguous and of one shape; the weight too, or a single value.
+fn dense_lerp_operands(out: &TensorMut, a: &TensorRef, b: &TensorRef, c: &TensorRef) -> bool {
+    let dense =
+        |t: &TensorRef| t.shape == out.shape && crate::tensor::is_contiguous(&t.shape, &t.strides);
+    crate::tensor::is_contiguous(&out.shape, &out.strides)
+        && dense(a)
+        && dense(b)
+        && (dense(c) || c.strides.iter().all(|&s| s == 0))
+}
+
+crate::unsafe_multiversion!(unsafe fn lerp_dense<F: FloatStore>(o: *mut F, x: *const F, y: *const F, z: *const F, w_one: Option<F::M>, n: usize) => lerp_dense_body);
+
+/// `o[i] = lerp(x[i], y[i], z[i])` (or with `w_one` for every element) for `i < n`; in place
+/// on `x` over slices, as [`addcmul_dense_body`].
+///
+/// # Safety
+/// The pointers address `n` elements each (`z` is not read when `w_one` is given); `o` may
+/// equal `x`, `y` or `z` but overlaps none of them otherwise.
+#[inline(always)]
+unsafe fn lerp_dense_body<F: FloatStore>(
+    o: *mut F,
+    x: *const F,
+    y: *const F,
+    z: *const F,
+    w_one: Option<F::M>,
+    n: usize,
+) {
+    let apart = |p: *const F| (p as usize).abs_diff(o as usize) >= n * std::mem::size_of::<F>();
+    if std::ptr::eq(o, x) && apart(y) && (w_one.is_some() || apart(z)) {
+        // SAFETY: `o` is `x` and overlaps neither `y` nor `z`: one exclusive slice and shared
+        // ones of n elements.
+        let (os, ys) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(o, n),
+                std::slice::from_raw_parts(y, n),
+            )
+        };
+        if let Some(w) = w_one {
+            for (ov, yv) in os.iter_mut().zip(ys) {
+                *ov = F::store(lerp(ov.load(), yv.load(), w));
+            }
+        } else {
+            // SAFETY: as above.
+            let zs = unsafe { std::slice::from_raw_parts(z, n) };
+            for ((ov, yv), zv) in os.iter_mut().zip(ys).zip(zs) {
+                *ov = F::store(lerp(ov.load(), yv.load(), zv.load()));
+            }
+        }
+        return;
+    }
+    for i in 0..n {
+        // SAFETY: i < n, caller's contract; each element is read before it is written.
+        unsafe {
+            let w = w_one.unwrap_or_else(|| (*z.add(i)).load());
+            *o.add(i) = F::store(lerp((*x.add(i)).load(), (*y.add(i)).load(), w));
+        }
     }
 }
 

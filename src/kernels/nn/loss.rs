@@ -225,6 +225,14 @@ fn same_shapes(what: &str, ts: &[&[usize]]) -> FooResult<()> {
     Ok(())
 }
 
+/// `(a - b)^2` with the difference rounded to the storage type first, as the CPU's kernel
+/// computes it in `scalar_t` (float16/bfloat16 included).
+#[inline(always)]
+fn squared_difference<F: FloatStore>(a: F, b: F) -> F {
+    let d = F::store(a.load() - b.load()).load();
+    F::store(d * d)
+}
+
 /// mse_loss: `(x - t)^2`, elementwise (reduction none, `out` shaped like x) or summed/averaged
 /// into one value. Operands contiguous, same shape and dtype.
 pub fn mse_loss(out: &TensorMut, x: &TensorRef, t: &TensorRef, reduction: i64) -> FooResult<()> {
@@ -241,8 +249,7 @@ pub fn mse_loss(out: &TensorMut, x: &TensorRef, t: &TensorRef, reduction: i64) -
                 let (a, b, o): (&[F], &[F], &mut [F]) =
                     unsafe { (px.slice(s, e - s), pt.slice(s, e - s), po.slice_mut(s, e - s)) };
                 for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
-                    let d = a.load() - b.load();
-                    *o = F::store(d * d);
+                    *o = squared_difference(a, b);
                 }
             });
             return Ok(());
@@ -250,7 +257,7 @@ pub fn mse_loss(out: &TensorMut, x: &TensorRef, t: &TensorRef, reduction: i64) -
         let total = block_sum(n, &|s, e| {
             // SAFETY: elements s..e, read only.
             let (a, b): (&[F], &[F]) = unsafe { (px.slice(s, e - s), pt.slice(s, e - s)) };
-            a.iter().zip(b).map(|(&a, &b)| { let d = a.to_f64() - b.to_f64(); d * d }).sum()
+            a.iter().zip(b).map(|(&a, &b)| squared_difference(a, b).to_f64()).sum()
         });
         let v = if reduction == REDUCTION_MEAN { total / n as f64 } else { total };
         // SAFETY: one element.
@@ -288,7 +295,9 @@ pub fn mse_loss_backward(
     };
     dispatch_float!(x.dtype, F => {
         let (pg, px, pt, po) = (P::r(g), P::r(x), P::r(t), P::m(grad_input));
-        let nm = <F as FloatStore>::M::from_f64c(norm);
+        // In the storage type, each operation rounded (norm included), as the CPU's kernel.
+        let r = |v: <F as FloatStore>::M| F::store(v).load();
+        let nm = r(<F as FloatStore>::M::from_f64c(norm));
         parallel_for(n, GRAIN, &|s, e| {
             let l = e - s;
             // SAFETY: elements s..e of same-shaped contiguous operands.
@@ -296,7 +305,7 @@ pub fn mse_loss_backward(
                 (pg.slice(s, l), px.slice(s, l), pt.slice(s, l), po.slice_mut(s, l))
             };
             for i in 0..l {
-                o[i] = F::store(nm * (a[i].load() - b[i].load()) * g[i].load());
+                o[i] = F::store(r(nm * r(a[i].load() - b[i].load())) * g[i].load());
             }
         });
         Ok(())
