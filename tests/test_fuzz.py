@@ -51,7 +51,17 @@ def _huge(args: dict[str, Any], name: str, limit: float = 1.8e19) -> bool:
 
 def _nonfinite(args: dict[str, Any], name: str) -> bool:
     t = args.get(name)
-    return isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(t.isfinite().all())
+    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) and not bool(t.isfinite().all())
+
+
+def _quotient_overflows(args: dict[str, Any]) -> bool:
+    """Some |a / b| of the float operands a, b exceeds their dtype's range."""
+    a, b = args.get("a"), args.get("b")
+    t = a if isinstance(a, torch.Tensor) else b
+    if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+        return False
+    q = torch.as_tensor(a).double().abs() / torch.as_tensor(b).double().abs()
+    return bool((q > torch.finfo(t.dtype).max).any())
 
 
 @dataclass(frozen=True)
@@ -117,12 +127,24 @@ KNOWN: dict[str, Known] = {
                    "(2, 2, 0, 1), 0), w=torch.tensor([1.5409960746765137]).reshape((1, 1, 1, 1)), bias=None, "
                    "stride=1, padding=0, dilation=1, groups=1)"),
         lambda a: any(_huge(a, k, 1e15) for k in a)),
+    "half-type-accumulation": Known(
+        "float16/bfloat16 sums and products accumulated in another order or precision than the CPU's: its "
+        "scatter_add/scatter_reduce sums of duplicate indices ([15424, -7200, -5952] into one bfloat16 slot: "
+        "CPU 2272, foo 2240, which is also the CPU's own index_add), nansum over a non-contiguous input (its "
+        "reduction keeps partial sums in the output's dtype), prod's partial products and the gradients "
+        "built on them (prod, where's broadcast gradient), and batch_norm of a non-contiguous half input "
+        "(its generic path computes in half arithmetic)",
+        ("scatter_add", "scatter_reduce", "nansum", "prod", "prod_all", "where", "batch_norm"), ("differ",),
+        ("scatter_reduce", "dict(x=torch.zeros(2, dtype=torch.bfloat16), dim=0, i=torch.tensor([0, 0, 0]), "
+                           "src=torch.tensor([15424.0, -7200.0, -5952.0], dtype=torch.bfloat16), v=0, red='sum', "
+                           "self=False)"),
+        lambda a: any(isinstance(v, torch.Tensor) and v.dtype in (torch.float16, torch.bfloat16) for v in a.values())),
     "half-precision-ulps": Known(
         "float16/bfloat16 rsqrt is 1 ulp off the CPU's for 0.03% of inputs (x = 0.11474609375: foo 2.951171875, "
         "the correctly rounded value; CPU 2.953125: its half-type kernel does not round 1 / sqrt(x) from float32), "
-        "which its gradient, -0.5 * g * rsqrt(x)**3, magnifies to a few ulp; conv2d gradients in half types "
+        "which its gradient, -0.5 * g * rsqrt(x)**3, magnifies to a few ulp; conv1d/conv2d gradients in half types "
         "round their partial sums differently from the CPU's",
-        ("rsqrt", "conv2d"), ("differ",),
+        ("rsqrt", "conv1d", "conv2d"), ("differ",),
         ("rsqrt", "dict(x=torch.tensor([0.11474609375], dtype=torch.float16))"),
         lambda a: any(isinstance(v, torch.Tensor) and v.dtype in (torch.float16, torch.bfloat16) for v in a.values())),
 }
@@ -171,12 +193,12 @@ CPU_QUIRKS: dict[str, Known] = {
         ("hardswish",), ("gradient of x", "values differ"),
         ("hardswish", "dict(x=torch.tensor([math.nan]))"), lambda a: _nonfinite(a, "x")),
     "cpu-fmod-tiny-divisor": Known(
-        "fmod/remainder by a tiny (subnormal) divisor on the CPU's vectorized path: a - b * trunc(a / b) with "
-        "a / b = inf gives nan; foo (C's fmod) gives the exact remainder",
+        "fmod/remainder whose quotient a / b overflows (a subnormal divisor, or a near the dtype's max) on the "
+        "CPU's vectorized path: a - b * trunc(a / b) with a / b = inf gives nan; foo (C's fmod) gives the exact "
+        "remainder, as the CPU's own scalar path does (float64 max % 0.29: 8 elements nan, 1 element finite)",
         ("fmod", "remainder"), ("values differ",),
         ("fmod", "dict(a=torch.full((64,), 1.5), b=torch.tensor([1.401298464324817e-45]))"),
-        lambda a: any(isinstance(v, torch.Tensor) and v.is_floating_point()
-                      and bool(((v != 0) & (v.abs() < 1e-30)).any()) for v in a.values())),
+        lambda a: _quotient_overflows(a)),
     "cpu-index-fill-empty": Known(
         "index_fill of an empty tensor with a non-empty index: the CPU fails inside its kernel (RuntimeError "
         "'setStorage: ... out of bounds'); foo has nothing to fill and returns",

@@ -542,3 +542,27 @@ def test_mse_loss_rounds_as_the_cpu(dtype: torch.dtype, reduction: str) -> None:
     (gw,) = torch.autograd.grad(want, ac, g)
     (gg,) = torch.autograd.grad(got, af, g.to(FOO))
     assert_same(gg, gw, atol=0, rtol=0)
+
+
+def test_complex_index_add_multiplies_by_a_unit_alpha() -> None:
+    # The CPU multiplies the source by alpha = 1 + 0i, which turns nan + 0i into nan + nan i; foo
+    # skipped a unit alpha.
+    x = torch.tensor(complex(1.5, -0.25))
+    src = torch.tensor(complex(math.nan, 0.0))
+    i = torch.tensor([0])
+    want = torch.index_add(x, 0, i, src, alpha=1)
+    got = torch.index_add(x.to(FOO), 0, i.to(FOO), src.to(FOO), alpha=1)
+    assert_same(got, want)
+    assert got.cpu().imag.isnan().all()
+
+
+@pytest.mark.parametrize(("shape", "dim", "index"), [((2, 3), 1, [5]), ((2, 3), 1, [-1]), ((1,) * 26, 1, [1]),
+                                                     ((2, 3), 0, [5]), ((2, 3, 4), 2, [9]), ((3,), 0, [5])])
+def test_index_select_out_of_range_error_class(shape, dim: int, index: list[int]) -> None:
+    # The CPU's dim-1 kernel (self of rank 2 and up) raises RuntimeError naming the index; its
+    # other paths IndexError. foo raised IndexError everywhere.
+    x, i = torch.zeros(shape), torch.tensor(index)
+    with pytest.raises((RuntimeError, IndexError)) as want:
+        torch.index_select(x, dim, i)
+    with pytest.raises(type(want.value), match=re.escape(str(want.value).split("\n")[0])):
+        torch.index_select(x.to(FOO), dim, i.to(FOO))

@@ -474,6 +474,18 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
 
 // ---- index_select / take / gather ----------------------------------------------------------
 
+namespace {
+// The CPU's bound check of index_select's dim-1 and empty-self paths: a RuntimeError naming the
+// first index outside [0, size).
+void check_select_bounds(const at::Tensor& index, int64_t size) {
+  const at::Tensor ic = index.to(at::kCPU, at::kLong).reshape(-1);
+  const int64_t* p = ic.const_data_ptr<int64_t>();
+  for (int64_t k = 0; k < ic.numel(); ++k) {
+    TORCH_CHECK(p[k] >= 0 && p[k] < size, "INDICES element is out of DATA bounds, id=", p[k], " axis_dim=", size);
+  }
+}
+}  // namespace
+
 at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
   check_supported_dtype(self.scalar_type(), "index_select");
   dim = at::maybe_wrap_dim(dim, self.dim());
@@ -495,20 +507,19 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   at::native::resize_output(out, shape);
   // As the CPU: an empty self of rank 2 and up still has its indices checked (no elements are
   // read, so the kernel below would not see them).
-  if (self.dim() > 1 && self.numel() == 0 && n > 0) {
-    const at::Tensor ic = index.to(at::kCPU, at::kLong).reshape(-1);
-    const int64_t* p = ic.const_data_ptr<int64_t>();
-    for (int64_t k = 0; k < n; ++k) {
-      TORCH_CHECK(p[k] >= 0 && p[k] < self.size(dim), "INDICES element is out of DATA bounds, id=", p[k],
-                  " axis_dim=", self.size(dim));
-    }
-  }
+  if (self.dim() > 1 && self.numel() == 0 && n > 0) check_select_bounds(index, self.size(dim));
   if (out.numel() == 0) return out;
   const at::Tensor i = idx::long_index(index, self.device());
   const size_t nd = shape.size();
-  gather_call(out, view(self, shape, strides_of(self, nd, dim)),
-              view(i, shape, only_dim(nd, dim, i.dim() == 0 ? 0 : i.stride(0))), size_or1(self, dim),
-              stride_or0(self, dim), dim, FOO_INDEX_BOUNDS_SELECT, OutOfRange::IndexError, "index_select");
+  try {
+    gather_call(out, view(self, shape, strides_of(self, nd, dim)),
+                view(i, shape, only_dim(nd, dim, i.dim() == 0 ? 0 : i.stride(0))), size_or1(self, dim),
+                stride_or0(self, dim), dim, FOO_INDEX_BOUNDS_SELECT, OutOfRange::IndexError, "index_select");
+  } catch (const c10::IndexError&) {
+    // The CPU's kernel for dim 1 of a matrix or higher reports the index as a RuntimeError.
+    if (self.dim() > 1 && dim == 1) check_select_bounds(index, self.size(dim));
+    throw;
+  }
   return out;
 }
 

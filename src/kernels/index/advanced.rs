@@ -320,7 +320,10 @@ pub fn index_scatter(
             plan.run::<T>(d, s, idx, bounds, &Op(|_: T, v: T| v))
         }),
         Reduce::Add => crate::dispatch_all!(dst.dtype, T => {
-            match alpha.map(T::from_scalar).filter(|a| *a != T::from_i64(1)) {
+            // A unit alpha is skipped, except for complex numbers: (1 + 0i) * (nan + 0i) is
+            // nan + nan i, and the CPU multiplies.
+            let complex = matches!(T::KIND, crate::dtype::Kind::Complex);
+            match alpha.map(T::from_scalar).filter(|a| *a != T::from_i64(1) || complex) {
                 Some(a) => plan.run::<T>(d, s, idx, bounds, &Op(move |x: T, v: T| x.acc_add(v.acc_mul(a)))),
                 None => plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_add(v))),
             }
