@@ -57,11 +57,13 @@ def _nonfinite(args: dict[str, Any], name: str) -> bool:
 def _quotient_overflows(args: dict[str, Any]) -> bool:
     """Some |a / b| of the float operands a, b exceeds their dtype's range."""
     a, b = args.get("a"), args.get("b")
-    t = a if isinstance(a, torch.Tensor) else b
-    if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+    if a is None or b is None:
+        return False
+    dtype = torch.result_type(a, b)
+    if not dtype.is_floating_point:
         return False
     q = torch.as_tensor(a).double().abs() / torch.as_tensor(b).double().abs()
-    return bool((q > torch.finfo(t.dtype).max).any())
+    return bool((q > torch.finfo(dtype).max).any())
 
 
 @dataclass(frozen=True)
