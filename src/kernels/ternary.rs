@@ -57,26 +57,9 @@ fn float_ternary<F: FloatStore>(
         // Dense operands (the weight dense too, or one value): a loop compiled with FMA.
         TernaryOp::Lerp if dense_lerp_operands(out, a, b, c) => {
             let w_one = scalar_weight::<F>(c, p);
-            let (po, pa, pb, pc) = (
-                out.ptr as usize,
-                a.ptr as usize,
-                b.ptr as usize,
-                c.ptr as usize,
-            );
-            parallel_for(out.numel(), GRAIN, &|s, e| {
-                // SAFETY: elements s..e of contiguous same-shaped operands of dtype F (the weight
-                // is not read when w_one is given); the output range is this chunk's alone (it
-                // may be `a` itself: read before written).
-                unsafe {
-                    lerp_dense::<F>(
-                        (po as *mut F).add(s),
-                        (pa as *const F).add(s),
-                        (pb as *const F).add(s),
-                        (pc as *const F).wrapping_add(s),
-                        w_one,
-                        e - s,
-                    )
-                }
+            // SAFETY: dense chunks of the operands (the weight is not read when w_one is given).
+            dense_chunks::<F>(out, a, b, c, &|o, x, y, z, n| unsafe {
+                lerp_dense::<F>(o, x, y, z, w_one, n)
             });
             Ok(())
         }
@@ -93,25 +76,9 @@ fn float_ternary<F: FloatStore>(
         // Dense operands take a loop compiled with FMA (AVX2/AVX-512); others the general
         // engine, whose mul_add is a libm call on this baseline-x86-64 build.
         TernaryOp::Addcmul if all_contiguous(out, [a, b, c]) => {
-            let (po, pa, pb, pc) = (
-                out.ptr as usize,
-                a.ptr as usize,
-                b.ptr as usize,
-                c.ptr as usize,
-            );
-            parallel_for(out.numel(), GRAIN, &|s, e| {
-                // SAFETY: elements s..e of four contiguous same-shaped operands of dtype F; the
-                // output range is this chunk's alone (it may be `a` itself: read before written).
-                unsafe {
-                    addcmul_dense::<F>(
-                        (po as *mut F).add(s),
-                        (pa as *const F).add(s),
-                        (pb as *const F).add(s),
-                        (pc as *const F).add(s),
-                        e - s,
-                        value,
-                    )
-                }
+            // SAFETY: dense chunks of four same-shaped operands.
+            dense_chunks::<F>(out, a, b, c, &|o, x, y, z, n| unsafe {
+                addcmul_dense::<F>(o, x, y, z, n, value)
             });
             Ok(())
         }
@@ -124,6 +91,33 @@ fn float_ternary<F: FloatStore>(
         }),
         TernaryOp::Where => unreachable!(),
     }
+}
+
+/// Runs `chunk(o, x, y, z, len)` on parallel chunks of dense operands of dtype F, each pointer
+/// advanced to the chunk's first element (`z` only by address arithmetic: a one-value weight
+/// is not read past its first element). The output chunk is the call's alone; it may be `a`'s.
+fn dense_chunks<F: FloatStore>(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: &TensorRef,
+    chunk: &(dyn Fn(*mut F, *const F, *const F, *const F, usize) + Sync),
+) {
+    let (po, pa, pb, pc) = (
+        out.ptr as usize,
+        a.ptr as usize,
+        b.ptr as usize,
+        c.ptr as usize,
+    );
+    parallel_for(out.numel(), GRAIN, &|s, e| {
+        chunk(
+            (po as *mut F).wrapping_add(s),
+            (pa as *const F).wrapping_add(s),
+            (pb as *const F).wrapping_add(s),
+            (pc as *const F).wrapping_add(s),
+            e - s,
+        )
+    });
 }
 
 /// PyTorch's lerp (`lerp_vec`): `start + w * (end - start)` for |w| < 0.5, else
