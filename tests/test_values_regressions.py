@@ -566,3 +566,21 @@ def test_index_select_out_of_range_error_class(shape, dim: int, index: list[int]
         torch.index_select(x, dim, i)
     with pytest.raises(type(want.value), match=re.escape(str(want.value).split("\n")[0])):
         torch.index_select(x.to(FOO), dim, i.to(FOO))
+
+
+@pytest.mark.parametrize(("base", "shape", "strides"), [
+    ([1.5409961, -0.2934289, -2.1787894, 0.5684313, -1.0845224], (6, 19, 5), (0, 0, 1)),
+    ([2.0, 0.5], (200, 2), (0, 1)),
+    ([1.5, 0.75], (2, 150), (1, 0)),
+])
+def test_reduction_of_an_expanded_tensor_folds_in_the_cpus_order(base: list[float], shape, strides) -> None:
+    # TensorIterator leaves broadcast dims where they are; foo sorted them innermost, so prod
+    # multiplied each element by itself first: 2**200 * 0.5**200 = inf * 0 = nan (CPU 1.0), and
+    # a product of 570 factors came out nan where the CPU's is 2e-25.
+    b = torch.tensor(base)
+    x = b.as_strided(shape, strides)
+    xf = b.to(FOO).as_strided(shape, strides)
+    for f in (torch.prod, torch.sum):
+        want, got = f(x), f(xf)
+        assert_same(got, want, rtol=1e-5 if f is torch.prod else 0, atol=0)
+        assert got.isfinite().item() == want.isfinite().item()

@@ -31,16 +31,53 @@ impl<const N: usize> Layout<N> {
     }
 }
 
-/// Coalesces `shape` for `N` operands; operand 0 decides the traversal order.
+/// The non-trivial dims of `shape`, outer to inner, in TensorIterator's order: by operand 0's
+/// stride magnitude; a dim with a zero (broadcast) stride in an operand is ambiguous for it and
+/// the next operand decides; equal strides put the smaller size inside; dims nothing orders keep
+/// their logical order. The order matters beyond speed: a reduction over an expanded tensor
+/// (`x.expand(114, 5).prod()`) folds each row of distinct elements in turn, as the CPU does;
+/// sorting the zero-stride dim innermost multiplied each element by itself 114 times first,
+/// which overflows and underflows (inf * 0 = nan) where the CPU's product is 2e-25.
+fn traversal_order<const N: usize>(shape: &[usize], strides: &[&[isize]; N]) -> Dims {
+    // Inner to outer while sorting, as TensorIterator's insertion sort (`reorder_dimensions`).
+    let mut perm: Dims = (0..shape.len()).rev().filter(|&d| shape[d] != 1).collect();
+    // True when `inner` belongs outside `outer`.
+    let swap = |inner: usize, outer: usize| -> Option<bool> {
+        for s in strides {
+            let (a, b) = (s[inner].unsigned_abs(), s[outer].unsigned_abs());
+            if a == 0 || b == 0 {
+                continue;
+            }
+            if a != b {
+                return Some(a > b);
+            }
+            if shape[inner] > shape[outer] {
+                return Some(true);
+            }
+        }
+        None
+    };
+    for i in 1..perm.len() {
+        let mut d1 = i;
+        for d0 in (0..i).rev() {
+            match swap(perm[d0], perm[d1]) {
+                Some(true) => {
+                    perm.swap(d0, d1);
+                    d1 = d0;
+                }
+                Some(false) => break,
+                None => {}
+            }
+        }
+    }
+    perm.reverse();
+    perm
+}
+
+/// Coalesces `shape` for `N` operands; operand 0 decides the traversal order (the next ones
+/// where operand 0 broadcasts, see [`traversal_order`]).
 pub fn coalesce<const N: usize>(shape: &[usize], strides: [&[isize]; N]) -> Layout<N> {
-    // Keep non-trivial dims only.
-    let mut dims: Dims = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
-    // Outer-to-inner by the output's stride magnitude (stable: ties keep logical order).
-    dims.sort_by(|&a, &b| {
-        strides[0][b]
-            .unsigned_abs()
-            .cmp(&strides[0][a].unsigned_abs())
-    });
+    let dims = traversal_order(shape, &strides);
     let mut out_shape = Dims::new();
     let mut out_strides: [Strides; N] = std::array::from_fn(|_| Strides::new());
     for &d in &dims {
@@ -148,6 +185,26 @@ mod tests {
         let l = coalesce(&[1, 5, 1, 6], [&[30, 6, 6, 1], &[0, 0, 0, 1]]);
         assert_eq!(l.shape[..], [5, 6]);
         assert_eq!(l.strides[1][..], [0, 1]);
+    }
+
+    #[test]
+    fn broadcast_dims_keep_their_logical_place() {
+        // An expanded input reduced whole: the zero-stride dim stays outside (TensorIterator
+        // leaves dims it cannot order where they are), so each row of distinct elements is
+        // folded in turn.
+        let l = coalesce(&[114, 5], [&[0, 1]]);
+        assert_eq!(
+            (l.shape[..].to_vec(), l.strides[0][..].to_vec()),
+            (vec![114, 5], vec![0, 1])
+        );
+        let l = coalesce(&[5, 114], [&[1, 0]]);
+        assert_eq!(
+            (l.shape[..].to_vec(), l.strides[0][..].to_vec()),
+            (vec![5, 114], vec![1, 0])
+        );
+        // A later operand orders what operand 0 cannot.
+        let l = coalesce(&[3, 4], [&[0, 0], &[1, 4]]);
+        assert_eq!(l.shape[..], [4, 3]);
     }
 
     #[test]
