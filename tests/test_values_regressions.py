@@ -584,3 +584,30 @@ def test_reduction_of_an_expanded_tensor_folds_in_the_cpus_order(base: list[floa
         want, got = f(x), f(xf)
         assert_same(got, want, rtol=1e-5 if f is torch.prod else 0, atol=0)
         assert got.isfinite().item() == want.isfinite().item()
+
+
+@pytest.mark.parametrize("op", [torch.minimum, torch.add, torch.ne, torch.atan2, torch.mul])
+def test_mixed_dtype_result_follows_the_converted_inputs_layout(op) -> None:
+    # The CPU converts an input of another dtype before ordering the output by the inputs'
+    # strides, which gives an expanded input dense strides; foo ordered by the unconverted input
+    # and returned a contiguous result where the CPU's strides are (2, 1, 2).
+    a = torch.tensor([1.5, -0.25]).reshape(1, 2, 1)
+    b = torch.tensor([1.5, -0.25, -2.0, 0.5], dtype=torch.float16).as_strided((1, 2, 3), (1, 0, 1), 1)
+    af, bf = to_foo(a), to_foo(b)
+    for x, y, xf, yf in ((a, b, af, bf), (b, a, bf, af)):
+        want, got = op(x, y), op(xf, yf)
+        assert got.stride() == want.stride()
+        assert_same(got, want)
+
+
+@pytest.mark.fallback_ok
+def test_fallback_gives_the_cpu_kernel_the_inputs_strides() -> None:
+    # elu's backward (a CPU fallback on foo) of nan is nan on the CPU's dense, vectorised path and
+    # 1.0 on its strided one; the copy to the CPU made a strided input dense, so foo answered nan.
+    base = torch.randn(64)
+    base[0] = math.nan
+    x = base.as_strided((2, 2, 2, 4), (32, 16, 8, 2)).requires_grad_()
+    xf = to_foo(x)
+    (want,) = torch.autograd.grad(F.elu(x, alpha=0.5).sum(), x)
+    (got,) = torch.autograd.grad(F.elu(xf, alpha=0.5).sum(), xf)
+    assert_same(got, want)

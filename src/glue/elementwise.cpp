@@ -129,6 +129,47 @@ const at::Tensor& launch_ternary(at::TensorIterator& iter, int32_t op, at::Scala
   });
 }
 
+namespace {
+
+// A non-dense input of rank > 0 (one the CPU's conversion would restride).
+bool restrided_by_conversion(const at::TensorBase& t) {
+  return t.defined() && t.dim() > 0 && !t.is_non_overlapping_and_dense();
+}
+
+at::ScalarType input_dtype(int kind, const at::TensorBase& a, const at::TensorBase& b) {
+  const auto common = at::result_type(at::Tensor(a), at::Tensor(b));
+  if (kind == kBinaryFloatOp && at::isIntegralType(common, /*includeBool=*/true)) {
+    return c10::typeMetaToScalarType(c10::get_default_dtype());
+  }
+  return common;
+}
+
+}  // namespace
+
+bool promotes_layout(const at::TensorBase& a, const at::TensorBase& b) {
+  return restrided_by_conversion(a) || restrided_by_conversion(b);
+}
+
+at::TensorIterator promoted_iterator(int kind, const at::TensorBase& out, const at::TensorBase& a,
+                                     const at::TensorBase& b) {
+  const auto dt = input_dtype(kind, a, b);
+  const auto as_cpu = [&](const at::TensorBase& t) {
+    at::Tensor x(t);
+    // An in-place op's self stays itself (it is the output too).
+    return restrided_by_conversion(t) && t.scalar_type() != dt && !t.is_same(out) ? x.to(dt) : x;
+  };
+  const at::Tensor x = as_cpu(a), y = as_cpu(b);
+  at::TensorIterator it;
+  if (kind == kBinaryFloatOp) {
+    it.build_binary_float_op(out, x, y);
+  } else if (kind == kComparisonOp) {
+    it.build_comparison_op(out, x, y);
+  } else {
+    it.build_binary_op(out, x, y);
+  }
+  return it;
+}
+
 at::TensorIterator fixed_dtype_op(at::Tensor& out, std::initializer_list<const at::Tensor*> inputs, at::ScalarType dtype) {
   at::TensorIteratorConfig config;
   config.set_check_mem_overlap(true).check_all_same_dtype(false).allow_cpu_scalars(true).add_output(out);

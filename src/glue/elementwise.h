@@ -36,9 +36,23 @@ const at::Tensor& launch_ternary(at::TensorIterator& iter, int32_t op, at::Scala
 // into the iterator, and copying a tensor that Python owns (refcount 1 -> 2) takes the GIL to
 // incref its PyObject, and again to decref it; on a 1-element add that was 4 GIL round trips,
 // about a quarter of the op. Temporaries are refused at compile time (they would dangle).
-#define FOO_BORROWING_BUILDER3(name)                                                          \
+//
+// Two inputs of different dtypes: the CPU's iterator converts an input to the common dtype first
+// (`x.to(common)`, which gives a non-dense input dense strides) and only then orders the output
+// by the inputs' strides; on other devices it orders by the unconverted input. So an expanded
+// float16 input next to a float32 one gave foo a contiguous result where the CPU's follows the
+// inputs' memory order. Such an input is converted up front, as the CPU does (its kernel would
+// convert it anyway), and the iterator owns the converted copy.
+bool promotes_layout(const at::TensorBase& a, const at::TensorBase& b);
+at::TensorIterator promoted_iterator(int kind, const at::TensorBase& out, const at::TensorBase& a,
+                                     const at::TensorBase& b);
+enum BuilderKind { kBinaryOp, kBinaryFloatOp, kComparisonOp };
+#define FOO_BORROWING_BUILDER3(name, kind)                                                    \
   inline at::TensorIterator name(const at::TensorBase& out, const at::TensorBase& a,         \
                                  const at::TensorBase& b) {                                   \
+    if (a.scalar_type() != b.scalar_type() && promotes_layout(a, b)) {                        \
+      return promoted_iterator(kind, out, a, b);                                              \
+    }                                                                                         \
     at::TensorIterator it;                                                                    \
     it.build_borrowing_##name(out, a, b);                                                     \
     return it;                                                                                \
@@ -54,9 +68,9 @@ const at::Tensor& launch_ternary(at::TensorIterator& iter, int32_t op, at::Scala
   }                                                                                           \
   at::TensorIterator name(at::TensorBase&&, const at::TensorBase&) = delete;                  \
   at::TensorIterator name(const at::TensorBase&, at::TensorBase&&) = delete;
-FOO_BORROWING_BUILDER3(binary_op)
-FOO_BORROWING_BUILDER3(binary_float_op)
-FOO_BORROWING_BUILDER3(comparison_op)
+FOO_BORROWING_BUILDER3(binary_op, kBinaryOp)
+FOO_BORROWING_BUILDER3(binary_float_op, kBinaryFloatOp)
+FOO_BORROWING_BUILDER3(comparison_op, kComparisonOp)
 FOO_BORROWING_BUILDER2(unary_op)
 FOO_BORROWING_BUILDER2(unary_float_op)
 #undef FOO_BORROWING_BUILDER3

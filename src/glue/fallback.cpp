@@ -89,6 +89,31 @@ void keep_noncontiguous_matrices(const c10::OperatorHandle& op, torch::jit::Stac
   }
 }
 
+// The copy to the CPU (`t.cpu()`) gives a non-dense input dense strides, and ATen's CPU kernels
+// take other paths for other layouts: elu's backward of nan is nan on its vectorised (dense) path
+// and 1 on its strided one, so foo's fallback answered nan where the CPU, given the same strided
+// tensor, answers 1. Such an input goes over with its own strides instead: the storage span it
+// reaches is copied and viewed as on foo. Only inputs (an out= copy would never receive the
+// result), and only spans up to 4x the elements (a column of a huge matrix still goes dense).
+void keep_exact_layouts(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
+  const auto& args = op.schema().arguments();
+  const size_t n = args.size();
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::AliasInfo* alias = args[i - (stack.size() - n)].alias_info();
+    if (!stack[i].isTensor() || (alias != nullptr && alias->isWrite())) continue;
+    const at::Tensor t = stack[i].toTensor();
+    if (!t.defined() || !t.device().is_privateuseone() || t.numel() == 0 || t.is_non_overlapping_and_dense() ||
+        t.is_conj() || t.is_neg() || t.layout() != at::kStrided) {
+      continue;
+    }
+    int64_t span = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
+    if (span > 4 * t.numel()) continue;
+    const at::Tensor flat = t.as_strided({span}, {1}, t.storage_offset()).cpu();
+    stack[i] = flat.as_strided(t.sizes(), t.strides(), 0);
+  }
+}
+
 // The fallback hands the CPU kernel copies, so aliasing between an out= tensor and an input is
 // lost; the CPU kernels that refuse such aliasing are checked here first.
 void check_out_aliasing(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
@@ -106,6 +131,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const s
   if (!name.overload_name.empty()) full += "." + name.overload_name;
   count_fallback(full, why);
   const std::optional<c10::Device> foo_device = first_foo_device(op, *stack);
+  keep_exact_layouts(op, *stack);
   keep_noncontiguous_matrices(op, *stack);
   check_out_aliasing(op, *stack);
   at::native::cpu_fallback(op, stack);
