@@ -611,3 +611,37 @@ def test_fallback_gives_the_cpu_kernel_the_inputs_strides() -> None:
     (want,) = torch.autograd.grad(F.elu(x, alpha=0.5).sum(), x)
     (got,) = torch.autograd.grad(F.elu(xf, alpha=0.5).sum(), xf)
     assert_same(got, want)
+
+
+@pytest.mark.parametrize("alpha", [1, 2.5, 0])
+@pytest.mark.parametrize("shape", [(3, 4), (5,), (1,) * 26])
+def test_index_add_out_of_range_error_class(shape, alpha: float) -> None:
+    # The CPU runs scatter_add (RuntimeError) only for self of rank > 1 with alpha 1; otherwise
+    # its loop raises IndexError "index out of range in self". foo raised RuntimeError for every
+    # rank > 1.
+    src_shape = (1,) + tuple(shape[1:])
+    x, s, i = torch.ones(shape), torch.ones(src_shape), torch.tensor([5])
+    with pytest.raises((RuntimeError, IndexError)) as want:
+        torch.index_add(x, 0, i, s, alpha=alpha)
+    with pytest.raises(type(want.value), match=re.escape(str(want.value).split("\n")[0])):
+        torch.index_add(x.to(FOO), 0, i.to(FOO), s.to(FOO), alpha=alpha)
+
+
+@pytest.mark.parametrize("n", [3, 7, 100])
+def test_layer_norm_of_a_constant_row_centres_it_exactly(n: int) -> None:
+    # The CPU's Welford mean of a constant row is the value itself, so x - mean is 0 and 0 * inf
+    # (an inf weight, or eps 0) is nan; foo's mean was 1 ulp off and gave +-inf or 3e6.
+    x = torch.full((2, n), -2.1787893772125244)
+    w = torch.full((n,), math.inf)
+    assert_same(F.layer_norm(x.to(FOO), (n,), w.to(FOO)), F.layer_norm(x, (n,), w))
+    assert_same(F.layer_norm(x.to(FOO), (n,), eps=0.0), F.layer_norm(x, (n,), eps=0.0))
+
+
+def test_logsumexp_of_short_strided_rows_is_accurate() -> None:
+    # Rows of 39 elements at stride 2: foo merged them element by element, a sequential float32
+    # sum of 25389 exponentials near 1 (2e-5 off; the CPU 4e-8).
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(294917, generator=g) * 1e-4).as_strided((21, 31, 39), (14508, 156, 2))
+    want = torch.logsumexp(x.double(), (0, 1, 2))
+    got = torch.logsumexp(to_foo(x), (0, 1, 2))
+    assert abs(got.item() - want.item()) < 4 * torch.finfo(torch.float32).eps * abs(want.item())

@@ -366,7 +366,7 @@ void check_index_source(const at::Tensor& self, int64_t dim, const at::Tensor& i
 // self[.., index[j], ..] (reduce)= source[.., j, ..] along `dim`.
 void index_reduce_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                        int32_t reduce, const std::optional<c10::Scalar>& alpha, OutOfRange kind, const char* name,
-                       const char* prefix) {
+                       const char* prefix, int32_t bounds = FOO_INDEX_BOUNDS_STRICT) {
   if (self.numel() == 0 && index.numel() == 0) return;
   const at::Tensor i = idx::long_index(index, self.device());
   at::Tensor src = source;
@@ -380,7 +380,7 @@ void index_reduce_impl(const at::Tensor& self, int64_t dim, const at::Tensor& in
   const c10::DeviceGuard guard(self.device());
   scatter_call(view(self, shape, strides_of(self, n, dim)), view(src, shape, strides_of(src, n, -1)),
                view(i, shape, only_dim(n, dim, i.dim() == 0 ? 0 : i.stride(0))), size_or1(self, dim),
-               stride_or0(self, dim), dim, FOO_INDEX_BOUNDS_STRICT, reduce, alpha, kind, name, prefix);
+               stride_or0(self, dim), dim, bounds, reduce, alpha, kind, name, prefix);
 }
 
 void index_add_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
@@ -400,9 +400,12 @@ void index_add_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index
   // The CPU returns before reading the indices when self has more than one dimension and it or
   // the index is empty (an out-of-range index into an empty self is no error there).
   if (self.dim() > 1 && (index.numel() == 0 || self.numel() == 0)) return;
-  // The CPU's classes: an IndexError for 0-d and 1-d self, a RuntimeError above.
+  // The CPU's errors: with self of rank > 1 and alpha 1 it runs scatter_add (a RuntimeError
+  // naming the index and dim); otherwise its loop's IndexError "index out of range in self".
+  const bool scatter = self.dim() > 1 && alpha.equal(1);
   index_reduce_impl(self, dim, index, source, FOO_INDEX_REDUCE_ADD, alpha,
-                    self.dim() <= 1 ? OutOfRange::IndexError : OutOfRange::RuntimeError, "index_add_", "");
+                    scatter ? OutOfRange::RuntimeError : OutOfRange::IndexError, "index_add_", "",
+                    scatter ? FOO_INDEX_BOUNDS_STRICT : FOO_INDEX_BOUNDS_SELECT);
 }
 
 void index_copy_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source) {

@@ -106,7 +106,11 @@ struct LnArgs<'a, M> {
     eps: M,
 }
 
-/// Mean and `1 / sqrt(var + eps)` of one row (biased variance, two-pass in the math type).
+/// Mean and `1 / sqrt(var + eps)` of one row (biased variance in the math type, from the mean
+/// corrected by a second pass over the deviations: the plain `sum * (1 / n)` of a constant row
+/// `[-2.1787894; 3]` is 1 ulp off its value, so `x - mean` was 1e-7 instead of the CPU's exact 0
+/// (its Welford mean is exact there), and with eps 0 or an inf weight foo gave +-inf or 3e6
+/// where the CPU gives 0 * inf = nan).
 ///
 /// A row with an inf or nan gives a nan variance, and so a nan row, as on the CPU. Where the
 /// variance overflows (float32 values beyond about 1.8e19) the CPU's Welford updates decide: a
@@ -119,7 +123,8 @@ struct LnArgs<'a, M> {
 #[inline(always)]
 pub(super) fn row_stats<M: Math>(xm: &[M], eps: M) -> (M, M) {
     let inv_n = M::one() / M::from_f64c(xm.len() as f64);
-    let mean = simd::sum(xm) * inv_n;
+    let mean0 = simd::sum(xm) * inv_n;
+    let mean = mean0 + simd::sum_map(xm, |v| v - mean0) * inv_n;
     let var = simd::sum_map(xm, |v| (v - mean) * (v - mean)) * inv_n;
     let nan = var == M::infinity() && ((mean * mean).is_infinite() || range_overflows(xm));
     let var = if nan { M::nan() } else { var };
