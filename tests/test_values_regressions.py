@@ -614,17 +614,31 @@ def test_fallback_gives_the_cpu_kernel_the_inputs_strides() -> None:
 
 
 @pytest.mark.parametrize("alpha", [1, 2.5, 0])
-@pytest.mark.parametrize("shape", [(3, 4), (5,), (1,) * 26])
-def test_index_add_out_of_range_error_class(shape, alpha: float) -> None:
-    # The CPU runs scatter_add (RuntimeError) only for self of rank > 1 with alpha 1; otherwise
-    # its loop raises IndexError "index out of range in self". foo raised RuntimeError for every
-    # rank > 1.
-    src_shape = (1,) + tuple(shape[1:])
+@pytest.mark.parametrize(("shape", "dim"), [((3, 4), 0), ((3, 4), 1), ((5,), 0), ((2, 3, 4), 1), ((2, 3, 4), 2),
+                                            ((1,) * 26, 0), ((1,) * 26, 1)])
+def test_index_add_out_of_range_error_class(shape, dim: int, alpha: float) -> None:
+    # The CPU runs scatter_add (RuntimeError) only along the first or last dim of a self of rank
+    # > 1 with alpha 1; otherwise its loop raises IndexError "index out of range in self". foo
+    # raised RuntimeError for every rank > 1.
+    src_shape = shape[:dim] + (1,) + shape[dim + 1:]
     x, s, i = torch.ones(shape), torch.ones(src_shape), torch.tensor([5])
     with pytest.raises((RuntimeError, IndexError)) as want:
-        torch.index_add(x, 0, i, s, alpha=alpha)
+        torch.index_add(x, dim, i, s, alpha=alpha)
     with pytest.raises(type(want.value), match=re.escape(str(want.value).split("\n")[0])):
-        torch.index_add(x.to(FOO), 0, i.to(FOO), s.to(FOO), alpha=alpha)
+        torch.index_add(x.to(FOO), dim, i.to(FOO), s.to(FOO), alpha=alpha)
+
+
+@pytest.mark.parametrize(("shape", "dim"), [((1, 1), 0), ((1, 1, 1), 1), ((1,), 0)])
+@pytest.mark.parametrize("alpha", [1, 2])
+def test_complex_index_add_multiplies_by_alpha_only_in_the_loop(shape, dim: int, alpha: int) -> None:
+    # The CPU's scatter_add path (first or last dim, rank > 1, alpha 1) adds nan + 0i as it is;
+    # its loop multiplies by alpha first (nan + nan i).
+    x = torch.full(shape, complex(1.5, -0.25))
+    s = torch.full(shape, complex(math.nan, 0.0))
+    i = torch.tensor([0])
+    want = torch.index_add(x, dim, i, s, alpha=alpha)
+    got = torch.index_add(x.to(FOO), dim, i.to(FOO), s.to(FOO), alpha=alpha)
+    assert_same(torch.view_as_real(got), torch.view_as_real(want))
 
 
 @pytest.mark.parametrize("n", [3, 7, 100])
