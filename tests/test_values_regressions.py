@@ -659,3 +659,16 @@ def test_logsumexp_of_short_strided_rows_is_accurate() -> None:
     want = torch.logsumexp(x.double(), (0, 1, 2))
     got = torch.logsumexp(to_foo(x), (0, 1, 2))
     assert abs(got.item() - want.item()) < 4 * torch.finfo(torch.float32).eps * abs(want.item())
+
+
+@pytest.mark.parametrize("index", [[0, 1], [0, -2], [0, 5], [0, -1, 0]])
+def test_index_fill_of_a_scalar_checks_every_index(index: list[int]) -> None:
+    # foo filled a 0-d self through index[0] only, so [0, 1] passed where the CPU raises IndexError.
+    x, i = torch.tensor(1.5), torch.tensor(index)
+    try:
+        want = x.index_fill(0, i, -2)
+    except IndexError as e:
+        with pytest.raises(IndexError, match=re.escape(str(e))):
+            x.to(FOO).index_fill(0, i.to(FOO), -2)
+    else:
+        assert_same(x.to(FOO).index_fill(0, i.to(FOO), -2), want)

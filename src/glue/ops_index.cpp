@@ -745,6 +745,15 @@ at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& 
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, index);
   if (self.numel() == 0 || index.numel() == 0) return self;
+  if (self.dim() == 0 && index.numel() > 1) {
+    // The kernel below fills a 0-d self through index[0] only; the CPU checks every index
+    // against the one element (0 or -1).
+    const at::Tensor ix = index.reshape({-1}).cpu();
+    const auto* p = ix.const_data_ptr<int64_t>();
+    for (int64_t k = 0; k < ix.numel(); ++k) {
+      TORCH_CHECK_INDEX(p[k] == 0 || p[k] == -1, "index ", p[k], " is out of bounds for dimension 0 with size 1");
+    }
+  }
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   if (self.dim() > 0) shape[dim] = index.numel();
   const size_t nd = shape.size();
