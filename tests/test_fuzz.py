@@ -123,12 +123,20 @@ KNOWN: dict[str, Known] = {
         "partial sum overflows in one order and not in the other (conv2d's weight gradient over x = 3.4e38: foo "
         "7.7e37, CPU inf; bfloat16 addmm's gradient with alpha 0: 0 against nan), products pass through "
         "subnormals (prod's gradient near 1e25, 2e-4 apart) or terms near 1e27 cancel (lerp's weight gradient, "
-        "2e-5 apart); neither order is the more accurate",
-        ("conv1d", "conv2d", "addmm", "mm", "bmm", "matmul", "prod", "prod_all", "lerp"), ("differ",),
+        "2e-5 apart), and std's gradient where the variance overflows (x holding FLT_MAX twice: foo -inf, CPU "
+        "nan); neither order is the more accurate",
+        ("conv1d", "conv2d", "addmm", "mm", "bmm", "matmul", "prod", "prod_all", "lerp", "std", "var"), ("differ",),
         ("conv2d", "dict(x=torch.tensor([3.4028234663852886e+38, -0.293428897857666]).as_strided((1, 1, 3, 2), "
                    "(2, 2, 0, 1), 0), w=torch.tensor([1.5409960746765137]).reshape((1, 1, 1, 1)), bias=None, "
                    "stride=1, padding=0, dilation=1, groups=1)"),
         lambda a: any(_huge(a, k, 1e15) for k in a)),
+    "prod-inf-among-underflowing-factors": Known(
+        "prod of an inf among hundreds of small factors: foo multiplies in 16 lanes, the lanes without the inf "
+        "underflow to 0 and inf * 0 is nan (the gradient, result / x, too); the CPU's order keeps the inf "
+        "(CPU inf, foo nan for [inf] + 499 normal samples, whose product is 1e-138 without the inf)",
+        ("prod", "prod_all"), ("differ",),
+        ("prod_all", "dict(x=torch.cat([torch.tensor([math.inf]), torch.full((499,), 0.5)]))"),
+        lambda a: _nonfinite(a, "x")),
     "half-type-accumulation": Known(
         "float16/bfloat16 sums and products accumulated in another order or precision than the CPU's: its "
         "scatter_add/scatter_reduce sums of duplicate indices ([15424, -7200, -5952] into one bfloat16 slot: "

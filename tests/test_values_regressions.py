@@ -586,6 +586,17 @@ def test_reduction_of_an_expanded_tensor_folds_in_the_cpus_order(base: list[floa
         assert got.isfinite().item() == want.isfinite().item()
 
 
+def test_true_division_of_integers_follows_the_converted_inputs_layout() -> None:
+    # Integer inputs of a float op are converted to float first on the CPU (dense strides), so the
+    # result's layout follows the converted expanded input even when both dtypes agree.
+    a = torch.tensor([1, -7, 4, -1]).reshape(2, 2)
+    b = torch.tensor([1, -7, 4]).as_strided((1, 2, 2), (1, 0, 1), 1)
+    for x, y in ((a, b), (b, a)):
+        want, got = x / y, to_foo(x) / to_foo(y)
+        assert got.stride() == want.stride()
+        assert_same(got, want)
+
+
 @pytest.mark.parametrize("op", [torch.minimum, torch.add, torch.ne, torch.atan2, torch.mul])
 def test_mixed_dtype_result_follows_the_converted_inputs_layout(op) -> None:
     # The CPU converts an input of another dtype before ordering the output by the inputs'

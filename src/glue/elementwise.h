@@ -37,7 +37,8 @@ const at::Tensor& launch_ternary(at::TensorIterator& iter, int32_t op, at::Scala
 // incref its PyObject, and again to decref it; on a 1-element add that was 4 GIL round trips,
 // about a quarter of the op. Temporaries are refused at compile time (they would dangle).
 //
-// Two inputs of different dtypes: the CPU's iterator converts an input to the common dtype first
+// Two inputs of different dtypes (or integer inputs of a float op such as true division): the
+// CPU's iterator converts an input to the common dtype first
 // (`x.to(common)`, which gives a non-dense input dense strides) and only then orders the output
 // by the inputs' strides; on other devices it orders by the unconverted input. So an expanded
 // float16 input next to a float32 one gave foo a contiguous result where the CPU's follows the
@@ -50,7 +51,9 @@ enum BuilderKind { kBinaryOp, kBinaryFloatOp, kComparisonOp };
 #define FOO_BORROWING_BUILDER3(name, kind)                                                    \
   inline at::TensorIterator name(const at::TensorBase& out, const at::TensorBase& a,         \
                                  const at::TensorBase& b) {                                   \
-    if (a.scalar_type() != b.scalar_type() && promotes_layout(a, b)) {                        \
+    if ((a.scalar_type() != b.scalar_type() ||                                                \
+         (kind == kBinaryFloatOp && at::isIntegralType(a.scalar_type(), true))) &&             \
+        promotes_layout(a, b)) {                                                              \
       return promoted_iterator(kind, out, a, b);                                              \
     }                                                                                         \
     at::TensorIterator it;                                                                    \
