@@ -683,3 +683,15 @@ def test_index_fill_of_a_scalar_checks_every_index(index: list[int]) -> None:
             x.to(FOO).index_fill(0, i.to(FOO), -2)
     else:
         assert_same(x.to(FOO).index_fill(0, i.to(FOO), -2), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_logsumexp_rounds_each_step_as_the_cpu(dtype: torch.dtype) -> None:
+    # The CPU's logsumexp is a composite of half-type kernels (x - max, exp, sum, log, + max, each
+    # rounded); foo's fused kernel rounded once and was 1 ulp away (2.0898 against 2.0879).
+    x = torch.tensor([-0.5, -2.5, 2.0], dtype=dtype)
+    assert_same(torch.logsumexp(x.to(FOO), 0), torch.logsumexp(x, 0), atol=0, rtol=0)
+    g = torch.Generator().manual_seed(0)
+    y = (torch.randn(6, 50, generator=g) * 3).to(dtype)
+    for dim in (0, 1, (0, 1)):
+        assert_same(torch.logsumexp(y.to(FOO), dim), torch.logsumexp(y, dim), atol=0, rtol=0)
