@@ -695,3 +695,13 @@ def test_half_logsumexp_rounds_each_step_as_the_cpu(dtype: torch.dtype) -> None:
     y = (torch.randn(6, 50, generator=g) * 3).to(dtype)
     for dim in (0, 1, (0, 1)):
         assert_same(torch.logsumexp(y.to(FOO), dim), torch.logsumexp(y, dim), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_xlogy_rounds_the_logarithm_to_half_types(dtype: torch.dtype) -> None:
+    # The CPU's half-type xlogy rounds log(y) to the half type before the product (0.7754 * log(1.0684):
+    # CPU 0.051239, foo's single rounding 0.051270); xlogy's gradient goes through it too.
+    g = torch.Generator().manual_seed(1)
+    a = (torch.randn(5000, generator=g) * 3).to(dtype)
+    b = (torch.randn(5000, generator=g).abs() * 2).to(dtype)
+    assert_same(torch.xlogy(a.to(FOO), b.to(FOO)), torch.xlogy(a, b), atol=0, rtol=0)

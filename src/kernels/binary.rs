@@ -262,12 +262,14 @@ fn float_binary<F: FloatStore>(
         Atan2 => m!(|x, y| x.atan2(y)),
         Hypot => m!(|x, y| x.hypot(y)),
         Copysign => m!(|x, y| x.copysign(y)),
+        // The CPU's scalar kernel takes the logarithm in the storage type (c10's `std::log` of a
+        // Half returns a Half), so for float16/bfloat16 it is rounded before the product.
         Xlogy => m!(|x, y| if y.is_nan() {
             y
         } else if x == zero {
             zero
         } else {
-            x * y.ln()
+            x * F::store(y.ln()).load()
         }),
         LogAddExp => m!(|x, y| {
             if x.is_infinite() && x == y {
