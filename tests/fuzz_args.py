@@ -181,7 +181,8 @@ def _indices(draw: st.DrawFn, size: int, shape: tuple[int, ...], dtype: torch.dt
             else torch.rand(size, generator=g)
         idx = keys.argsort(dim=unique_dim if shape else 0)
         idx = idx.narrow(unique_dim if shape else 0, 0, n) if size else idx
-        idx = idx.reshape(shape) if idx.numel() == numel else torch.zeros(shape, dtype=I64)
+        # contiguous: an out-of-bounds index is written through view(-1) below
+        idx = idx.reshape(shape).contiguous() if idx.numel() == numel else torch.zeros(shape, dtype=I64)
     elif size:
         idx = torch.randint(-size if negative else 0, size, shape, generator=g)
     else:

@@ -705,3 +705,17 @@ def test_xlogy_rounds_the_logarithm_to_half_types(dtype: torch.dtype) -> None:
     a = (torch.randn(5000, generator=g) * 3).to(dtype)
     b = (torch.randn(5000, generator=g).abs() * 2).to(dtype)
     assert_same(torch.xlogy(a.to(FOO), b.to(FOO)), torch.xlogy(a, b), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize(("kernel", "padding", "dilation"), [(3, 2, 2), (2, 2, 3), (3, 1, 2)])
+def test_max_pool2d_pad_checked_against_the_undilated_kernel(kernel: int, padding: int, dilation: int) -> None:
+    # The CPU's pool2d_shape_check wants pad <= kernel // 2 whatever the dilation; foo checked only
+    # against half of the dilated kernel and pooled where the CPU raises.
+    x = torch.arange(25.0).reshape(1, 5, 5)
+    try:
+        want = F.max_pool2d(x, kernel, None, padding, dilation)
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=re.escape(str(e))):
+            F.max_pool2d(x.to(FOO), kernel, None, padding, dilation)
+    else:
+        assert_same(F.max_pool2d(x.to(FOO), kernel, None, padding, dilation), want)

@@ -85,6 +85,10 @@ std::vector<int64_t> out_shape(const at::Tensor& input, const Window& w, bool ce
   const int64_t oh = at::native::pooling_output_shape<int64_t>(ih, w.kh, w.ph, w.sh, w.dh, ceil_mode);
   const int64_t ow = at::native::pooling_output_shape<int64_t>(iw, w.kw, w.pw, w.sw, w.dw, ceil_mode);
   check_input(input, name);
+  // pool2d_shape_check's own rule, on the kernel without dilation (pooling_output_shape above
+  // allowed up to half of the dilated kernel).
+  TORCH_CHECK(w.kw / 2 >= w.pw && w.kh / 2 >= w.ph, "pad should be smaller than or equal to half of kernel size, but got ",
+              "padW = ", w.pw, ", padH = ", w.ph, ", kW = ", w.kw, ", kH = ", w.kh);
   TORCH_CHECK(oh >= 1 && ow >= 1, "Given input size: (", input.size(-3), "x", ih, "x", iw,
               "). Calculated output size: (", input.size(-3), "x", oh, "x", ow, "). Output size is too small");
   std::vector<int64_t> shape(input.sizes().begin(), input.sizes().end());
