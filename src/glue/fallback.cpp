@@ -6,6 +6,8 @@
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
+#include <optional>
+
 #include "common.h"
 
 namespace foo {
@@ -67,6 +69,21 @@ void return_to_foo(const c10::OperatorHandle& op, torch::jit::Stack& stack, c10:
   }
 }
 
+// Replaces each foo tensor the op only reads (an out= tensor replaced by a copy would never
+// receive the result) by `swap(t)`, where that gives one.
+template <typename Swap>
+void for_each_foo_input(const c10::OperatorHandle& op, torch::jit::Stack& stack, const Swap& swap) {
+  const auto& args = op.schema().arguments();
+  const size_t n = args.size();
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::AliasInfo* alias = args[i - (stack.size() - n)].alias_info();
+    if (!stack[i].isTensor() || (alias != nullptr && alias->isWrite())) continue;
+    const at::Tensor t = stack[i].toTensor();
+    if (!t.defined() || !t.device().is_privateuseone()) continue;
+    if (std::optional<at::Tensor> r = swap(t)) stack[i] = std::move(*r);
+  }
+}
+
 // ATen's LU-based ops factor A^T when A is contiguous and A otherwise, and their backward
 // formulas read the factors the same way, from the foo tensor's own is_contiguous(). The copy to
 // the CPU makes a strided (non-dense) A contiguous, so the CPU would factor A^T while the backward
@@ -76,17 +93,10 @@ void return_to_foo(const c10::OperatorHandle& op, torch::jit::Stack& stack, c10:
 void keep_noncontiguous_matrices(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
   const std::string& name = op.schema().operator_name().name;
   if (name != "aten::_linalg_det" && name != "aten::_linalg_slogdet" && name != "aten::_linalg_solve_ex") return;
-  const auto& args = op.schema().arguments();
-  const size_t n = args.size();
-  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
-    const c10::AliasInfo* alias = args[i - (stack.size() - n)].alias_info();
-    if (!stack[i].isTensor() || (alias != nullptr && alias->isWrite())) continue;
-    const at::Tensor t = stack[i].toTensor();
-    if (t.defined() && t.device().is_privateuseone() && t.dim() >= 2 && !t.is_contiguous() &&
-        !t.is_non_overlapping_and_dense()) {
-      stack[i] = t.mT().contiguous().mT();
-    }
-  }
+  for_each_foo_input(op, stack, [](const at::Tensor& t) -> std::optional<at::Tensor> {
+    if (t.dim() < 2 || t.is_contiguous() || t.is_non_overlapping_and_dense()) return std::nullopt;
+    return t.mT().contiguous().mT();
+  });
 }
 
 // The copy to the CPU (`t.cpu()`) gives a non-dense input dense strides, and ATen's CPU kernels
@@ -96,22 +106,17 @@ void keep_noncontiguous_matrices(const c10::OperatorHandle& op, torch::jit::Stac
 // reaches is copied and viewed as on foo. Only inputs (an out= copy would never receive the
 // result), and only spans up to 4x the elements (a column of a huge matrix still goes dense).
 void keep_exact_layouts(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
-  const auto& args = op.schema().arguments();
-  const size_t n = args.size();
-  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
-    const c10::AliasInfo* alias = args[i - (stack.size() - n)].alias_info();
-    if (!stack[i].isTensor() || (alias != nullptr && alias->isWrite())) continue;
-    const at::Tensor t = stack[i].toTensor();
-    if (!t.defined() || !t.device().is_privateuseone() || t.numel() == 0 || t.is_non_overlapping_and_dense() ||
-        t.is_conj() || t.is_neg() || t.layout() != at::kStrided) {
-      continue;
+  for_each_foo_input(op, stack, [](const at::Tensor& t) -> std::optional<at::Tensor> {
+    if (t.numel() == 0 || t.is_non_overlapping_and_dense() || t.is_conj() || t.is_neg() ||
+        t.layout() != at::kStrided) {
+      return std::nullopt;
     }
     int64_t span = 1;
     for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
-    if (span > 4 * t.numel()) continue;
+    if (span > 4 * t.numel()) return std::nullopt;
     const at::Tensor flat = t.as_strided({span}, {1}, t.storage_offset()).cpu();
-    stack[i] = flat.as_strided(t.sizes(), t.strides(), 0);
-  }
+    return flat.as_strided(t.sizes(), t.strides(), 0);
+  });
 }
 
 // The fallback hands the CPU kernel copies, so aliasing between an out= tensor and an input is
