@@ -281,14 +281,16 @@ CPU_QUIRKS: dict[str, Known] = {
         "batch_norm in evaluation with a non-contiguous weight or running_var on the CPU: its backward reads the "
         "running variance as 0 (x's gradient 1/sqrt(eps) = 316.2 where 1/sqrt(3.88) = 0.508 is right, and is "
         "what the CPU gives for the same values contiguous), and its forward with an inf weight gives inf where "
-        "its contiguous path gives nan (0 * inf), as foo does for both layouts",
+        "its contiguous path gives nan (0 * inf), as foo does for both layouts; a non-contiguous x likewise "
+        "(x (4, 2) with strides (1, 4), weight [inf, -0.29]: CPU -inf in the element where its contiguous path and "
+        "foo give nan)",
         ("batch_norm",), ("differ",),
         ("batch_norm", "dict(x=torch.tensor([[1.5409960746765137, -0.293428897857666]]), "
                        "rm=torch.tensor([1.5409960746765137, -0.293428897857666]), "
                        "rv=torch.tensor([3.881211996078491, 2.8322794437408447, 1.838531732559204]).as_strided((2,), "
                        "(2,), 0), w=None, b=None, train=False, mom=0.1, eps=1e-5)"),
         lambda a: not a["train"] and any(isinstance(a.get(k), torch.Tensor) and not a[k].is_contiguous()
-                                         for k in ("w", "b", "rm", "rv"))),
+                                         for k in ("x", "w", "b", "rm", "rv"))),
     "cpu-pow-scalar-exponent-by-length": Known(
         "float32 tensor ** a Python scalar beyond 2**24: the CPU's vectorized path (8 or more elements) rounds the "
         "exponent to float32, as foo does ((-1) ** (2**31 - 1) gives 1), its scalar path for shorter tensors "
