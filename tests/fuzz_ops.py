@@ -151,6 +151,38 @@ def int_min_by_minus_one(a: object, b: object) -> bool:
     return bool((a == lo).any()) and has_m1
 
 
+def pool_window_in_padding(x: object, k: object, s: object, p: object, dil: object, ceil: bool) -> bool:
+    """A max_pool2d window whose taps all fall in the padding (dilation steps over the input):
+    the CPU's forward records an index past the plane and its backward writes the gradient there,
+    out of bounds, which corrupts the heap and later aborts the process (torch 2.15; foo refuses
+    the index in its backward with a ValueError)."""
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        return False
+
+    def pair(v: object) -> tuple[int, int]:
+        if isinstance(v, (tuple, list)):
+            return (int(v[0]), int(v[-1]))
+        return (int(v), int(v))  # type: ignore[call-overload]
+
+    kk, pp, dd = pair(k), pair(p), pair(dil)
+    ss = pair(s) if s is not None and s != () and s != [] else kk
+    for size, kd, sd, pd, dd_ in zip(x.shape[-2:], kk, ss, pp, dd):
+        if min(kd, sd, dd_) < 1 or pd < 0:
+            return False
+        span = (kd - 1) * dd_ + 1
+        num = size + 2 * pd - span
+        if num < 0:
+            return False
+        out = (num + (sd - 1 if ceil else 0)) // sd + 1
+        if ceil and (out - 1) * sd >= size + pd:
+            out -= 1
+        for o in range(out):
+            start = o * sd - pd
+            if not any(0 <= start + t * dd_ < size for t in range(kd)):
+                return True
+    return False
+
+
 # ---- the table ------------------------------------------------------------------------------------
 
 UNARY = [
@@ -339,7 +371,7 @@ NN = [
     Op("conv2d", "conv2d", "F.conv2d(x, w, bias, stride, padding, dilation, groups)", NUMERIC, tol="acc",
        grad="x w bias"),
     Op("max_pool2d", "pool2d", "F.max_pool2d(x, k, s, p, dil, ceil, return_indices=True)", REAL_NUMERIC,
-       grad="x"),
+       grad="x", cpu_crash="pool_window_in_padding(x, k, s, p, dil, ceil)"),
     Op("avg_pool2d", "pool2d", "F.avg_pool2d(x, k, s, p, ceil, cip, div)", REAL_NUMERIC, tol="acc", grad="x"),
     Op("adaptive_avg_pool2d", "adaptive_pool", "F.adaptive_avg_pool2d(x, out)", REAL_NUMERIC, tol="acc",
        grad="x"),
@@ -373,5 +405,6 @@ NN = [
 ]
 
 OPS: dict[str, Op] = {op.name: op for op in UNARY + BINARY + REDUCTIONS + INDEXING + LINALG + NN}
-BOUND_HELPERS = {f.__name__: f for f in (int_min_by_minus_one, prod_ovf, sq_mean, ln_bound, bn_bound, gn_bound,
+BOUND_HELPERS = {f.__name__: f for f in (int_min_by_minus_one, pool_window_in_padding, prod_ovf, sq_mean, ln_bound,
+                                         bn_bound, gn_bound,
                                          loss_bound, logit_bound, class_bound, softmax_bound)}
