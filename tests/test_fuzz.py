@@ -54,6 +54,27 @@ def _nonfinite(args: dict[str, Any], name: str) -> bool:
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) and not bool(t.isfinite().all())
 
 
+def _cpu_conv_uses_onednn(args: dict[str, Any]) -> bool:
+    """The CPU's float32 conv would run on oneDNN for these arguments: ConvParams::use_mkldnn
+    (aten/src/ATen/native/Convolution.cpp), after an unbatched input gains its batch dim and a
+    1-d conv is viewed as a 2-d one ([N, C, L] -> [N, C, 1, L])."""
+    x, w = args["x"], args["w"]
+    xs, ws = list(x.shape), list(w.shape)
+    if len(xs) < len(ws):
+        xs = [1, *xs]
+    if len(xs) == 3:
+        xs, ws = [xs[0], xs[1], 1, xs[2]], [ws[0], ws[1], 1, ws[2]]
+
+    def over_one(v: Any) -> bool:
+        return any(e != 1 for e in (v if isinstance(v, (tuple, list)) else (v,)))
+
+    n, groups = xs[0], args.get("groups", 1)
+    cheap_enough = (over_one(args.get("stride", 1)) or over_one(args.get("dilation", 1)) or n >= 16
+                    or ws[-1] != 1 or ws[-2] != 1 or torch.get_num_threads() > 1)
+    big_enough = groups > 1 or (ws[-1] > 3 and ws[-2] > 3) or n > 1 or n * xs[1] * xs[2] * xs[3] > 20480
+    return cheap_enough and big_enough
+
+
 def _quotient_overflows(args: dict[str, Any]) -> bool:
     """Some |a / b| of the float operands a, b exceeds their dtype's range."""
     a, b = args.get("a"), args.get("b")
@@ -124,8 +145,10 @@ KNOWN: dict[str, Known] = {
         "7.7e37, CPU inf; bfloat16 addmm's gradient with alpha 0: 0 against nan), products pass through "
         "subnormals (prod's gradient near 1e25, 2e-4 apart) or terms near 1e27 cancel (lerp's weight gradient, "
         "2e-5 apart), and std's gradient where the variance overflows (x holding FLT_MAX twice: foo -inf, CPU "
-        "nan); neither order is the more accurate",
-        ("conv1d", "conv2d", "addmm", "mm", "bmm", "matmul", "prod", "prod_all", "lerp", "std", "var"), ("differ",),
+        "nan; addcmul's broadcast gradient [3.4e38, -0.22, 5.8e37, 0.15, -3.2e38, 0.27] summed: foo inf, the "
+        "CPU's four interleaved partial sums 7.7e37); neither order is the more accurate",
+        ("conv1d", "conv2d", "addmm", "mm", "bmm", "matmul", "prod", "prod_all", "lerp", "std", "var", "addcmul"),
+        ("differ",),
         ("conv2d", "dict(x=torch.tensor([3.4028234663852886e+38, -0.293428897857666]).as_strided((1, 1, 3, 2), "
                    "(2, 2, 0, 1), 0), w=torch.tensor([1.5409960746765137]).reshape((1, 1, 1, 1)), bias=None, "
                    "stride=1, padding=0, dilation=1, groups=1)"),
@@ -250,15 +273,16 @@ CPU_QUIRKS: dict[str, Known] = {
         lambda a: _nonfinite(a, "w") and a["x"].dtype in (torch.float16, torch.bfloat16), some_cpus=True),
     "cpu-mkldnn-conv-padding": Known(
         "float32 conv on the CPU picks its algorithm by shape (at::native::ConvParams::use_mkldnn): with a "
-        "batch of 2 or more oneDNN treats zero padding as absent (a nan weight over padding adds nothing), "
-        "while a batch of 1 (the slow_conv2d path) and every float64 conv multiply the zero (nan), as foo "
-        "always does: the CPU's own result for one sample depends on the batch it is in. complex64 convs run "
-        "as float32 ones there, and do the same",
+        "batch of 2 or more (or groups, a kernel over 3x3, a large input, see _cpu_conv_uses_onednn) oneDNN "
+        "treats zero padding as absent (a nan weight over padding adds nothing), while the other shapes (the "
+        "slow_conv2d path) and every float64 conv multiply the zero (nan), as foo always does: the CPU's own "
+        "result for one sample depends on the batch it is in. complex64 convs run as float32 ones there, and "
+        "do the same",
         ("conv1d", "conv2d"), ("values differ",),
         ("conv2d", "dict(x=torch.ones(2, 1, 1, 1), w=torch.tensor([[[[math.nan, 1.0], [1.0, 1.0]]]]), "
                    "bias=None, stride=1, padding=1, dilation=1, groups=1)"),
         lambda a: _nonfinite(a, "w") and a["x"].dtype in (torch.float32, torch.complex64)
-        and a["x"].dim() == a["w"].dim() and a["x"].shape[0] > 1),
+        and _cpu_conv_uses_onednn(a)),
     "cpu-norm-overflow-moments": Known(
         "layer_norm/group_norm of float32 rows whose variance overflows (|x| > 1.8e19): the CPU's Welford/"
         "lane-combine moments give nan or 0 by path, row length and SIMD width (layer_norm of [3.4e38, -0.3] is "
@@ -320,6 +344,27 @@ CPU_QUIRKS: dict[str, Known] = {
         ("batch_norm", "dict(x=torch.tensor([3.4e38, 0.0, -2.0]).as_strided((2, 1), (2, 2)), rm=None, rv=None, "
                        "w=None, b=None, train=True, mom=0.1, eps=1e-5)"),
         lambda a: _huge(a, "x")),
+    "cpu-complex-product-path": Known(
+        "complex products that overflow: the CPU's vectorised complex multiply rounds both products before "
+        "subtracting (inf - inf = nan) while its scalar path (strided or broadcast operands), contracted to an "
+        "fma, gives -inf; which path runs depends on the layout, so the CPU's own answer for one element "
+        "changes with its neighbours' strides. foo runs complex addcmul through the CPU fallback, whose copies "
+        "of non-dense inputs can change the path",
+        ("addcmul",), ("differ",),
+        ("addcmul", "dict(x=torch.zeros(20, dtype=torch.complex64)[::10], a=torch.tensor([1.541e30-2.1788e30j] * 2), "
+                    "b=torch.tensor([1.541e30-2.1788e30j] * 2), v=1)"),
+        lambda a: any(isinstance(v, torch.Tensor) and v.is_complex()
+                      and bool((torch.view_as_real(v).abs() > 1e18).any()) for v in a.values())),
+    "cpu-half-rsqrt-scalar-path": Known(
+        "float16/bfloat16 rsqrt (and x ** -0.5, which is rsqrt) on the CPU rounds sqrt(x) to the half type and "
+        "then 1 / that again in its scalar path (strided inputs, and the elements after the last full 64 of a "
+        "contiguous run): 1 ulp off the correctly rounded value for about 30% of inputs (bfloat16 0.83984375: "
+        "CPU 1.0859375, foo and the CPU's vector path 1.09375). vector_norm's gradient for p < 1 is built on it",
+        ("vector_norm", "rsqrt"), ("differ",),
+        ("vector_norm", "dict(x=torch.tensor([1.5390625, -0.29296875, -2.171875, 0.5703125, -1.0859375, -1.3984375, "
+                        "0.404296875, 0.83984375, -0.71875, -0.404296875, -0.59765625, 0.181640625], "
+                        "dtype=torch.bfloat16).reshape((3, 4)), dim=None, keepdim=False, p=0.5)"),
+        lambda a: any(isinstance(v, torch.Tensor) and v.dtype in (torch.float16, torch.bfloat16) for v in a.values())),
 }
 
 
