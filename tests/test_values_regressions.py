@@ -719,3 +719,19 @@ def test_max_pool2d_pad_checked_against_the_undilated_kernel(kernel: int, paddin
             F.max_pool2d(x.to(FOO), kernel, None, padding, dilation)
     else:
         assert_same(F.max_pool2d(x.to(FOO), kernel, None, padding, dilation), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_log_softmax_rounds_the_row_sum_and_its_log(dtype: torch.dtype) -> None:
+    # The CPU's last-dim log_softmax keeps each row's sum of exponentials and its log in the half type
+    # (float16 row [0.661, 0.267, 0.0617, 0.621, -0.452, -0.166]: CPU -1.373046875 at the max, foo's
+    # single rounding -1.3740234375), so cross_entropy of half logits differed by 3 ulp.
+    g = torch.Generator().manual_seed(2)
+    for width in (3, 6, 33, 100, 1000):
+        x = (torch.randn(64, width, generator=g) * 3).to(dtype)
+        assert_same(F.log_softmax(x.to(FOO), 1), F.log_softmax(x, 1), atol=0, rtol=0)
+        assert_same(F.log_softmax(x.t().to(FOO), 0), F.log_softmax(x.t(), 0), atol=0, rtol=0)
+    x = torch.tensor([0.6611328125, 0.266845703125, 0.061676025390625, 0.62109375, -0.451904296875,
+                      -0.1661376953125], dtype=dtype).expand(5, 6)
+    t = torch.tensor([2, 3, 5, 0, 1])
+    assert_same(F.cross_entropy(x.to(FOO), t.to(FOO)), F.cross_entropy(x, t), atol=0, rtol=0)

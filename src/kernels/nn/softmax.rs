@@ -157,7 +157,14 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
             }
             let m = simd::max(&buf);
             if log {
-                let ls = simd::sum_map(&buf, |v| (v - m).fexp()).ln();
+                let mut ls = simd::sum_map(&buf, |v| (v - m).fexp());
+                if O::as_math_mut(&mut []).is_none() {
+                    // Half in, half out: the CPU's last-dim kernel keeps the row's sum and its
+                    // log in the half type (SoftMaxKernel.cpp's tmp_sum_scalar), each rounded.
+                    ls = I::store(I::store(ls).load().ln()).load();
+                } else {
+                    ls = ls.ln();
+                }
                 for (o, &b) in y.iter_mut().zip(&buf) {
                     *o = O::store(same((b - m) - ls));
                 }
