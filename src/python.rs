@@ -83,6 +83,83 @@ fn memory_stats(device: i64) -> R<BTreeMap<String, i64>> {
     Ok(out)
 }
 
+/// The pinned-host allocator's statistics in `torch.cuda.host_memory_stats()`'s flat
+/// "name.metric" shape (the counts without a metric: "num_host_alloc", "num_host_free").
+#[pyfunction]
+fn host_memory_stats() -> BTreeMap<String, i64> {
+    let s = memory::host_stats();
+    let mut out = BTreeMap::new();
+    for (name, st) in [
+        ("allocations", &s.allocations),
+        ("allocated_bytes", &s.allocated_bytes),
+        ("active_requests", &s.active_requests),
+        ("active_bytes", &s.active_bytes),
+    ] {
+        for (metric, v) in [
+            ("current", st.current),
+            ("peak", st.peak),
+            ("allocated", st.allocated),
+            ("freed", st.freed),
+        ] {
+            out.insert(format!("{name}.{metric}"), v);
+        }
+    }
+    for (name, d) in [
+        ("host_alloc_time", &s.alloc_time),
+        ("host_free_time", &s.free_time),
+    ] {
+        let avg = if d.count > 0 { d.total / d.count } else { 0 };
+        for (metric, v) in [
+            ("total", d.total),
+            ("max", d.max),
+            ("min", d.min),
+            ("count", d.count),
+            ("avg", avg),
+        ] {
+            out.insert(format!("{name}.{metric}"), v);
+        }
+    }
+    out.insert("num_host_alloc".into(), s.allocations.allocated);
+    out.insert("num_host_free".into(), s.allocations.freed);
+    out
+}
+
+#[pyfunction]
+fn create_mem_pool() -> u64 {
+    memory::create_pool()
+}
+
+#[pyfunction]
+fn begin_allocate_to_pool(device: i64, id: u64) -> R<()> {
+    memory::begin_allocate_to_pool(device, id).map_err(py_err)
+}
+
+#[pyfunction]
+fn end_allocate_to_pool(id: u64) -> R<()> {
+    memory::end_allocate_to_pool(id).map_err(py_err)
+}
+
+#[pyfunction]
+fn release_mem_pool(id: u64) {
+    memory::release_pool(id)
+}
+
+/// (addresses of the pool's blocks, live and cached; how many are live).
+#[pyfunction]
+fn mem_pool_blocks(id: u64) -> R<(Vec<usize>, usize)> {
+    memory::pool_blocks(id).map_err(py_err)
+}
+
+#[pyfunction]
+fn reset_peak_host_memory_stats() {
+    memory::reset_peak_host_stats()
+}
+
+#[pyfunction]
+fn reset_accumulated_host_memory_stats() {
+    memory::reset_accumulated_host_stats()
+}
+
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 fn empty_cache(device: Option<i64>) -> R<()> {
@@ -236,6 +313,14 @@ fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(current_device, m)?)?;
     m.add_function(wrap_pyfunction!(set_device, m)?)?;
     m.add_function(wrap_pyfunction!(check_device, m)?)?;
+    m.add_function(wrap_pyfunction!(host_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(create_mem_pool, m)?)?;
+    m.add_function(wrap_pyfunction!(begin_allocate_to_pool, m)?)?;
+    m.add_function(wrap_pyfunction!(end_allocate_to_pool, m)?)?;
+    m.add_function(wrap_pyfunction!(release_mem_pool, m)?)?;
+    m.add_function(wrap_pyfunction!(mem_pool_blocks, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_peak_host_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_accumulated_host_memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
     m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;

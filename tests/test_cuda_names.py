@@ -17,17 +17,7 @@ cuda_names = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(cuda_names)
 
 # What torch.foo deliberately lacks of the generic names, and why (docs: README "torch.cuda names").
-LACKS = {
-    "MemPool": "no private memory pools in foo's allocator",
-    "use_mem_pool": "no private memory pools in foo's allocator",
-    "can_device_access_peer": "foo refuses ops that mix devices; no peer access to report",
-    "get_sync_debug_mode": "every foo op is synchronous: there is no implicit synchronization to flag",
-    "set_sync_debug_mode": "every foo op is synchronous: there is no implicit synchronization to flag",
-    "host_memory_stats": "the pinned-host allocator keeps no statistics yet",
-    "host_memory_stats_as_nested_dict": "the pinned-host allocator keeps no statistics yet",
-    "reset_accumulated_host_memory_stats": "the pinned-host allocator keeps no statistics yet",
-    "reset_peak_host_memory_stats": "the pinned-host allocator keeps no statistics yet",
-}
+LACKS: dict[str, str] = {}
 
 
 def test_generic_cuda_names_exist_on_torch_foo():
@@ -124,3 +114,108 @@ def test_default_generators_are_the_devices_generators():
         assert torch.foo.initial_seed() == 1234
     state = gens[0].get_state()
     assert torch.equal(state, torch.foo.get_rng_state(0))
+
+
+def test_host_memory_stats_count_pinned_blocks():
+    torch.foo.reset_accumulated_host_memory_stats()
+    before = torch.foo.host_memory_stats()
+    assert before["num_host_alloc"] == before["num_host_free"] == before["host_alloc_time.count"] == 0
+    a = torch.ones(1000).pin_memory()  # 4000 bytes, 4032 as a 64-byte multiple
+    b = torch.ones(10).pin_memory()
+    s = torch.foo.host_memory_stats()
+    assert s["allocations.current"] == before["allocations.current"] + 2
+    assert s["allocated_bytes.current"] == before["allocated_bytes.current"] + 4032 + 64
+    assert s["active_requests.current"] == s["allocations.current"]
+    assert s["active_bytes.current"] == s["allocated_bytes.current"]
+    assert s["num_host_alloc"] == s["allocations.allocated"] == s["host_alloc_time.count"] == 2
+    assert s["host_alloc_time.max"] >= s["host_alloc_time.min"] >= 0
+    del a
+    s = torch.foo.host_memory_stats()
+    assert s["num_host_free"] == s["host_free_time.count"] == 1
+    assert s["allocated_bytes.freed"] == 4032 and s["allocated_bytes.peak"] >= before["allocated_bytes.current"] + 4096
+    nested = torch.foo.host_memory_stats_as_nested_dict()
+    assert nested["allocations"]["current"] == s["allocations.current"] and nested["num_host_free"] == 1
+    torch.foo.reset_peak_host_memory_stats()
+    assert torch.foo.host_memory_stats()["allocated_bytes.peak"] == s["allocated_bytes.current"]
+    torch.foo.reset_accumulated_host_memory_stats()
+    s = torch.foo.host_memory_stats()
+    assert s["num_host_alloc"] == s["allocations.freed"] == s["host_free_time.total"] == 0
+    assert s["allocations.current"] == before["allocations.current"] + 1
+    del b
+    assert torch.foo.host_memory_stats()["allocations.current"] == before["allocations.current"]
+
+
+def test_can_device_access_peer():
+    assert torch.foo.can_device_access_peer(0, 1) and torch.foo.can_device_access_peer("foo:1", torch.device("foo:0"))
+    with pytest.raises(AssertionError, match="Invalid device id"):
+        torch.foo.can_device_access_peer(torch.foo.device_count(), 0)
+    with pytest.raises(AssertionError, match="Invalid peer device id"):
+        torch.foo.can_device_access_peer(0, -1)
+
+
+def test_sync_debug_mode_is_kept_and_checked():
+    assert torch.foo.get_sync_debug_mode() == 0
+    try:
+        for mode, value in (("warn", 1), ("error", 2), (1, 1), ("default", 0)):
+            torch.foo.set_sync_debug_mode(mode)
+            assert torch.foo.get_sync_debug_mode() == value
+        torch.foo.set_sync_debug_mode("error")
+        # Nothing on foo waits for the device, so nothing raises even in "error" mode.
+        x = torch.arange(4.0, device="foo")
+        assert x.sum().item() == 6.0 and x.nonzero().shape == (3, 1) and x.cpu().tolist() == [0, 1, 2, 3]
+        with pytest.raises(RuntimeError, match="expected one of `default`, `warn`, `error`"):
+            torch.foo.set_sync_debug_mode("loud")
+        with pytest.raises(RuntimeError, match="expected one of 0,1, or 2"):
+            torch.foo.set_sync_debug_mode(3)
+        assert torch.foo.get_sync_debug_mode() == 2
+    finally:
+        torch.foo.set_sync_debug_mode(0)
+
+
+def test_mem_pool_keeps_its_blocks_for_itself():
+    import gc
+
+    torch.foo.empty_cache()
+    reserved = torch.foo.memory_reserved(0)
+    pool = torch.foo.MemPool()
+    assert pool.id[0] == 0 and pool.use_count() == 1
+    with torch.foo.use_mem_pool(pool, device="foo:0"):
+        assert pool.use_count() == 2
+        a = torch.empty(1 << 20, device="foo")  # 4 MiB, its own segment
+        on_other_device = torch.empty(16, device="foo:1")
+    address = a.data_ptr()
+    assert [(s["address"], s["segment_pool_id"]) for s in pool.snapshot() if s["device"] == 0] == [(address, pool.id)]
+    assert all(s["segment_pool_id"] == pool.id for s in pool.snapshot())
+    assert len(torch.foo.memory_snapshot(pool.id)) == 1  # the pool was used on foo:0 only: foo:1's block is not its
+    del a, on_other_device
+    torch.foo.empty_cache()  # leaves the pool's cached block
+    assert torch.foo.memory_reserved(0) == reserved + (4 << 20)
+    outside = torch.empty(1 << 20, device="foo")
+    assert outside.data_ptr() != address  # the pool's block serves only the pool
+    with torch.foo.use_mem_pool(pool):
+        inside = torch.empty(1 << 20, device="foo")
+    assert inside.data_ptr() == address
+    del outside, inside
+    del pool
+    gc.collect()
+    torch.foo.empty_cache()
+    assert torch.foo.memory_reserved(0) == reserved
+    with pytest.raises(NotImplementedError, match="custom allocator"):
+        torch.foo.MemPool(allocator=object())
+    with pytest.raises(TypeError, match="MemPool"):
+        with torch.foo.use_mem_pool(object()):
+            pass
+
+
+def test_mem_pool_routes_only_the_current_thread():
+    import threading
+
+    pool = torch.foo.MemPool()
+    seen = []
+    with torch.foo.use_mem_pool(pool):
+        mine = torch.empty(1 << 18, device="foo")
+        thread = threading.Thread(target=lambda: seen.append(torch.empty(1 << 18, device="foo").data_ptr()))
+        thread.start()
+        thread.join()
+    addresses = {s["address"] for s in pool.snapshot()}
+    assert mine.data_ptr() in addresses and seen[0] not in addresses

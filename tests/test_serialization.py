@@ -66,3 +66,26 @@ def test_loading_onto_a_missing_device_is_a_clear_error(tmp_path):
                          env=dict(os.environ, FOO_RS_DEVICE_COUNT="1"))
     assert out.returncode != 0
     assert "device_count() is 1" in out.stderr
+
+
+def test_backend_metadata_travels_with_the_tensor():
+    # torch._utils.set_tensor_metadata keeps named flags on a foo tensor (src/glue/backend_meta.cpp);
+    # torch.save/torch.load and detach() carry them, conj/neg stay torch's own bits.
+    x = torch.arange(6.0, device="foo").reshape(2, 3)
+    assert torch._utils.get_tensor_metadata(x) == {}
+    flags = {"version_number": True, "format_number": False}
+    torch._utils.set_tensor_metadata(x, flags)
+    assert torch._utils.get_tensor_metadata(x) == flags
+    assert torch._utils.get_tensor_metadata(x.detach()) == flags
+    buf = io.BytesIO()
+    torch.save({"x": x, "plain": torch.ones(2, device="foo")}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)
+    assert loaded["x"].device == x.device and torch.equal(loaded["x"].cpu(), x.cpu())
+    assert torch._utils.get_tensor_metadata(loaded["x"]) == flags
+    assert torch._utils.get_tensor_metadata(loaded["plain"]) == {}
+    z = torch.ones(2, dtype=torch.complex64, device="foo").conj()
+    torch._utils.set_tensor_metadata(z, {"layout_tag": True})
+    assert torch._utils.get_tensor_metadata(z) == {"conj": True, "layout_tag": True}
+    torch._utils.set_tensor_metadata(x, {})  # replaces the flags
+    assert torch._utils.get_tensor_metadata(x) == {}

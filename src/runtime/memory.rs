@@ -153,6 +153,8 @@ struct Block {
     device: usize,
     size: usize,
     requested: usize,
+    /// The private pool it was allocated in (`torch.foo.MemPool`), 0 for the device's cache.
+    pool: u64,
 }
 
 /// Hashes a size class with one multiply: the keys are a few hundred distinct multiples of 512
@@ -193,12 +195,40 @@ struct State {
     pools: Vec<Pool>,
     /// Live device blocks: address -> block (ordered, so interior pointers resolve too).
     live: BTreeMap<usize, Block>,
+    /// Private pools (`torch.foo.MemPool`) by id.
+    private: HashMap<u64, PrivatePool>,
+}
+
+/// A private memory pool, as CUDA's `MemPool`: the blocks allocated while a thread uses it
+/// (`use_mem_pool`) come back to it when freed and serve only its later allocations;
+/// `empty_cache` leaves them, and they go back to the system when the pool is released. Its
+/// segments count in the device's statistics like any other.
+#[derive(Default)]
+struct PrivatePool {
+    /// (device, size class) -> addresses of cached blocks.
+    cached: HashMap<(usize, usize), Vec<usize>>,
+}
+
+thread_local! {
+    /// The private pools this thread allocates into, innermost last: (device, pool id).
+    static POOL_STACK: std::cell::RefCell<Vec<(usize, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The private pool this thread allocates into on `device`, 0 for none.
+fn thread_pool(device: usize) -> u64 {
+    POOL_STACK.with(|s| {
+        s.borrow()
+            .iter()
+            .rev()
+            .find(|(d, _)| *d == device)
+            .map_or(0, |&(_, id)| id)
+    })
 }
 
 struct Allocator {
     state: Mutex<State>,
-    /// Live pinned host blocks: address -> size.
-    pinned: Mutex<BTreeMap<usize, usize>>,
+    /// Live pinned host blocks (address -> size) and the pinned allocator's statistics.
+    pinned: Mutex<Pinned>,
     /// A `FOO_RS_MEMORY_LIMIT` that did not parse: every allocation reports it.
     limit_error: Option<String>,
 }
@@ -230,8 +260,9 @@ fn allocator() -> &'static Allocator {
                     })
                     .collect(),
                 live: BTreeMap::new(),
+                private: HashMap::new(),
             }),
-            pinned: Mutex::new(BTreeMap::new()),
+            pinned: Mutex::new(Pinned::default()),
             limit_error,
         }
     })
@@ -386,13 +417,25 @@ pub fn allocate(device: i64, nbytes: usize) -> FooResult<*mut u8> {
     let size = round_size(nbytes);
     let small = size < SMALL_LIMIT;
     let mut state = lock(&a.state);
-    let State { pools, live } = &mut *state;
+    let State {
+        pools,
+        live,
+        private,
+    } = &mut *state;
     let pool = &mut pools[device];
-    let addr = match pool.cached.get_mut(&size).and_then(Vec::pop) {
-        Some(addr) => {
+    let pool_id = if private.is_empty() {
+        0
+    } else {
+        thread_pool(device)
+    };
+    let reuse = match private.get_mut(&pool_id) {
+        Some(p) => p.cached.get_mut(&(device, size)).and_then(Vec::pop),
+        None => pool.cached.get_mut(&size).and_then(Vec::pop).inspect(|_| {
             pool.cached_bytes -= size;
-            addr
-        }
+        }),
+    };
+    let addr = match reuse {
+        Some(addr) => addr,
         None => new_segment(pool, device, size, nbytes)?,
     };
     let s = &mut pool.stats;
@@ -407,6 +450,7 @@ pub fn allocate(device: i64, nbytes: usize) -> FooResult<*mut u8> {
             device,
             size,
             requested: nbytes,
+            pool: pool_id,
         },
     );
     Ok(addr as *mut u8)
@@ -469,12 +513,23 @@ pub fn free(ptr: *mut u8) -> FooResult<()> {
         FooError::Runtime(format!("foo free: {ptr:p} is not a live foo allocation"))
     })?;
     let small = block.size < SMALL_LIMIT;
-    let pool = &mut state.pools[block.device];
-    pool.cached
-        .entry(block.size)
-        .or_default()
-        .push(ptr as usize);
-    pool.cached_bytes += block.size;
+    let State { pools, private, .. } = &mut *state;
+    let pool = &mut pools[block.device];
+    // A block of a released private pool goes to the device's cache.
+    match private.get_mut(&block.pool) {
+        Some(p) => p
+            .cached
+            .entry((block.device, block.size))
+            .or_default()
+            .push(ptr as usize),
+        None => {
+            pool.cached
+                .entry(block.size)
+                .or_default()
+                .push(ptr as usize);
+            pool.cached_bytes += block.size;
+        }
+    }
     let s = &mut pool.stats;
     s.allocation.decrease(small, 1);
     s.active.decrease(small, 1);
@@ -639,14 +694,151 @@ pub fn blocks() -> Vec<BlockView> {
             })
         })
         .collect();
+    cached.extend(state.private.values().flat_map(|p| {
+        p.cached.iter().flat_map(move |(&(device, size), addrs)| {
+            addrs.iter().map(move |&addr| BlockView {
+                device,
+                addr,
+                size,
+                requested: 0,
+                live: false,
+            })
+        })
+    }));
     cached.sort_unstable_by_key(|b| b.addr);
     out.extend(cached);
     out
 }
 
+/// Creates a private pool (`torch.foo.MemPool`, on any device); returns its id (never 0).
+pub fn create_pool() -> u64 {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed) as u64;
+    lock(&allocator().state)
+        .private
+        .insert(id, PrivatePool::default());
+    id
+}
+
+/// From now on this thread's allocations on `device` go to pool `id` (`use_mem_pool`'s
+/// entry; nests).
+pub fn begin_allocate_to_pool(device: i64, id: u64) -> FooResult<()> {
+    let device = check_device(device)?;
+    if !lock(&allocator().state).private.contains_key(&id) {
+        return Err(FooError::InvalidArgument(format!(
+            "no foo memory pool {id}"
+        )));
+    }
+    POOL_STACK.with(|s| s.borrow_mut().push((device, id)));
+    Ok(())
+}
+
+/// Undoes the innermost [`begin_allocate_to_pool`] of pool `id` on this thread.
+pub fn end_allocate_to_pool(id: u64) -> FooResult<()> {
+    POOL_STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        let at = stack.iter().rposition(|&(_, p)| p == id).ok_or_else(|| {
+            FooError::Runtime(format!(
+                "this thread is not allocating to foo memory pool {id}"
+            ))
+        })?;
+        stack.remove(at);
+        Ok(())
+    })
+}
+
+/// Releases pool `id`: its cached blocks go back to the system; its blocks still in use go to
+/// the device's cache when freed. Unknown ids (released already) are ignored.
+pub fn release_pool(id: u64) {
+    let mut state = lock(&allocator().state);
+    if let Some(p) = state.private.remove(&id) {
+        for ((device, size), addrs) in p.cached {
+            for addr in addrs {
+                release_block(device, &mut state.pools[device].stats, addr, size);
+            }
+        }
+    }
+}
+
+/// Addresses of pool `id`'s blocks, live and cached (`MemPool.snapshot`), and how many are live.
+pub fn pool_blocks(id: u64) -> FooResult<(Vec<usize>, usize)> {
+    let state = lock(&allocator().state);
+    let p = state
+        .private
+        .get(&id)
+        .ok_or_else(|| FooError::InvalidArgument(format!("no foo memory pool {id}")))?;
+    let live: Vec<usize> = state
+        .live
+        .iter()
+        .filter(|(_, b)| b.pool == id)
+        .map(|(&a, _)| a)
+        .collect();
+    let n_live = live.len();
+    let mut all = live;
+    all.extend(p.cached.values().flatten().copied());
+    all.sort_unstable();
+    Ok((all, n_live))
+}
+
 /// Number of live device blocks across all devices (leak checks).
 pub fn live_blocks() -> usize {
     lock(&allocator().state).live.len()
+}
+
+/// Time spent in one kind of call, in microseconds, as c10's `DurationStat`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DurationStat {
+    pub total: i64,
+    pub max: i64,
+    pub min: i64,
+    pub count: i64,
+}
+
+impl DurationStat {
+    fn add(&mut self, us: i64) {
+        self.min = if self.count == 0 {
+            us
+        } else {
+            self.min.min(us)
+        };
+        self.max = self.max.max(us);
+        self.total += us;
+        self.count += 1;
+    }
+}
+
+/// Statistics of the pinned-host allocator, as c10's `HostStats` (`torch.cuda.host_memory_stats`).
+/// foo's pinned blocks are not cached: every request is its own host allocation and every free
+/// returns it, so `allocations` and `active_requests` (and their byte counts) move together.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct HostStats {
+    pub allocations: Stat,
+    pub allocated_bytes: Stat,
+    pub active_requests: Stat,
+    pub active_bytes: Stat,
+    pub alloc_time: DurationStat,
+    pub free_time: DurationStat,
+}
+
+impl HostStats {
+    fn counters_mut(&mut self) -> [&mut Stat; 4] {
+        [
+            &mut self.allocations,
+            &mut self.allocated_bytes,
+            &mut self.active_requests,
+            &mut self.active_bytes,
+        ]
+    }
+}
+
+#[derive(Default)]
+struct Pinned {
+    blocks: BTreeMap<usize, usize>,
+    stats: HostStats,
+}
+
+fn elapsed_us(since: std::time::Instant) -> i64 {
+    since.elapsed().as_micros().min(i64::MAX as u128) as i64
 }
 
 /// Page-locked ("pinned") host memory for `pin_memory()`: host RAM that the hooks recognise.
@@ -661,15 +853,24 @@ pub fn host_allocate(nbytes: usize) -> FooResult<*mut u8> {
         )));
     }
     let size = nbytes.div_ceil(ALIGN) * ALIGN;
+    let start = std::time::Instant::now();
     // SAFETY: non-zero size.
     let ptr = unsafe { alloc(layout(size)) };
+    let us = elapsed_us(start);
     if ptr.is_null() {
         return Err(FooError::OutOfMemory(format!(
             "cannot allocate {} of pinned host memory",
             fmt_bytes(nbytes)
         )));
     }
-    lock(&allocator().pinned).insert(ptr as usize, size);
+    let mut pinned = lock(&allocator().pinned);
+    pinned.blocks.insert(ptr as usize, size);
+    let st = &mut pinned.stats;
+    st.allocations.increase(1);
+    st.active_requests.increase(1);
+    st.allocated_bytes.increase(size);
+    st.active_bytes.increase(size);
+    st.alloc_time.add(us);
     Ok(ptr)
 }
 
@@ -681,16 +882,49 @@ pub fn host_free(ptr: *mut u8) -> FooResult<()> {
         return Ok(());
     }
     let size = lock(&allocator().pinned)
+        .blocks
         .remove(&(ptr as usize))
         .ok_or_else(|| FooError::Runtime(format!("foo host free: {ptr:p} is not pinned memory")))?;
+    let start = std::time::Instant::now();
     // SAFETY: the block was allocated by `host_allocate` with this layout and is now unowned.
     unsafe { dealloc(ptr, layout(size)) };
+    let us = elapsed_us(start);
+    let st = &mut lock(&allocator().pinned).stats;
+    st.allocations.decrease(1);
+    st.active_requests.decrease(1);
+    st.allocated_bytes.decrease(size);
+    st.active_bytes.decrease(size);
+    st.free_time.add(us);
     Ok(())
+}
+
+pub fn host_stats() -> HostStats {
+    lock(&allocator().pinned).stats
+}
+
+/// Peaks back to the current values (`reset_peak_host_memory_stats`).
+pub fn reset_peak_host_stats() {
+    for s in lock(&allocator().pinned).stats.counters_mut() {
+        s.peak = s.current;
+    }
+}
+
+/// Allocated/freed totals and the call timings back to zero
+/// (`reset_accumulated_host_memory_stats`).
+pub fn reset_accumulated_host_stats() {
+    let st = &mut lock(&allocator().pinned).stats;
+    for s in st.counters_mut() {
+        s.allocated = 0;
+        s.freed = 0;
+    }
+    st.alloc_time = DurationStat::default();
+    st.free_time = DurationStat::default();
 }
 
 pub fn is_pinned(ptr: *const u8) -> bool {
     let addr = ptr as usize;
     lock(&allocator().pinned)
+        .blocks
         .range(..=addr)
         .next_back()
         .is_some_and(|(start, size)| addr < start + size)
@@ -838,6 +1072,24 @@ mod tests {
         let q = allocate(0, 1000).unwrap();
         assert_eq!(q as usize % ALIGN, 0);
         free(q).unwrap();
+    }
+
+    #[test]
+    fn private_pool_reuses_its_own_blocks() {
+        let id = create_pool();
+        begin_allocate_to_pool(0, id).unwrap();
+        let a = allocate(0, 3 << 20).unwrap();
+        free(a).unwrap();
+        let again = allocate(0, 3 << 20).unwrap();
+        assert_eq!(again, a);
+        end_allocate_to_pool(id).unwrap();
+        assert!(end_allocate_to_pool(id).is_err());
+        let (blocks, live) = pool_blocks(id).unwrap();
+        assert_eq!((blocks, live), (vec![a as usize], 1));
+        free(again).unwrap();
+        release_pool(id);
+        assert!(pool_blocks(id).is_err());
+        assert!(begin_allocate_to_pool(0, id).is_err());
     }
 
     #[test]

@@ -83,6 +83,43 @@ def synchronize(device: DeviceLike = None) -> None:
     _C.check_device(_C.current_device() if device is None else _device_index(device))
 
 
+def can_device_access_peer(device: DeviceLike, peer_device: DeviceLike) -> bool:
+    """Whether ``device`` can read ``peer_device``'s memory directly, as ``torch.cuda.can_device_access_peer``.
+    Every foo device's memory is host RAM, so a copy from foo:1 to foo:0 is one memcpy: always True for two
+    existing devices. (Ops still refuse operands on different devices, as on CUDA with peer access.)"""
+    index, peer = _device_index(device), _device_index(peer_device)
+    count = device_count()
+    if not 0 <= index < count:
+        raise AssertionError("Invalid device id")
+    if not 0 <= peer < count:
+        raise AssertionError("Invalid peer device id")
+    return True
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+_sync_debug_mode = 0
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """Sets the debug mode for synchronizing operations, as ``torch.cuda.set_sync_debug_mode``: "default" (0),
+    "warn" (1) or "error" (2). CUDA flags the calls that make the host wait for the device (a copy to the host,
+    ``.item()``, ``nonzero``). foo has none: every foo op has completed when it returns, and nothing later waits
+    for the device. So no operation is flagged in any mode; the mode is kept for :func:`get_sync_debug_mode`."""
+    global _sync_debug_mode
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    if isinstance(debug_mode, bool) or not isinstance(debug_mode, int) or debug_mode not in (0, 1, 2):
+        raise RuntimeError("invalid value of debug_mode, expected one of 0,1, or 2")
+    _sync_debug_mode = debug_mode
+
+
+def get_sync_debug_mode() -> int:
+    """The mode last set by :func:`set_sync_debug_mode` (0 by default)."""
+    return _sync_debug_mode
+
+
 class device:  # noqa: N801 - named like torch.cuda.device
     """Context manager that switches the current foo device and restores it on exit."""
 

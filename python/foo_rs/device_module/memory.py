@@ -9,11 +9,14 @@ history itself is kept by the C++ glue (src/glue/memory_history.cpp).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import sys
 import warnings
+import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -123,16 +126,45 @@ def caching_allocator_delete(mem_ptr: int) -> None:
         raise ValueError(f"caching_allocator_delete: {mem_ptr:#x} was not allocated by caching_allocator_alloc")
 
 
-def memory_stats_as_nested_dict(device: DeviceLike = None) -> dict[str, Any]:
-    """:func:`memory_stats` as nested dicts ({"allocated_bytes": {"all": {"current": ...}}}), as torch.cuda."""
+def _nested(flat: dict[str, int]) -> dict[str, Any]:
+    """{"a.b.c": v} as {"a": {"b": {"c": v}}}."""
     nested: dict[str, Any] = {}
-    for key, value in memory_stats(device).items():
+    for key, value in flat.items():
         *path, leaf = key.split(".")
         node = nested
         for part in path:
             node = node.setdefault(part, {})
         node[leaf] = value
     return nested
+
+
+def memory_stats_as_nested_dict(device: DeviceLike = None) -> dict[str, Any]:
+    """:func:`memory_stats` as nested dicts ({"allocated_bytes": {"all": {"current": ...}}}), as torch.cuda."""
+    return _nested(memory_stats(device))
+
+
+def host_memory_stats() -> OrderedDict[str, int]:
+    """Statistics of foo's pinned-host allocator (``tensor.pin_memory()``), as ``torch.cuda.host_memory_stats``:
+    "allocations", "allocated_bytes", "active_requests", "active_bytes" with current/peak/allocated/freed,
+    "num_host_alloc" and "num_host_free", and "host_alloc_time"/"host_free_time" with total/max/min/count/avg in
+    microseconds. foo does not cache pinned blocks: each request is one host allocation and each free returns it,
+    so the allocation and active-request figures move together."""
+    return OrderedDict(sorted(_C.host_memory_stats().items()))
+
+
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+    """:func:`host_memory_stats` as nested dicts ({"allocations": {"current": ...}}), as torch.cuda."""
+    return _nested(host_memory_stats())
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Zeroes the pinned-host allocator's allocated/freed totals and its call timings."""
+    _C.reset_accumulated_host_memory_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Sets the pinned-host allocator's peaks to the current values."""
+    _C.reset_peak_host_memory_stats()
 
 
 def memory_cached(device: DeviceLike = None) -> int:
@@ -303,12 +335,14 @@ def _snapshot(device: DeviceLike = None, include_traces: bool = True) -> dict[st
     def frames_of(index: int) -> list[dict[str, Any]]:
         return list(tracebacks[index]) if index >= 0 else []
 
+    pool_of = {addr: pool.id for pool in list(_live_pools.values()) for addr in _C.mem_pool_blocks(pool._uid)[0]}
     segments = []
     for seg in raw["segments"]:
         block = seg.pop("block")
         block["frames"] = frames_of(block.pop("traceback"))
         seg["frames"] = frames_of(seg.pop("traceback"))
-        seg.update(stream=0, segment_pool_id=(0, 0), is_expandable=False, blocks=[block])
+        pool_id = pool_of.get(seg["address"], (0, 0))
+        seg.update(stream=0, segment_pool_id=pool_id, is_expandable=False, blocks=[block])
         segments.append(seg)
     traces: list[list[dict[str, Any]]] = [[] for _ in range(_C.device_count())]
     for entry in raw["trace"]:
@@ -318,9 +352,70 @@ def _snapshot(device: DeviceLike = None, include_traces: bool = True) -> dict[st
     return {"segments": segments, "device_traces": traces}
 
 
-def memory_snapshot(include_traces: bool = True) -> list[dict[str, Any]]:
-    """The segments of :func:`_snapshot` (what ``torch.cuda.memory_snapshot()`` returns)."""
-    return _snapshot(include_traces=include_traces)["segments"]
+def memory_snapshot(mempool_id: tuple[int, int] | None = None, include_traces: bool = True) -> list[dict[str, Any]]:
+    """The segments of :func:`_snapshot` (what ``torch.cuda.memory_snapshot()`` returns); with ``mempool_id``,
+    those of that :class:`MemPool` only."""
+    segments = _snapshot(include_traces=include_traces)["segments"]
+    if mempool_id is not None:
+        segments = [seg for seg in segments if seg["segment_pool_id"] == tuple(mempool_id)]
+    return segments
+
+
+# MemPools alive, by their allocator id (for the snapshot's segment_pool_id).
+_live_pools: weakref.WeakValueDictionary[int, MemPool] = weakref.WeakValueDictionary()
+
+
+class MemPool:
+    """A private pool of foo's caching allocator, as ``torch.cuda.MemPool``. Blocks allocated while a thread
+    uses it (:func:`use_mem_pool`) come back to it when freed and serve only its own later allocations;
+    ``empty_cache()`` leaves them; they go back to the system when the pool is garbage-collected (blocks
+    still in use then go to the device's cache when freed). One pool serves every foo device.
+
+    foo's allocator never splits a block, so ``no_split`` holds whatever it is; a custom ``allocator`` and
+    ``use_on_oom`` are not supported (NotImplementedError)."""
+
+    def __init__(self, allocator: Any = None, use_on_oom: bool = False, no_split: bool = False) -> None:
+        if allocator is not None:
+            raise NotImplementedError("torch.foo.MemPool: foo's caching allocator takes no custom allocator")
+        if use_on_oom:
+            raise NotImplementedError("torch.foo.MemPool: use_on_oom is not supported by foo's allocator")
+        self._uid = _C.create_mem_pool()
+        self._uses = 0
+        _live_pools[self._uid] = self
+
+    @property
+    def id(self) -> tuple[int, int]:
+        """The pool's id, as torch.cuda's user-created pools: (0, n)."""
+        return (0, self._uid)
+
+    def use_count(self) -> int:
+        """References to the pool: this object plus each :func:`use_mem_pool` context open on it."""
+        return 1 + self._uses
+
+    def snapshot(self, include_traces: bool = True) -> list[dict[str, Any]]:
+        """:func:`memory_snapshot`'s segments that belong to this pool."""
+        return memory_snapshot(self.id, include_traces=include_traces)
+
+    def __del__(self) -> None:
+        uid = getattr(self, "_uid", None)
+        if uid is not None and _C is not None:
+            _C.release_mem_pool(uid)
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: DeviceLike = None) -> Iterator[None]:
+    """Routes this thread's allocations on ``device`` (default: the current foo device) to ``pool``, as
+    ``torch.cuda.use_mem_pool``. Other threads (autograd's backward included) allocate as before."""
+    if not isinstance(pool, MemPool):
+        raise TypeError(f"use_mem_pool: expected a torch.foo.MemPool, got {type(pool).__name__}")
+    index = _device_index(device)
+    _C.begin_allocate_to_pool(index, pool._uid)
+    pool._uses += 1
+    try:
+        yield
+    finally:
+        pool._uses -= 1
+        _C.end_allocate_to_pool(pool._uid)
 
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
