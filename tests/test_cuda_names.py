@@ -175,6 +175,7 @@ def test_sync_debug_mode_is_kept_and_checked():
 def test_mem_pool_keeps_its_blocks_for_itself():
     import gc
 
+    gc.collect()  # earlier tests' garbage would otherwise be freed (and released) in the middle
     torch.foo.empty_cache()
     reserved = torch.foo.memory_reserved(0)
     pool = torch.foo.MemPool()
@@ -199,7 +200,8 @@ def test_mem_pool_keeps_its_blocks_for_itself():
     del pool
     gc.collect()
     torch.foo.empty_cache()
-    assert torch.foo.memory_reserved(0) == reserved
+    assert torch.foo.memory_reserved(0) <= reserved
+    assert address not in {s["address"] for s in torch.foo.memory_snapshot()}
     with pytest.raises(NotImplementedError, match="custom allocator"):
         torch.foo.MemPool(allocator=object())
     with pytest.raises(TypeError, match="MemPool"):
