@@ -735,3 +735,16 @@ def test_half_log_softmax_rounds_the_row_sum_and_its_log(dtype: torch.dtype) -> 
                       -0.1661376953125], dtype=dtype).expand(5, 6)
     t = torch.tensor([2, 3, 5, 0, 1])
     assert_same(F.cross_entropy(x.to(FOO), t.to(FOO)), F.cross_entropy(x, t), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_relu_keeps_negative_zero_and_nan(dtype: torch.dtype) -> None:
+    # The CPU's relu is `x < 0 ? 0 : x`: -0.0 and NaN pass through (foo gave +0.0 for -0.0), in
+    # place and out of place, contiguous or not (the vectorised and the strided loops).
+    x = torch.tensor([-0.0, 0.0, math.nan, -math.inf, math.inf, -1.0, 2.0, -1e-45] * 9000, dtype=dtype)
+    for src in (x, x[::3]):
+        want = torch.relu(src)
+        for got in (torch.relu(src.to(FOO)), src.to(FOO).relu_()):
+            assert_same(got, want, atol=0, rtol=0)
+            real = ~want.isnan()  # a NaN's sign is not specified (the CPU's bfloat16 loop flips it)
+            assert torch.equal(torch.signbit(got.cpu())[real], torch.signbit(want)[real])

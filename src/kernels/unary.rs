@@ -262,7 +262,9 @@ fn float_unary<F: FloatStore>(
         Acosh => m!(|x| x.acosh_wide()),
         Atanh => m!(|x| x.atanh_accurate()),
         Sigmoid => m!(|x| x.vsigmoid()),
-        Relu => m!(|x| if x > zero || x.is_nan() { x } else { zero }),
+        // As the CPU: NaN and -0.0 fail `x < 0` and pass through. One compare and a blend, which
+        // the compiler vectorises (the `x > 0 || x.is_nan()` spelling it did not: 2x abs's time).
+        Relu => m!(|x| if x < zero { zero } else { x }),
         Gelu if pf(p, 0, 0.0) != 0.0 => {
             let k = c((2.0 / std::f64::consts::PI).sqrt());
             let k1 = c(0.044715);
