@@ -3,9 +3,11 @@ item, factories, views and metadata ops, storage resizing — all in strict mode
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
-from helpers import ALL_REAL_DTYPES, assert_same, layouts, sample, to_foo
+from helpers import ALL_REAL_DTYPES, FOO, assert_same, layouts, sample, to_foo
 
 DTYPES = ALL_REAL_DTYPES + [torch.complex64, torch.complex128, torch.uint16, torch.uint32, torch.uint64]
 
@@ -207,3 +209,17 @@ def test_conjugate_and_negative_views_copy():
     out = torch.empty(4, dtype=torch.complex64, device="foo")
     out.copy_(fz.conj())
     assert torch.equal(out.cpu(), z.conj().resolve_conj())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int8, torch.complex64])
+@pytest.mark.parametrize("shape,perm", [((8, 65, 4, 64), (0, 2, 1, 3)), ((3, 70, 50, 7), (2, 0, 1, 3)),
+                                        ((5, 4, 3), (1, 0, 2))])
+def test_permuted_copy_keeping_the_last_dim(dtype, shape, perm):
+    # Rows dense in both operands are copied whole (one memcpy per row, the outer index an
+    # odometer per parallel chunk); the big shapes span several chunks.
+    x = torch.arange(math.prod(shape)).reshape(shape).to(dtype)
+    got = x.to(FOO).permute(perm).contiguous()
+    assert got.is_contiguous()
+    assert torch.equal(got.cpu(), x.permute(perm).contiguous())
+    sliced = x.to(FOO)[:, 1:].permute(perm).contiguous()  # a storage offset, uneven outer strides
+    assert torch.equal(sliced.cpu(), x[:, 1:].permute(perm).contiguous())

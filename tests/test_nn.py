@@ -113,6 +113,21 @@ def test_softmax_half_to_float_and_out():
     assert_same(out, torch._log_softmax(x, 0, False))
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_in_place_out(dtype, log):
+    # nn.MultiheadAttention's inference path calls _softmax.out(x, out=x): the in-place row loop
+    # gives the bits of a fresh output (and of the CPU's).
+    op = torch.ops.aten._log_softmax.out if log else torch.ops.aten._softmax.out
+    for width in (1, 7, 16, 65, 1000):
+        x = sample((37, width), dtype, seed=width)
+        fresh = op(to_foo(x), -1, False, out=torch.empty(x.shape, dtype=dtype, device=FOO))
+        xf = to_foo(x)
+        assert op(xf, -1, False, out=xf) is xf
+        assert torch.equal(xf.cpu(), fresh.cpu())
+        assert_same(xf, op(x.clone(), -1, False, out=torch.empty_like(x)))
+
 def test_softmax_errors():
     with pytest.raises(NotImplementedError):
         torch.softmax(torch.ones(3, dtype=torch.long, device=FOO), 0)

@@ -10,6 +10,7 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/ops/_native_multi_head_attention_native.h>
 #include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <c10/core/DeviceGuard.h>
@@ -311,7 +312,13 @@ std::tuple<Tensor, Tensor, Tensor> transform_bias_rescale_qkv(const Tensor& qkv,
   const int64_t dh = d3 / 3 / num_head;
   const Tensor x = (qkv + qkv_bias).view({b, t, 3, num_head, dh}).permute({2, 0, 3, 1, 4});
   const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(dh));
-  return {(x[0] * inv_sqrt).contiguous(), x[1].contiguous(), x[2].contiguous()};
+  // One [3, B, heads, T, head dim] buffer, as the CPU's: q scaled straight into its slot, k and
+  // v copied into theirs (no intermediate q and no per-tensor contiguous copies).
+  Tensor q_k_v = at::empty({3, b, num_head, t, dh}, qkv.options());
+  Tensor q = q_k_v[0];
+  at::mul_out(q, x[0], at::native::wrapped_scalar_tensor(inv_sqrt));
+  q_k_v.slice(0, 1, 3).copy_(x.slice(0, 1, 3));
+  return {q_k_v[0], q_k_v[1], q_k_v[2]};
 }
 
 // Softmax over the unmasked entries (mask true = left out, 0 in the result); a row with every

@@ -2,7 +2,7 @@
 //! any dtype pair, broadcast sources, non-contiguous sources and destinations).
 
 use super::element::Element;
-use super::layout::{coalesce, GRAIN};
+use super::layout::{coalesce, Layout, GRAIN};
 use super::map::map1;
 use super::parallel::parallel_for;
 use crate::error::FooResult;
@@ -28,6 +28,11 @@ pub fn copy(dst: &TensorMut, src: &TensorRef) -> FooResult<()> {
             copy_bytes(dst.ptr, src.ptr, layout.numel() * dst.dtype.size());
             return Ok(());
         }
+        let nd = layout.shape.len();
+        if layout.strides[0][nd - 1] == 1 && layout.strides[1][nd - 1] == 1 {
+            copy_rows(&layout, dst.ptr, src.ptr, dst.dtype.size());
+            return Ok(());
+        }
         // Same dtype, strided: move bits by element size (one instantiation per size, not per dtype).
         let (mut d, mut s) = (dst.clone(), src.clone());
         let (dt, st) = match dst.dtype.size() {
@@ -42,6 +47,57 @@ pub fn copy(dst: &TensorMut, src: &TensorRef) -> FooResult<()> {
         return crate::dispatch_all!(dt, T => map1(&d, &s, move |x: T| x));
     }
     crate::dispatch_all!(dst.dtype, D => crate::dispatch_all!(src.dtype, S => map1(dst, src, move |x: S| x.cast::<D>())))
+}
+
+/// Same dtype, both operands dense along the innermost dim (a permute that keeps the last dim,
+/// `x.permute(0, 2, 1, 3).contiguous()` of attention heads): one memcpy per row, the outer
+/// index advanced as an odometer. The element-wise map paid a dynamic call and an offset
+/// computation per row: 55 us for 2080 rows of 16 floats where the CPU takes 6.
+fn copy_rows(l: &Layout<2>, dst: *mut u8, src: *const u8, size: usize) {
+    let nd = l.shape.len();
+    let len = l.shape[nd - 1];
+    let outer = &l.shape[..nd - 1];
+    let rows: usize = outer.iter().product();
+    let (d, s) = (dst as usize, src as usize);
+    parallel_for(rows, (GRAIN / len.max(1)).max(1), &|r0, r1| {
+        let mut idx = vec![0usize; outer.len()];
+        let mut rem = r0;
+        for k in (0..outer.len()).rev() {
+            idx[k] = rem % outer[k];
+            rem /= outer[k];
+        }
+        let offset = |k: usize| -> isize {
+            idx.iter()
+                .zip(&l.strides[k])
+                .map(|(&i, &st)| i as isize * st)
+                .sum()
+        };
+        let (mut od, mut os) = (offset(0), offset(1));
+        for _ in r0..r1 {
+            // SAFETY: row offsets come from the operands' shapes and strides (the layout), so each
+            // row of `len` elements lies inside its tensor; the glue keeps `dst` from overlapping
+            // itself or `src`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (s as *const u8).offset(os * size as isize),
+                    (d as *mut u8).offset(od * size as isize),
+                    len * size,
+                )
+            };
+            // Next row: bump the innermost outer index, carrying into the ones above it.
+            for k in (0..outer.len()).rev() {
+                idx[k] += 1;
+                od += l.strides[0][k];
+                os += l.strides[1][k];
+                if idx[k] < outer[k] {
+                    break;
+                }
+                od -= l.strides[0][k] * outer[k] as isize;
+                os -= l.strides[1][k] * outer[k] as isize;
+                idx[k] = 0;
+            }
+        }
+    });
 }
 
 /// Parallel memcpy of `n` bytes.
@@ -92,6 +148,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(dst, vec![0, 3, 1, 4, 2, 5]);
+    }
+
+    #[test]
+    fn permuted_rows_are_copied_whole() {
+        // [2, 3, 4, 5] read as permute(0, 2, 1, 3): rows of 5 stay dense, the outer index runs
+        // over three dims, across chunk boundaries when parallel.
+        let (a, b, c, e) = (2usize, 3usize, 4usize, 5usize);
+        let src: Vec<u32> = (0..(a * b * c * e) as u32).collect();
+        let mut dst = vec![0u32; src.len()];
+        let strides = [(b * c * e) as isize, e as isize, (c * e) as isize, 1];
+        copy(
+            &tmut(&mut dst, &[a, c, b, e], DType::U32),
+            &tref(&src, &[a, c, b, e], &strides, DType::U32),
+        )
+        .unwrap();
+        let mut want = Vec::new();
+        for i in 0..a {
+            for k in 0..c {
+                for j in 0..b {
+                    for l in 0..e {
+                        want.push(src[((i * b + j) * c + k) * e + l]);
+                    }
+                }
+            }
+        }
+        assert_eq!(dst, want);
     }
 
     #[test]

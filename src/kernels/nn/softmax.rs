@@ -129,25 +129,54 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
     if g.inner == 1 {
         let direct = I::as_math(&[]).is_some() && O::as_math_mut(&mut []).is_some();
         let mut buf = vec![I::N::zero(); if direct { 0 } else { d }];
+        // `_softmax.out(x, out=x)` (nn.MultiheadAttention's inference path) computes in place:
+        // then only the output slice is formed (an input slice beside it would alias it, and the
+        // compiler's alias check sent the exp loop to its scalar version: 5x slower).
+        let in_place = pi.0 == po.0;
         for r in s..e {
-            // SAFETY: row r of a contiguous [outer, d] tensor; rows are disjoint across units.
-            let (x, y): (&[I], &mut [O]) = unsafe { (pi.slice(r * d, d), po.slice_mut(r * d, d)) };
-            if let (Some(xm), Some(ym)) = (I::as_math(x), O::as_math_mut(y)) {
-                // f32/f64 in and out: read the input where it lies and compute in the output
-                // (three passes over a row in L1 instead of four, one of them a copy).
-                let ym: &mut [I::N] = same_slice_mut(ym);
-                let m = simd::max(xm);
-                if log {
-                    // (v - m) - ln(sum), as the CPU: v - (m + ln(sum)) rounds ln(sum) away
-                    // when |m| is large (logits near 1e8 gave 0 instead of -ln 3).
-                    let ls = simd::sum_map(xm, |v| (v - m).fexp()).ln();
-                    for (o, &v) in ym.iter_mut().zip(xm) {
-                        *o = (v - m) - ls;
+            if direct && in_place {
+                // SAFETY: row r of a contiguous [outer, d] tensor, which is both input and output;
+                // rows are disjoint across units.
+                let y: &mut [O] = unsafe { po.slice_mut(r * d, d) };
+                if let Some(ym) = O::as_math_mut(y) {
+                    let ym: &mut [I::N] = same_slice_mut(ym);
+                    let m = simd::max(ym);
+                    if log {
+                        let ls = simd::sum_map(ym, |v| (v - m).fexp()).ln();
+                        for o in ym.iter_mut() {
+                            *o = (*o - m) - ls;
+                        }
+                    } else {
+                        let inv = I::N::one() / simd::exp_sub_store(ym, m);
+                        for o in ym.iter_mut() {
+                            *o = *o * inv;
+                        }
                     }
-                } else {
-                    let inv = I::N::one() / simd::exp_sub_into(ym, xm, m);
-                    for o in ym.iter_mut() {
-                        *o = *o * inv;
+                }
+                continue;
+            }
+            // SAFETY: row r of a contiguous [outer, d] tensor; rows are disjoint across units.
+            let x: &[I] = unsafe { pi.slice(r * d, d) };
+            if direct {
+                // SAFETY: as above, output side (a different buffer: not in place).
+                let y: &mut [O] = unsafe { po.slice_mut(r * d, d) };
+                if let (Some(xm), Some(ym)) = (I::as_math(x), O::as_math_mut(y)) {
+                    // f32/f64 in and out: read the input where it lies and compute in the
+                    // output (three passes over a row in L1 instead of four, one of them a copy).
+                    let ym: &mut [I::N] = same_slice_mut(ym);
+                    let m = simd::max(xm);
+                    if log {
+                        // (v - m) - ln(sum), as the CPU: v - (m + ln(sum)) rounds ln(sum) away
+                        // when |m| is large (logits near 1e8 gave 0 instead of -ln 3).
+                        let ls = simd::sum_map(xm, |v| (v - m).fexp()).ln();
+                        for (o, &v) in ym.iter_mut().zip(xm) {
+                            *o = (v - m) - ls;
+                        }
+                    } else {
+                        let inv = I::N::one() / simd::exp_sub_into(ym, xm, m);
+                        for o in ym.iter_mut() {
+                            *o = *o * inv;
+                        }
                     }
                 }
                 continue;
@@ -155,6 +184,9 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
             for (b, &v) in buf.iter_mut().zip(x) {
                 *b = v.load();
             }
+            // SAFETY: as above, output side; formed after the input row is read (in place, the
+            // same memory).
+            let y: &mut [O] = unsafe { po.slice_mut(r * d, d) };
             let m = simd::max(&buf);
             if log {
                 let mut ls = simd::sum_map(&buf, |v| (v - m).fexp());
