@@ -335,3 +335,20 @@ def test_pool_errors():
         F.max_pool2d(x, 2, padding=2)
     with pytest.raises(RuntimeError, match="divisor must be not zero"):
         F.avg_pool2d(x, 2, divisor_override=0)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "sliced"])
+def test_conv_short_rows_gather_map(layout):
+    # Output rows narrower than 16 are im2col'd through a (tap, position) -> input offset map:
+    # resnet18's 4x4 and 2x2 stages, stride 2 and dilation, 3-D, inputs of any strides.
+    dtype = torch.float64
+    x = sample((3, 6, 9, 9), dtype, seed=3)
+    if layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    elif layout == "sliced":
+        x = sample((3, 8, 11, 12), dtype, seed=3)[:, 1:7, 1:10, 2:11]
+    w, b = sample((10, 6, 3, 3), dtype, seed=4), sample((10,), dtype, seed=5)
+    for kw in ({"padding": 1}, {"stride": 2, "padding": 1}, {"stride": 3, "dilation": 2, "padding": 3}):
+        grads_match(lambda x, w, b, kw=kw: F.conv2d(x, w, b, **kw), [x, w, b], dtype)
+    x3, w3 = sample((2, 3, 4, 5, 3), dtype, seed=6), sample((4, 3, 3, 2, 3), dtype, seed=7)
+    grads_match(lambda x, w: F.conv3d(x, w, None, stride=(1, 2, 1), padding=(1, 1, 2)), [x3, w3], dtype)

@@ -225,6 +225,11 @@ unsafe fn im2col_ld<T: GemmElem>(
     let [od, oh, ow] = g.osp;
     let [kd, kh, kw] = g.ksp;
     let p = g.op();
+    if ow < SHORT_ROW && g.kk() * p <= GATHER_MAP_MAX {
+        // SAFETY: forwarded (the function's contract).
+        unsafe { im2col_gather::<T>(g, x, xs, c0, col, ld) };
+        return;
+    }
     // Stride 1 in H and W over dense input planes as wide as the output (3x3 "same" padding):
     // each (channel, tap) row is the input plane at a constant shift.
     let shifted_plane = g.stride[1] == 1
@@ -316,7 +321,69 @@ unsafe fn im2col_ld<T: GemmElem>(
     }
 }
 
-/// Adds `col` (`ck x op`) back into channels `c0..c0+cg` of one contiguous sample at `x`.
+/// Output rows narrower than this are im2col'd through a gather map: the row-run copies and
+/// zero fills below cost a library call per few elements there (resnet18's 4x4 and 2x2 stages
+/// at 64 px: im2col took a quarter of the GEMM's time).
+const SHORT_ROW: usize = 16;
+
+/// Largest gather map (taps x output positions) built per call.
+const GATHER_MAP_MAX: usize = 1 << 14;
+
+/// [`im2col_ld`] by a map from (tap, output position) to the input offset within a channel
+/// (`None`: the tap reads padding), built once per call and applied to every channel.
+///
+/// # Safety
+/// As [`im2col_ld`].
+unsafe fn im2col_gather<T: GemmElem>(
+    g: &Geometry,
+    x: Addr,
+    xs: &[isize],
+    c0: usize,
+    col: Addr,
+    ld: usize,
+) {
+    let [od, oh, ow] = g.osp;
+    let [kd, kh, kw] = g.ksp;
+    let p = g.op();
+    let mut map: Vec<Option<isize>> = Vec::with_capacity(g.kk() * p);
+    for a in 0..kd {
+        for b in 0..kh {
+            for e in 0..kw {
+                let tap = [a, b, e];
+                for zd in 0..od {
+                    for zh in 0..oh {
+                        for zw in 0..ow {
+                            let mut off = Some(0isize);
+                            for (k, z) in [zd, zh, zw].into_iter().enumerate() {
+                                let i = z as isize * g.stride[k] + tap[k] as isize * g.dilation[k]
+                                    - g.padding[k];
+                                off = off.filter(|_| (0..g.isp[k] as isize).contains(&i));
+                                off = off.map(|o| o + i * xs[k + 1]);
+                            }
+                            map.push(off);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for ci in 0..g.cg() {
+        let xc = x.at::<T>((c0 + ci) as isize * xs[0]) as *const T;
+        for (t, taps) in map.chunks_exact(p).enumerate() {
+            // SAFETY: row `ci * kk + t` of the caller's matrix (the function's contract).
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut(col.at::<T>(((ci * g.kk() + t) * ld) as isize), p)
+            };
+            for (d, &off) in dst.iter_mut().zip(taps) {
+                // SAFETY: `off` is an in-bounds element offset of channel c0 + ci (checked
+                // against the input's spatial size when the map was built).
+                *d = off.map_or(T::ZERO, |o| unsafe { *xc.offset(o) });
+            }
+        }
+    }
+}
+
+/// Adds `col` (`ck x op`) back into channels `c0..c0+cg` of one contiguous sample at `x`./// Adds `col` (`ck x op`) back into channels `c0..c0+cg` of one contiguous sample at `x`.
 fn col2im<T: GemmElem>(g: &Geometry, x: &mut [T], c0: usize, col: &[T]) {
     col2im_ld(g, x, c0, col, g.op());
 }
