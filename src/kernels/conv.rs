@@ -226,8 +226,24 @@ unsafe fn im2col_ld<T: GemmElem>(
     let [kd, kh, kw] = g.ksp;
     let p = g.op();
     if ow < SHORT_ROW && g.kk() * p <= GATHER_MAP_MAX {
-        // SAFETY: forwarded (the function's contract).
-        unsafe { im2col_gather::<T>(g, x, xs, c0, col, ld) };
+        let map = gather_map(g, xs);
+        for ci in 0..g.cg() {
+            let xc = x.at::<T>((c0 + ci) as isize * xs[0]) as *const T;
+            for (t, taps) in map.chunks_exact(p).enumerate() {
+                // SAFETY: row `ci * kk + t` of the caller's matrix (the function's contract).
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        col.at::<T>(((ci * g.kk() + t) * ld) as isize),
+                        p,
+                    )
+                };
+                for (d, &off) in dst.iter_mut().zip(taps) {
+                    // SAFETY: `off` is an in-bounds element offset of channel c0 + ci (checked
+                    // against the input's spatial size by `gather_map`).
+                    *d = off.map_or(T::ZERO, |o| unsafe { *xc.offset(o) });
+                }
+            }
+        }
         return;
     }
     // Stride 1 in H and W over dense input planes as wide as the output (3x3 "same" padding):
@@ -329,23 +345,13 @@ const SHORT_ROW: usize = 16;
 /// Largest gather map (taps x output positions) built per call.
 const GATHER_MAP_MAX: usize = 1 << 14;
 
-/// [`im2col_ld`] by a map from (tap, output position) to the input offset within a channel
-/// (`None`: the tap reads padding), built once per call and applied to every channel.
-///
-/// # Safety
-/// As [`im2col_ld`].
-unsafe fn im2col_gather<T: GemmElem>(
-    g: &Geometry,
-    x: Addr,
-    xs: &[isize],
-    c0: usize,
-    col: Addr,
-    ld: usize,
-) {
+/// For [`im2col_ld`]'s short rows: the input element offset within a channel (element strides
+/// `xs` for C, D, H, W) that each (tap, output position) reads, `None` where it reads padding;
+/// built once per call and applied to every channel.
+fn gather_map(g: &Geometry, xs: &[isize]) -> Vec<Option<isize>> {
     let [od, oh, ow] = g.osp;
     let [kd, kh, kw] = g.ksp;
-    let p = g.op();
-    let mut map: Vec<Option<isize>> = Vec::with_capacity(g.kk() * p);
+    let mut map = Vec::with_capacity(g.kk() * g.op());
     for a in 0..kd {
         for b in 0..kh {
             for e in 0..kw {
@@ -367,20 +373,7 @@ unsafe fn im2col_gather<T: GemmElem>(
             }
         }
     }
-    for ci in 0..g.cg() {
-        let xc = x.at::<T>((c0 + ci) as isize * xs[0]) as *const T;
-        for (t, taps) in map.chunks_exact(p).enumerate() {
-            // SAFETY: row `ci * kk + t` of the caller's matrix (the function's contract).
-            let dst = unsafe {
-                std::slice::from_raw_parts_mut(col.at::<T>(((ci * g.kk() + t) * ld) as isize), p)
-            };
-            for (d, &off) in dst.iter_mut().zip(taps) {
-                // SAFETY: `off` is an in-bounds element offset of channel c0 + ci (checked
-                // against the input's spatial size when the map was built).
-                *d = off.map_or(T::ZERO, |o| unsafe { *xc.offset(o) });
-            }
-        }
-    }
+    map
 }
 
 /// Adds `col` (`ck x op`) back into channels `c0..c0+cg` of one contiguous sample at `x`./// Adds `col` (`ck x op`) back into channels `c0..c0+cg` of one contiguous sample at `x`.
