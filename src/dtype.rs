@@ -1,5 +1,9 @@
-//! Element types. The discriminants are c10::ScalarType's, so the C++ glue passes
-//! `static_cast<int>(tensor.scalar_type())` straight through (checked by static_asserts there).
+//! Element types: the one list of the dtypes foo supports. The discriminants are
+//! c10::ScalarType's, so the C++ glue passes `static_cast<int>(tensor.scalar_type())` straight
+//! through; the glue's `is_supported_dtype` reads [`DType::supported_mask`] (through
+//! `foo_supported_dtype_mask`) and Python's `foo_rs.SUPPORTED_DTYPES` is built from
+//! [`DType::name`] (`foo_rs._C.SUPPORTED_DTYPE_NAMES`), so a dtype is added here and nowhere else.
+//! tests/test_device_capability.py checks that codes and names agree with torch's.
 
 use crate::error::{FooError, FooResult};
 
@@ -34,23 +38,35 @@ pub enum Kind {
 }
 
 impl DType {
+    /// Every supported dtype, by kind (the order of `foo_rs.SUPPORTED_DTYPES`).
     pub const ALL: [DType; 15] = [
         DType::U8,
         DType::I8,
         DType::I16,
         DType::I32,
         DType::I64,
+        DType::U16,
+        DType::U32,
+        DType::U64,
         DType::F16,
+        DType::BF16,
         DType::F32,
         DType::F64,
         DType::C64,
         DType::C128,
         DType::Bool,
-        DType::BF16,
-        DType::U16,
-        DType::U32,
-        DType::U64,
     ];
+
+    /// Bit `code` is set for each supported c10::ScalarType code.
+    pub const fn supported_mask() -> u64 {
+        let mut mask = 0u64;
+        let mut i = 0;
+        while i < DType::ALL.len() {
+            mask |= 1u64 << (DType::ALL[i] as i32);
+            i += 1;
+        }
+        mask
+    }
 
     pub fn from_code(code: i32) -> FooResult<DType> {
         DType::ALL
@@ -116,5 +132,14 @@ mod tests {
         }
         assert!(DType::from_code(12).is_err()); // QInt8
         assert!(DType::from_code(24).is_err()); // Float8_e4m3fn
+    }
+
+    #[test]
+    fn mask_has_one_bit_per_dtype() {
+        let mask = DType::supported_mask();
+        assert_eq!(mask.count_ones() as usize, DType::ALL.len());
+        for d in DType::ALL {
+            assert_ne!(mask & (1 << d as i32), 0, "{}", d.name());
+        }
     }
 }

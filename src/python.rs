@@ -2,12 +2,13 @@
 //! statistics and limits, generator state, op accounting, build information.
 //! The C++ glue linked into the same library registers the ATen kernels when it is loaded.
 
+use crate::dtype::DType;
 use crate::error::FooError;
 use crate::runtime::memory::{MemoryStats, StatArray};
 use crate::runtime::{counters, cpu, device, memory, pool, rng};
 use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyTuple};
 use std::collections::BTreeMap;
 
 fn py_err(e: FooError) -> PyErr {
@@ -308,6 +309,8 @@ fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TORCH_BUILD_VERSION", env!("FOO_RS_TORCH_VERSION"))?;
     m.add("RNG_STATE_BYTES", rng::STATE_BYTES)?;
     m.add("DEFAULT_SEED", rng::DEFAULT_SEED)?;
+    let dtype_names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+    m.add("SUPPORTED_DTYPE_NAMES", PyTuple::new(m.py(), dtype_names)?)?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(device_count_error, m)?)?;
     m.add_function(wrap_pyfunction!(current_device, m)?)?;

@@ -23,6 +23,8 @@ def _cpu_flags() -> set[str]:
 def test_accelerator_capability_lists_the_dtypes_foo_tensors_can_have():
     cap = torch.accelerator.get_device_capability("foo:0")
     supported = cap["supported_dtypes"]
+    # The capability bits are c10::ScalarType codes of src/dtype.rs's list (through the glue), the
+    # Python list is its names: equal sets mean every Rust code names the dtype torch gives it.
     assert set(supported) == set(foo_rs.SUPPORTED_DTYPES)
     for dtype in supported:  # each can be allocated on foo and copied there and back
         host = torch.tensor([1, 0, 1], dtype=dtype)

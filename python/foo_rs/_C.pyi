@@ -6,6 +6,7 @@ __all__ = [
     "TORCH_BUILD_VERSION",
     "RNG_STATE_BYTES",
     "DEFAULT_SEED",
+    "SUPPORTED_DTYPE_NAMES",
     "device_count",
     "device_count_error",
     "current_device",
@@ -52,6 +53,7 @@ __version__: str
 TORCH_BUILD_VERSION: str
 RNG_STATE_BYTES: int
 DEFAULT_SEED: int
+SUPPORTED_DTYPE_NAMES: tuple[str, ...]
 
 def device_count() -> int: ...
 def device_count_error() -> str | None: ...

@@ -12,31 +12,14 @@ from . import _C
 
 BACKEND_NAME = "foo"
 
-# The dtypes a foo tensor can hold: the element types of the Rust kernels (src/dtype.rs, DType),
-# which the C++ glue's is_supported_dtype (src/glue/common.cpp) lists too. This is an allowlist on
-# purpose. A list of exclusions goes stale silently whenever torch adds a dtype (bcomplex32 did:
-# TypedStorage.foo() accepted it and made a storage no kernel could read); with an allowlist a new
-# dtype is refused until the kernels learn it, and tests/test_doc_generate_methods.py fails if the
-# device starts accepting a dtype this list lacks. Probing every dtype at import instead would
-# allocate on the device and run kernels in every `import torch` (autoload), skewing the memory
-# and op statistics, and would take any unrelated failure for "unsupported".
-SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.uint16,
-    torch.uint32,
-    torch.uint64,
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-    torch.float64,
-    torch.complex64,
-    torch.complex128,
-    torch.bool,
-)
+# The dtypes a foo tensor can hold: the element types of the Rust kernels, listed once in
+# src/dtype.rs (DType::ALL), which also gives the C++ glue its is_supported_dtype. This is an
+# allowlist on purpose. A list of exclusions goes stale silently whenever torch adds a dtype
+# (bcomplex32 did: TypedStorage.foo() accepted it and made a storage no kernel could read); with an
+# allowlist a new dtype is refused until the kernels learn it. Probing every dtype at import instead
+# would allocate on the device and run kernels in every `import torch` (autoload), skewing the
+# memory and op statistics, and would take any unrelated failure for "unsupported".
+SUPPORTED_DTYPES: tuple[torch.dtype, ...] = tuple(getattr(torch, name) for name in _C.SUPPORTED_DTYPE_NAMES)
 
 # Every other dtype torch has, so Storage.foo() refuses it up front (torch's generated method
 # honours this list); sorted by name so the list is the same in every process.

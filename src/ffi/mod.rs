@@ -111,6 +111,12 @@ pub extern "C" fn foo_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
+/// The c10::ScalarType codes foo's kernels support, as bits (`1 << code`): src/dtype.rs's list.
+#[no_mangle]
+pub extern "C" fn foo_supported_dtype_mask() -> u64 {
+    crate::dtype::DType::supported_mask()
+}
+
 // ---- devices -------------------------------------------------------------------------------
 
 #[no_mangle]

@@ -27,26 +27,10 @@ void needs_fallback(const std::string& why) {
 }
 
 bool is_supported_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::kByte:
-    case c10::kChar:
-    case c10::kShort:
-    case c10::kInt:
-    case c10::kLong:
-    case c10::kHalf:
-    case c10::kFloat:
-    case c10::kDouble:
-    case c10::kComplexFloat:
-    case c10::kComplexDouble:
-    case c10::kBool:
-    case c10::kBFloat16:
-    case c10::kUInt16:
-    case c10::kUInt32:
-    case c10::kUInt64:
-      return true;
-    default:
-      return false;
-  }
+  // The list lives in Rust (src/dtype.rs); read once.
+  static const uint64_t supported = foo_supported_dtype_mask();
+  const auto code = static_cast<int>(t);
+  return code >= 0 && code < 64 && ((supported >> code) & 1) != 0;
 }
 
 void check_supported_dtype(c10::ScalarType t, const char* op) {
