@@ -1,11 +1,10 @@
 //! C ABI of the fused scaled-dot-product attention (see kernels::nn::attention). Optional
 //! tensors are null pointers; `dropout_p == 0` means no dropout (seed and offset unused).
 
-use super::nn::{opt_mut, opt_ref};
-use super::{guard, out, tensor_mut, tensor_ref};
+use super::args::{OptTensorIn, OptTensorOut, TensorIn, TensorOut};
+use super::{guard, out};
 use crate::kernels::nn::attention::{self, Dropout, Grads, Params};
 use crate::runtime::rng;
-use crate::tensor::FooTensor;
 
 fn params(scale: f64, causal: i32, dropout_p: f64, seed: u64, offset: u64) -> Params {
     Params {
@@ -42,18 +41,16 @@ pub extern "C" fn foo_attention_rng(
 /// Descriptors must describe live memory for the call.
 #[no_mangle]
 pub unsafe extern "C" fn foo_attention_workspace(
-    q: *const FooTensor,
-    k: *const FooTensor,
-    v: *const FooTensor,
+    q: TensorIn,
+    k: TensorIn,
+    v: TensorIn,
     backward: i32,
     bytes: *mut usize,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (q, k, v) = unsafe { (tensor_ref(q)?, tensor_ref(k)?, tensor_ref(v)?) };
         out(
             bytes,
-            attention::attention_workspace(&q, &k, &v, backward != 0)?,
+            attention::attention_workspace(&q.get()?, &k.get()?, &v.get()?, backward != 0)?,
         )
     })
 }
@@ -71,13 +68,13 @@ pub unsafe extern "C" fn foo_attention_workspace(
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn foo_attention_forward(
-    output: *const FooTensor,
-    lse: *const FooTensor,
-    q: *const FooTensor,
-    k: *const FooTensor,
-    v: *const FooTensor,
-    mask: *const FooTensor,
-    workspace: *const FooTensor,
+    output: TensorOut,
+    lse: TensorOut,
+    q: TensorIn,
+    k: TensorIn,
+    v: TensorIn,
+    mask: OptTensorIn,
+    workspace: OptTensorOut,
     scale: f64,
     causal: i32,
     dropout_p: f64,
@@ -85,20 +82,17 @@ pub unsafe extern "C" fn foo_attention_forward(
     offset: u64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (o, l, q, k, v, m, w) = unsafe {
-            (
-                tensor_mut(output)?,
-                tensor_mut(lse)?,
-                tensor_ref(q)?,
-                tensor_ref(k)?,
-                tensor_ref(v)?,
-                opt_ref(mask)?,
-                opt_mut(workspace)?,
-            )
-        };
         let p = params(scale, causal, dropout_p, seed, offset);
-        attention::attention_forward(&o, &l, &q, &k, &v, m.as_ref(), p, w.as_ref())
+        attention::attention_forward(
+            &output.get()?,
+            &lse.get()?,
+            &q.get()?,
+            &k.get()?,
+            &v.get()?,
+            mask.get()?.as_ref(),
+            p,
+            workspace.get()?.as_ref(),
+        )
     })
 }
 
@@ -110,18 +104,18 @@ pub unsafe extern "C" fn foo_attention_forward(
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn foo_attention_backward(
-    grad_q: *const FooTensor,
-    grad_k: *const FooTensor,
-    grad_v: *const FooTensor,
-    grad_bias: *const FooTensor,
-    grad_out: *const FooTensor,
-    q: *const FooTensor,
-    k: *const FooTensor,
-    v: *const FooTensor,
-    output: *const FooTensor,
-    lse: *const FooTensor,
-    mask: *const FooTensor,
-    workspace: *const FooTensor,
+    grad_q: TensorOut,
+    grad_k: TensorOut,
+    grad_v: TensorOut,
+    grad_bias: OptTensorOut,
+    grad_out: TensorIn,
+    q: TensorIn,
+    k: TensorIn,
+    v: TensorIn,
+    output: TensorIn,
+    lse: TensorIn,
+    mask: OptTensorIn,
+    workspace: OptTensorOut,
     scale: f64,
     causal: i32,
     dropout_p: f64,
@@ -129,30 +123,28 @@ pub unsafe extern "C" fn foo_attention_backward(
     offset: u64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (dq, dk, dv, db, go, q, k, v, o, l, m, w) = unsafe {
-            (
-                tensor_mut(grad_q)?,
-                tensor_mut(grad_k)?,
-                tensor_mut(grad_v)?,
-                opt_mut(grad_bias)?,
-                tensor_ref(grad_out)?,
-                tensor_ref(q)?,
-                tensor_ref(k)?,
-                tensor_ref(v)?,
-                tensor_ref(output)?,
-                tensor_ref(lse)?,
-                opt_ref(mask)?,
-                opt_mut(workspace)?,
-            )
-        };
+        let dq = grad_q.get()?;
+        let dk = grad_k.get()?;
+        let dv = grad_v.get()?;
+        let dbias = grad_bias.get()?;
         let grads = Grads {
             dq: &dq,
             dk: &dk,
             dv: &dv,
-            dbias: db.as_ref(),
+            dbias: dbias.as_ref(),
         };
         let p = params(scale, causal, dropout_p, seed, offset);
-        attention::attention_backward(grads, &go, &q, &k, &v, &o, &l, m.as_ref(), p, w.as_ref())
+        attention::attention_backward(
+            grads,
+            &grad_out.get()?,
+            &q.get()?,
+            &k.get()?,
+            &v.get()?,
+            &output.get()?,
+            &lse.get()?,
+            mask.get()?.as_ref(),
+            p,
+            workspace.get()?.as_ref(),
+        )
     })
 }

@@ -1,11 +1,11 @@
 //! C ABI of the elementwise families (unary, binary, ternary).
 
-use super::{guard, scalars, tensor_mut, tensor_ref};
+use super::args::{ScalarsIn, TensorIn, TensorOut};
+use super::guard;
 use crate::error::FooError;
 use crate::kernels::binary::{binary, BinaryOp};
 use crate::kernels::ternary::{ternary, TernaryOp};
 use crate::kernels::unary::{unary, UnaryOp};
-use crate::tensor::{FooTensor, Scalar};
 
 fn unknown(family: &str, code: i32) -> FooError {
     FooError::InvalidArgument(format!("unknown {family} op code {code}"))
@@ -18,15 +18,14 @@ fn unknown(family: &str, code: i32) -> FooError {
 #[no_mangle]
 pub unsafe extern "C" fn foo_unary(
     op: i32,
-    out: *const FooTensor,
-    a: *const FooTensor,
-    params: *const Scalar,
+    out: TensorOut,
+    a: TensorIn,
+    params: ScalarsIn,
     nparams: i32,
 ) -> i32 {
     guard(|| {
         let op = UnaryOp::from_repr(op).ok_or_else(|| unknown("unary", op))?;
-        // SAFETY: caller's contract.
-        let (o, a, p) = unsafe { (tensor_mut(out)?, tensor_ref(a)?, scalars(params, nparams)) };
+        let (o, a, p) = (out.get()?, a.get()?, params.get(nparams));
         unary(op, &o, &a, p)
     })
 }
@@ -38,23 +37,15 @@ pub unsafe extern "C" fn foo_unary(
 #[no_mangle]
 pub unsafe extern "C" fn foo_binary(
     op: i32,
-    out: *const FooTensor,
-    a: *const FooTensor,
-    b: *const FooTensor,
-    params: *const Scalar,
+    out: TensorOut,
+    a: TensorIn,
+    b: TensorIn,
+    params: ScalarsIn,
     nparams: i32,
 ) -> i32 {
     guard(|| {
         let op = BinaryOp::from_repr(op).ok_or_else(|| unknown("binary", op))?;
-        // SAFETY: caller's contract.
-        let (o, a, b, p) = unsafe {
-            (
-                tensor_mut(out)?,
-                tensor_ref(a)?,
-                tensor_ref(b)?,
-                scalars(params, nparams),
-            )
-        };
+        let (o, a, b, p) = (out.get()?, a.get()?, b.get()?, params.get(nparams));
         binary(op, &o, &a, &b, p)
     })
 }
@@ -66,25 +57,22 @@ pub unsafe extern "C" fn foo_binary(
 #[no_mangle]
 pub unsafe extern "C" fn foo_ternary(
     op: i32,
-    out: *const FooTensor,
-    a: *const FooTensor,
-    b: *const FooTensor,
-    c: *const FooTensor,
-    params: *const Scalar,
+    out: TensorOut,
+    a: TensorIn,
+    b: TensorIn,
+    c: TensorIn,
+    params: ScalarsIn,
     nparams: i32,
 ) -> i32 {
     guard(|| {
         let op = TernaryOp::from_repr(op).ok_or_else(|| unknown("ternary", op))?;
-        // SAFETY: caller's contract.
-        let (o, a, b, c, p) = unsafe {
-            (
-                tensor_mut(out)?,
-                tensor_ref(a)?,
-                tensor_ref(b)?,
-                tensor_ref(c)?,
-                scalars(params, nparams),
-            )
-        };
+        let (o, a, b, c, p) = (
+            out.get()?,
+            a.get()?,
+            b.get()?,
+            c.get()?,
+            params.get(nparams),
+        );
         ternary(op, &o, &a, &b, &c, p)
     })
 }

@@ -1,12 +1,13 @@
 //! C ABI of the index family (see kernels::index): gathers/scatters through index tensors,
 //! cat, nonzero/masked_select/masked_scatter, sort/topk, arange/linspace, tril/triu.
 
-use super::{guard, out, tensor_mut, tensor_ref};
+use super::args::{OptScalarIn, ScalarIn, TensorIn, TensorListIn, TensorOut};
+use super::{guard, out, tensor_ref};
 use crate::error::{FooError, FooResult};
 use crate::kernels::index::advanced::{index_gather, index_scatter, Indexer, Reduce};
 use crate::kernels::index::iter::Bounds;
 use crate::kernels::index::{cat, compact, range, sort};
-use crate::tensor::{FooTensor, Scalar};
+use crate::tensor::FooTensor;
 
 /// An index tensor and the dim it indexes.
 #[repr(C)]
@@ -46,24 +47,6 @@ unsafe fn indexers(idx: *const FooIndexer, n: i32) -> FooResult<Vec<Indexer>> {
         .collect()
 }
 
-/// # Safety
-/// `inputs` must point to `n` descriptors of live tensors.
-unsafe fn tensor_list(
-    inputs: *const FooTensor,
-    n: i32,
-) -> FooResult<Vec<crate::tensor::TensorRef>> {
-    if n <= 0 {
-        return Ok(vec![]);
-    }
-    if inputs.is_null() {
-        return Err(FooError::InvalidArgument("null tensor list".into()));
-    }
-    // SAFETY: caller's contract.
-    (0..n as usize)
-        .map(|i| unsafe { tensor_ref(inputs.add(i)) })
-        .collect()
-}
-
 fn dim_arg(dim: i64) -> FooResult<usize> {
     usize::try_from(dim).map_err(|_| FooError::InvalidArgument(format!("negative dim {dim}")))
 }
@@ -76,15 +59,15 @@ fn dim_arg(dim: i64) -> FooResult<usize> {
 /// Descriptors must describe live memory (out writable); `idx` holds `nidx` indexers.
 #[no_mangle]
 pub unsafe extern "C" fn foo_index_gather(
-    out: *const FooTensor,
-    src: *const FooTensor,
+    out: TensorOut,
+    src: TensorIn,
     idx: *const FooIndexer,
     nidx: i32,
     mode: i32,
 ) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
-        let (o, s, i) = unsafe { (tensor_mut(out)?, tensor_ref(src)?, indexers(idx, nidx)?) };
+        let (o, s, i) = unsafe { (out.get()?, src.get()?, indexers(idx, nidx)?) };
         let b = Bounds::from_code(mode)?;
         index_gather(&o, &s, &i, b)
     })
@@ -97,23 +80,22 @@ pub unsafe extern "C" fn foo_index_gather(
 /// As `foo_index_gather`; `alpha` is null or points to a scalar.
 #[no_mangle]
 pub unsafe extern "C" fn foo_index_scatter(
-    dst: *const FooTensor,
-    src: *const FooTensor,
+    dst: TensorOut,
+    src: TensorIn,
     idx: *const FooIndexer,
     nidx: i32,
     mode: i32,
     reduce: i32,
-    alpha: *const Scalar,
+    alpha: OptScalarIn,
 ) -> i32 {
     guard(|| {
         // SAFETY: caller's contract.
-        let (d, s, i) = unsafe { (tensor_mut(dst)?, tensor_ref(src)?, indexers(idx, nidx)?) };
+        let (d, s, i) = unsafe { (dst.get()?, src.get()?, indexers(idx, nidx)?) };
         let b = Bounds::from_code(mode)?;
         let r = Reduce::from_repr(reduce).ok_or_else(|| {
             FooError::InvalidArgument(format!("unknown scatter reduction {reduce}"))
         })?;
-        // SAFETY: caller's contract (nullable).
-        let a = unsafe { alpha.as_ref() };
+        let a = alpha.get();
         index_scatter(&d, &s, &i, b, r, a)
     })
 }
@@ -123,15 +105,9 @@ pub unsafe extern "C" fn foo_index_scatter(
 /// # Safety
 /// `out` and the `n` input descriptors must describe live memory.
 #[no_mangle]
-pub unsafe extern "C" fn foo_cat(
-    out: *const FooTensor,
-    inputs: *const FooTensor,
-    n: i32,
-    dim: i64,
-) -> i32 {
+pub unsafe extern "C" fn foo_cat(out: TensorOut, inputs: TensorListIn, n: i32, dim: i64) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (o, ins) = unsafe { (tensor_mut(out)?, tensor_list(inputs, n)?) };
+        let (o, ins) = (out.get()?, inputs.get(n)?);
         let d = dim_arg(dim)?;
         cat::cat(&o, &ins, d)
     })
@@ -142,10 +118,9 @@ pub unsafe extern "C" fn foo_cat(
 /// # Safety
 /// `src` must describe live memory; `count` must be writable.
 #[no_mangle]
-pub unsafe extern "C" fn foo_count_nonzero(src: *const FooTensor, count: *mut i64) -> i32 {
+pub unsafe extern "C" fn foo_count_nonzero(src: TensorIn, count: *mut i64) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let s = unsafe { tensor_ref(src)? };
+        let s = src.get()?;
         let n = compact::count_nonzero(&s)?;
         out(count, n as i64)
     })
@@ -156,12 +131,8 @@ pub unsafe extern "C" fn foo_count_nonzero(src: *const FooTensor, count: *mut i6
 /// # Safety
 /// Descriptors must describe live memory (out writable).
 #[no_mangle]
-pub unsafe extern "C" fn foo_nonzero(out: *const FooTensor, src: *const FooTensor) -> i32 {
-    guard(|| {
-        // SAFETY: caller's contract.
-        let (o, s) = unsafe { (tensor_mut(out)?, tensor_ref(src)?) };
-        compact::nonzero(&o, &s)
-    })
+pub unsafe extern "C" fn foo_nonzero(out: TensorOut, src: TensorIn) -> i32 {
+    guard(|| compact::nonzero(&out.get()?, &src.get()?))
 }
 
 /// `out = src[mask]` (same shapes, bool mask, 1-D out).
@@ -169,16 +140,8 @@ pub unsafe extern "C" fn foo_nonzero(out: *const FooTensor, src: *const FooTenso
 /// # Safety
 /// Descriptors must describe live memory (out writable).
 #[no_mangle]
-pub unsafe extern "C" fn foo_masked_select(
-    out: *const FooTensor,
-    src: *const FooTensor,
-    mask: *const FooTensor,
-) -> i32 {
-    guard(|| {
-        // SAFETY: caller's contract.
-        let (o, s, m) = unsafe { (tensor_mut(out)?, tensor_ref(src)?, tensor_ref(mask)?) };
-        compact::masked_select(&o, &s, &m)
-    })
+pub unsafe extern "C" fn foo_masked_select(out: TensorOut, src: TensorIn, mask: TensorIn) -> i32 {
+    guard(|| compact::masked_select(&out.get()?, &src.get()?, &mask.get()?))
 }
 
 /// `dst[mask] = source[:count]`.
@@ -187,15 +150,11 @@ pub unsafe extern "C" fn foo_masked_select(
 /// Descriptors must describe live memory (dst writable).
 #[no_mangle]
 pub unsafe extern "C" fn foo_masked_scatter(
-    dst: *const FooTensor,
-    mask: *const FooTensor,
-    source: *const FooTensor,
+    dst: TensorOut,
+    mask: TensorIn,
+    source: TensorIn,
 ) -> i32 {
-    guard(|| {
-        // SAFETY: caller's contract.
-        let (d, m, s) = unsafe { (tensor_mut(dst)?, tensor_ref(mask)?, tensor_ref(source)?) };
-        compact::masked_scatter(&d, &m, &s)
-    })
+    guard(|| compact::masked_scatter(&dst.get()?, &mask.get()?, &source.get()?))
 }
 
 /// Stable sort along `dim` into `values` and `indices` (int64).
@@ -204,17 +163,15 @@ pub unsafe extern "C" fn foo_masked_scatter(
 /// Descriptors must describe live memory (outputs writable, not overlapping src).
 #[no_mangle]
 pub unsafe extern "C" fn foo_sort(
-    values: *const FooTensor,
-    indices: *const FooTensor,
-    src: *const FooTensor,
+    values: TensorOut,
+    indices: TensorOut,
+    src: TensorIn,
     dim: i64,
     descending: bool,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (v, i, s) = unsafe { (tensor_mut(values)?, tensor_mut(indices)?, tensor_ref(src)?) };
         let d = dim_arg(dim)?;
-        sort::sort(&v, &i, &s, d, descending)
+        sort::sort(&values.get()?, &indices.get()?, &src.get()?, d, descending)
     })
 }
 
@@ -224,24 +181,17 @@ pub unsafe extern "C" fn foo_sort(
 /// As `foo_sort`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_topk(
-    values: *const FooTensor,
-    indices: *const FooTensor,
-    src: *const FooTensor,
+    values: TensorOut,
+    indices: TensorOut,
+    src: TensorIn,
     k: i64,
     dim: i64,
     largest: bool,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (v, i, s) = unsafe { (tensor_mut(values)?, tensor_mut(indices)?, tensor_ref(src)?) };
         let (d, k) = (dim_arg(dim)?, dim_arg(k)?);
-        sort::topk(&v, &i, &s, k, d, largest)
+        sort::topk(&values.get()?, &indices.get()?, &src.get()?, k, d, largest)
     })
-}
-
-fn scalar_arg<'a>(p: *const Scalar) -> FooResult<&'a Scalar> {
-    // SAFETY: callers pass null or a pointer to a scalar valid for the call.
-    unsafe { p.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null scalar".into()))
 }
 
 /// `out[i] = start + i * step`.
@@ -249,15 +199,10 @@ fn scalar_arg<'a>(p: *const Scalar) -> FooResult<&'a Scalar> {
 /// # Safety
 /// `out` must describe live writable memory; the scalars must be valid.
 #[no_mangle]
-pub unsafe extern "C" fn foo_arange(
-    out: *const FooTensor,
-    start: *const Scalar,
-    step: *const Scalar,
-) -> i32 {
+pub unsafe extern "C" fn foo_arange(out: TensorOut, start: ScalarIn, step: ScalarIn) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let o = unsafe { tensor_mut(out)? };
-        let (a, s) = (scalar_arg(start)?, scalar_arg(step)?);
+        let o = out.get()?;
+        let (a, s) = (start.get()?, step.get()?);
         range::arange(&o, a, s)
     })
 }
@@ -268,15 +213,14 @@ pub unsafe extern "C" fn foo_arange(
 /// As `foo_arange`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_linspace(
-    out: *const FooTensor,
-    start: *const Scalar,
-    end: *const Scalar,
+    out: TensorOut,
+    start: ScalarIn,
+    end: ScalarIn,
     steps: i64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let o = unsafe { tensor_mut(out)? };
-        let (a, b, n) = (scalar_arg(start)?, scalar_arg(end)?, dim_arg(steps)?);
+        let o = out.get()?;
+        let (a, b, n) = (start.get()?, end.get()?, dim_arg(steps)?);
         range::linspace(&o, a, b, n)
     })
 }
@@ -286,15 +230,6 @@ pub unsafe extern "C" fn foo_linspace(
 /// # Safety
 /// Descriptors must describe live memory (out writable).
 #[no_mangle]
-pub unsafe extern "C" fn foo_tril_triu(
-    out: *const FooTensor,
-    src: *const FooTensor,
-    k: i64,
-    upper: bool,
-) -> i32 {
-    guard(|| {
-        // SAFETY: caller's contract.
-        let (o, s) = unsafe { (tensor_mut(out)?, tensor_ref(src)?) };
-        range::tril_triu(&o, &s, k, upper)
-    })
+pub unsafe extern "C" fn foo_tril_triu(out: TensorOut, src: TensorIn, k: i64, upper: bool) -> i32 {
+    guard(|| range::tril_triu(&out.get()?, &src.get()?, k, upper))
 }

@@ -1,10 +1,11 @@
 //! C ABI of the linalg family (see kernels::linalg).
 
-use super::{guard, tensor_mut, tensor_ref};
+use super::args::{OptTensorIn, TensorIn, TensorOut};
+use super::guard;
 use crate::error::FooError;
 use crate::kernels::linalg::{matmul, GEMM_RAYON_FLOPS};
 use crate::runtime::pool;
-use crate::tensor::{FooTensor, Scalar};
+use crate::tensor::Scalar;
 
 /// `out = beta * c + alpha * (a @ b)` over 3-D descriptors `[B,M,K] x [B,K,N] -> [B,M,N]`;
 /// `c` may be null (then `beta` is ignored), or broadcast (zero strides) to `[B,M,N]`;
@@ -16,24 +17,18 @@ use crate::tensor::{FooTensor, Scalar};
 /// `alpha` must point to scalars.
 #[no_mangle]
 pub unsafe extern "C" fn foo_matmul(
-    out: *const FooTensor,
-    a: *const FooTensor,
-    b: *const FooTensor,
-    c: *const FooTensor,
+    out: TensorOut,
+    a: TensorIn,
+    b: TensorIn,
+    c: OptTensorIn,
     beta: *const Scalar,
     alpha: *const Scalar,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (o, a, b) = unsafe { (tensor_mut(out)?, tensor_ref(a)?, tensor_ref(b)?) };
-        // SAFETY: caller's contract; null means absent.
-        let c = if c.is_null() {
-            None
-        } else {
-            Some(unsafe { tensor_ref(c)? })
-        };
+        let (out, a, b) = (out.get()?, a.get()?, b.get()?);
+        let c = c.get()?;
         // SAFETY: caller's contract; null is checked.
-        let (beta, alpha) = unsafe { (beta.as_ref(), alpha.as_ref()) };
+        let (beta, alpha) = (beta.as_ref(), alpha.as_ref());
         let (beta, alpha) = beta
             .zip(alpha)
             .ok_or_else(|| FooError::InvalidArgument("null scalar".into()))?;
@@ -43,7 +38,7 @@ pub unsafe extern "C" fn foo_matmul(
         // Large products run on a pool worker so that `gemm` splits them itself; the rest
         // split from this thread (see `kernels::linalg::gemm_raw`).
         pool::install(work >= GEMM_RAYON_FLOPS, || {
-            matmul(&o, &a, &b, c.as_ref(), beta, alpha)
+            matmul(&out, &a, &b, c.as_ref(), beta, alpha)
         })
     })
 }

@@ -6,6 +6,7 @@
 //! `foo_last_error()`. No panic crosses this boundary: each body runs under `catch_unwind` and
 //! a panic becomes `Status::Panic` with its message, leaving the process usable.
 
+use self::args::{TensorIn, TensorOut};
 use crate::error::{FooError, FooResult, Status};
 use crate::kernels;
 use crate::runtime::{counters, device, memory, rng};
@@ -16,6 +17,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod amp;
+mod args;
 mod attention;
 mod conv;
 mod elementwise;
@@ -26,18 +28,6 @@ mod optim;
 mod random;
 mod reduce;
 mod rnn;
-
-/// The scalar parameters `params[0..n]` of a kernel call (empty for a null pointer).
-///
-/// # Safety
-/// `params` must point to `n` scalars or be null.
-pub(crate) unsafe fn scalars<'a>(params: *const Scalar, n: i32) -> &'a [Scalar] {
-    if params.is_null() || n <= 0 {
-        return &[];
-    }
-    // SAFETY: caller's contract.
-    unsafe { std::slice::from_raw_parts(params, n as usize) }
-}
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -288,21 +278,16 @@ pub extern "C" fn foo_is_pinned(ptr: *const c_void) -> bool {
 /// # Safety
 /// Both descriptors must describe live memory (dst writable) for the duration of the call.
 #[no_mangle]
-pub unsafe extern "C" fn foo_copy(dst: *const FooTensor, src: *const FooTensor) -> i32 {
-    guard(|| {
-        // SAFETY: caller's contract.
-        let (d, s) = unsafe { (tensor_mut(dst)?, tensor_ref(src)?) };
-        kernels::copy::copy(&d, &s)
-    })
+pub unsafe extern "C" fn foo_copy(dst: TensorOut, src: TensorIn) -> i32 {
+    guard(|| kernels::copy::copy(&dst.get()?, &src.get()?))
 }
 
 /// # Safety
 /// `dst` must describe live writable memory; `value` must point to a scalar.
 #[no_mangle]
-pub unsafe extern "C" fn foo_fill(dst: *const FooTensor, value: *const Scalar) -> i32 {
+pub unsafe extern "C" fn foo_fill(dst: TensorOut, value: *const Scalar) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let d = unsafe { tensor_mut(dst)? };
+        let d = dst.get()?;
         // SAFETY: caller's contract; null is checked.
         let v = unsafe { value.as_ref() }
             .ok_or_else(|| FooError::InvalidArgument("null scalar".into()))?;
@@ -313,10 +298,9 @@ pub unsafe extern "C" fn foo_fill(dst: *const FooTensor, value: *const Scalar) -
 /// # Safety
 /// `src` must describe live memory; `value` must be writable.
 #[no_mangle]
-pub unsafe extern "C" fn foo_read_scalar(src: *const FooTensor, value: *mut Scalar) -> i32 {
+pub unsafe extern "C" fn foo_read_scalar(src: TensorIn, value: *mut Scalar) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let s = unsafe { tensor_ref(src)? };
+        let s = src.get()?;
         out(value, kernels::fill::read_scalar(&s)?)
     })
 }

@@ -1,29 +1,8 @@
 //! C ABI of the nn family (see kernels::nn). Optional tensors are null pointers.
 
-use super::{guard, tensor_mut, tensor_ref};
-use crate::error::FooResult;
+use super::args::{OptTensorIn, OptTensorOut, TensorIn, TensorOut};
+use super::guard;
 use crate::kernels::nn;
-use crate::tensor::{FooTensor, TensorMut, TensorRef};
-
-/// # Safety
-/// `t` is null or a valid descriptor of live memory.
-pub(super) unsafe fn opt_ref(t: *const FooTensor) -> FooResult<Option<TensorRef>> {
-    if t.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: caller's contract.
-    unsafe { tensor_ref(t) }.map(Some)
-}
-
-/// # Safety
-/// `t` is null or a valid descriptor of live writable memory.
-pub(super) unsafe fn opt_mut(t: *const FooTensor) -> FooResult<Option<TensorMut>> {
-    if t.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: caller's contract.
-    unsafe { tensor_mut(t) }.map(Some)
-}
 
 /// softmax (`log == 0`) or log_softmax along `dim` of contiguous operands. Like it, every
 /// function of the nn family takes contiguous operands, null for an optional tensor, and a
@@ -32,39 +11,28 @@ pub(super) unsafe fn opt_mut(t: *const FooTensor) -> FooResult<Option<TensorMut>
 /// # Safety
 /// Descriptors must describe live memory (`out` writable) for the call.
 #[no_mangle]
-pub unsafe extern "C" fn foo_softmax(
-    out: *const FooTensor,
-    input: *const FooTensor,
-    dim: i64,
-    log: i32,
-) -> i32 {
-    guard(|| {
-        // SAFETY: caller's contract.
-        let (o, x) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
-        nn::softmax(&o, &x, dim.max(0) as usize, log != 0)
-    })
+pub unsafe extern "C" fn foo_softmax(out: TensorOut, input: TensorIn, dim: i64, log: i32) -> i32 {
+    guard(|| nn::softmax(&out.get()?, &input.get()?, dim.max(0) as usize, log != 0))
 }
 
 /// # Safety
 /// As `foo_softmax`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_softmax_backward(
-    grad_input: *const FooTensor,
-    grad_output: *const FooTensor,
-    output: *const FooTensor,
+    grad_input: TensorOut,
+    grad_output: TensorIn,
+    output: TensorIn,
     dim: i64,
     log: i32,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (gi, go, y) = unsafe {
-            (
-                tensor_mut(grad_input)?,
-                tensor_ref(grad_output)?,
-                tensor_ref(output)?,
-            )
-        };
-        nn::softmax_backward(&gi, &go, &y, dim.max(0) as usize, log != 0)
+        nn::softmax_backward(
+            &grad_input.get()?,
+            &grad_output.get()?,
+            &output.get()?,
+            dim.max(0) as usize,
+            log != 0,
+        )
     })
 }
 
@@ -72,26 +40,24 @@ pub unsafe extern "C" fn foo_softmax_backward(
 /// As `foo_softmax`; `weight` may be null.
 #[no_mangle]
 pub unsafe extern "C" fn foo_nll_loss(
-    output: *const FooTensor,
-    total_weight: *const FooTensor,
-    input: *const FooTensor,
-    target: *const FooTensor,
-    weight: *const FooTensor,
+    output: TensorOut,
+    total_weight: TensorOut,
+    input: TensorIn,
+    target: TensorIn,
+    weight: OptTensorIn,
     reduction: i64,
     ignore_index: i64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (o, tw, x, t, w) = unsafe {
-            (
-                tensor_mut(output)?,
-                tensor_mut(total_weight)?,
-                tensor_ref(input)?,
-                tensor_ref(target)?,
-                opt_ref(weight)?,
-            )
-        };
-        nn::nll_loss(&o, &tw, &x, &t, w.as_ref(), reduction, ignore_index)
+        nn::nll_loss(
+            &output.get()?,
+            &total_weight.get()?,
+            &input.get()?,
+            &target.get()?,
+            weight.get()?.as_ref(),
+            reduction,
+            ignore_index,
+        )
     })
 }
 
@@ -99,26 +65,24 @@ pub unsafe extern "C" fn foo_nll_loss(
 /// As `foo_softmax`; `weight` may be null.
 #[no_mangle]
 pub unsafe extern "C" fn foo_nll_loss_backward(
-    grad_input: *const FooTensor,
-    grad_output: *const FooTensor,
-    target: *const FooTensor,
-    weight: *const FooTensor,
-    total_weight: *const FooTensor,
+    grad_input: TensorOut,
+    grad_output: TensorIn,
+    target: TensorIn,
+    weight: OptTensorIn,
+    total_weight: TensorIn,
     reduction: i64,
     ignore_index: i64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (gi, go, t, w, tw) = unsafe {
-            (
-                tensor_mut(grad_input)?,
-                tensor_ref(grad_output)?,
-                tensor_ref(target)?,
-                opt_ref(weight)?,
-                tensor_ref(total_weight)?,
-            )
-        };
-        nn::nll_loss_backward(&gi, &go, &t, w.as_ref(), &tw, reduction, ignore_index)
+        nn::nll_loss_backward(
+            &grad_input.get()?,
+            &grad_output.get()?,
+            &target.get()?,
+            weight.get()?.as_ref(),
+            &total_weight.get()?,
+            reduction,
+            ignore_index,
+        )
     })
 }
 
@@ -126,39 +90,32 @@ pub unsafe extern "C" fn foo_nll_loss_backward(
 /// As `foo_softmax`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_mse_loss(
-    out: *const FooTensor,
-    input: *const FooTensor,
-    target: *const FooTensor,
+    out: TensorOut,
+    input: TensorIn,
+    target: TensorIn,
     reduction: i64,
 ) -> i32 {
-    guard(|| {
-        // SAFETY: caller's contract.
-        let (o, x, t) = unsafe { (tensor_mut(out)?, tensor_ref(input)?, tensor_ref(target)?) };
-        nn::mse_loss(&o, &x, &t, reduction)
-    })
+    guard(|| nn::mse_loss(&out.get()?, &input.get()?, &target.get()?, reduction))
 }
 
 /// # Safety
 /// As `foo_softmax`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_mse_loss_backward(
-    grad_input: *const FooTensor,
-    grad_output: *const FooTensor,
-    input: *const FooTensor,
-    target: *const FooTensor,
+    grad_input: TensorOut,
+    grad_output: TensorIn,
+    input: TensorIn,
+    target: TensorIn,
     reduction: i64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (gi, g, x, t) = unsafe {
-            (
-                tensor_mut(grad_input)?,
-                tensor_ref(grad_output)?,
-                tensor_ref(input)?,
-                tensor_ref(target)?,
-            )
-        };
-        nn::mse_loss_backward(&gi, &g, &x, &t, reduction)
+        nn::mse_loss_backward(
+            &grad_input.get()?,
+            &grad_output.get()?,
+            &input.get()?,
+            &target.get()?,
+            reduction,
+        )
     })
 }
 
@@ -166,23 +123,20 @@ pub unsafe extern "C" fn foo_mse_loss_backward(
 /// As `foo_softmax`; `weight` may be null.
 #[no_mangle]
 pub unsafe extern "C" fn foo_bce_loss(
-    out: *const FooTensor,
-    input: *const FooTensor,
-    target: *const FooTensor,
-    weight: *const FooTensor,
+    out: TensorOut,
+    input: TensorIn,
+    target: TensorIn,
+    weight: OptTensorIn,
     reduction: i64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (o, x, t, w) = unsafe {
-            (
-                tensor_mut(out)?,
-                tensor_ref(input)?,
-                tensor_ref(target)?,
-                opt_ref(weight)?,
-            )
-        };
-        nn::bce_loss(&o, &x, &t, w.as_ref(), reduction)
+        nn::bce_loss(
+            &out.get()?,
+            &input.get()?,
+            &target.get()?,
+            weight.get()?.as_ref(),
+            reduction,
+        )
     })
 }
 
@@ -190,25 +144,22 @@ pub unsafe extern "C" fn foo_bce_loss(
 /// As `foo_softmax`; `weight` may be null.
 #[no_mangle]
 pub unsafe extern "C" fn foo_bce_loss_backward(
-    grad_input: *const FooTensor,
-    grad_output: *const FooTensor,
-    input: *const FooTensor,
-    target: *const FooTensor,
-    weight: *const FooTensor,
+    grad_input: TensorOut,
+    grad_output: TensorIn,
+    input: TensorIn,
+    target: TensorIn,
+    weight: OptTensorIn,
     reduction: i64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (gi, g, x, t, w) = unsafe {
-            (
-                tensor_mut(grad_input)?,
-                tensor_ref(grad_output)?,
-                tensor_ref(input)?,
-                tensor_ref(target)?,
-                opt_ref(weight)?,
-            )
-        };
-        nn::bce_loss_backward(&gi, &g, &x, &t, w.as_ref(), reduction)
+        nn::bce_loss_backward(
+            &grad_input.get()?,
+            &grad_output.get()?,
+            &input.get()?,
+            &target.get()?,
+            weight.get()?.as_ref(),
+            reduction,
+        )
     })
 }
 
@@ -218,27 +169,24 @@ pub unsafe extern "C" fn foo_bce_loss_backward(
 /// As `foo_softmax`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_layer_norm(
-    out: *const FooTensor,
-    mean: *const FooTensor,
-    rstd: *const FooTensor,
-    input: *const FooTensor,
-    weight: *const FooTensor,
-    bias: *const FooTensor,
+    out: TensorOut,
+    mean: OptTensorOut,
+    rstd: OptTensorOut,
+    input: TensorIn,
+    weight: OptTensorIn,
+    bias: OptTensorIn,
     eps: f64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (o, m, r, x, w, b) = unsafe {
-            (
-                tensor_mut(out)?,
-                opt_mut(mean)?,
-                opt_mut(rstd)?,
-                tensor_ref(input)?,
-                opt_ref(weight)?,
-                opt_ref(bias)?,
-            )
-        };
-        nn::layer_norm(&o, m.as_ref(), r.as_ref(), &x, w.as_ref(), b.as_ref(), eps)
+        nn::layer_norm(
+            &out.get()?,
+            mean.get()?.as_ref(),
+            rstd.get()?.as_ref(),
+            &input.get()?,
+            weight.get()?.as_ref(),
+            bias.get()?.as_ref(),
+            eps,
+        )
     })
 }
 
@@ -246,39 +194,26 @@ pub unsafe extern "C" fn foo_layer_norm(
 /// As `foo_softmax`; the three outputs and `weight` may be null.
 #[no_mangle]
 pub unsafe extern "C" fn foo_layer_norm_backward(
-    grad_input: *const FooTensor,
-    grad_weight: *const FooTensor,
-    grad_bias: *const FooTensor,
-    grad_out: *const FooTensor,
-    input: *const FooTensor,
-    mean: *const FooTensor,
-    rstd: *const FooTensor,
-    weight: *const FooTensor,
+    grad_input: OptTensorOut,
+    grad_weight: OptTensorOut,
+    grad_bias: OptTensorOut,
+    grad_out: TensorIn,
+    input: TensorIn,
+    mean: TensorIn,
+    rstd: TensorIn,
+    weight: OptTensorIn,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (gi, gw, gb, go, x, m, r, w) = unsafe {
-            (
-                opt_mut(grad_input)?,
-                opt_mut(grad_weight)?,
-                opt_mut(grad_bias)?,
-                tensor_ref(grad_out)?,
-                tensor_ref(input)?,
-                tensor_ref(mean)?,
-                tensor_ref(rstd)?,
-                opt_ref(weight)?,
-            )
-        };
         {
             nn::layer_norm_backward(
-                gi.as_ref(),
-                gw.as_ref(),
-                gb.as_ref(),
-                &go,
-                &x,
-                &m,
-                &r,
-                w.as_ref(),
+                grad_input.get()?.as_ref(),
+                grad_weight.get()?.as_ref(),
+                grad_bias.get()?.as_ref(),
+                &grad_out.get()?,
+                &input.get()?,
+                &mean.get()?,
+                &rstd.get()?,
+                weight.get()?.as_ref(),
             )
         }
     })
@@ -290,31 +225,29 @@ pub unsafe extern "C" fn foo_layer_norm_backward(
 /// As `foo_softmax`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_group_norm(
-    out: *const FooTensor,
-    mean: *const FooTensor,
-    rstd: *const FooTensor,
-    input: *const FooTensor,
-    weight: *const FooTensor,
-    bias: *const FooTensor,
+    out: TensorOut,
+    mean: TensorOut,
+    rstd: TensorOut,
+    input: TensorIn,
+    weight: OptTensorIn,
+    bias: OptTensorIn,
     groups: i64,
     eps: f64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (o, m, r, x, w, b) = unsafe {
-            (
-                tensor_mut(out)?,
-                tensor_mut(mean)?,
-                tensor_mut(rstd)?,
-                tensor_ref(input)?,
-                opt_ref(weight)?,
-                opt_ref(bias)?,
-            )
-        };
         let Ok(g) = usize::try_from(groups) else {
             return crate::invalid_arg!("group_norm: {groups} groups");
         };
-        nn::group_norm(&o, &m, &r, &x, w.as_ref(), b.as_ref(), g, eps)
+        nn::group_norm(
+            &out.get()?,
+            &mean.get()?,
+            &rstd.get()?,
+            &input.get()?,
+            weight.get()?.as_ref(),
+            bias.get()?.as_ref(),
+            g,
+            eps,
+        )
     })
 }
 
@@ -322,42 +255,29 @@ pub unsafe extern "C" fn foo_group_norm(
 /// As `foo_softmax`; the three outputs and `weight` may be null.
 #[no_mangle]
 pub unsafe extern "C" fn foo_group_norm_backward(
-    grad_input: *const FooTensor,
-    grad_weight: *const FooTensor,
-    grad_bias: *const FooTensor,
-    grad_out: *const FooTensor,
-    input: *const FooTensor,
-    mean: *const FooTensor,
-    rstd: *const FooTensor,
-    weight: *const FooTensor,
+    grad_input: OptTensorOut,
+    grad_weight: OptTensorOut,
+    grad_bias: OptTensorOut,
+    grad_out: TensorIn,
+    input: TensorIn,
+    mean: TensorIn,
+    rstd: TensorIn,
+    weight: OptTensorIn,
     groups: i64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (gi, gw, gb, go, x, m, r, w) = unsafe {
-            (
-                opt_mut(grad_input)?,
-                opt_mut(grad_weight)?,
-                opt_mut(grad_bias)?,
-                tensor_ref(grad_out)?,
-                tensor_ref(input)?,
-                tensor_ref(mean)?,
-                tensor_ref(rstd)?,
-                opt_ref(weight)?,
-            )
-        };
         let Ok(g) = usize::try_from(groups) else {
             return crate::invalid_arg!("group_norm: {groups} groups");
         };
         nn::group_norm_backward(
-            gi.as_ref(),
-            gw.as_ref(),
-            gb.as_ref(),
-            &go,
-            &x,
-            &m,
-            &r,
-            w.as_ref(),
+            grad_input.get()?.as_ref(),
+            grad_weight.get()?.as_ref(),
+            grad_bias.get()?.as_ref(),
+            &grad_out.get()?,
+            &input.get()?,
+            &mean.get()?,
+            &rstd.get()?,
+            weight.get()?.as_ref(),
             g,
         )
     })
@@ -369,42 +289,29 @@ pub unsafe extern "C" fn foo_group_norm_backward(
 /// As `foo_softmax`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_batch_norm(
-    out: *const FooTensor,
-    save_mean: *const FooTensor,
-    save_invstd: *const FooTensor,
-    input: *const FooTensor,
-    weight: *const FooTensor,
-    bias: *const FooTensor,
-    running_mean: *const FooTensor,
-    running_var: *const FooTensor,
+    out: TensorOut,
+    save_mean: OptTensorOut,
+    save_invstd: OptTensorOut,
+    input: TensorIn,
+    weight: OptTensorIn,
+    bias: OptTensorIn,
+    running_mean: OptTensorOut,
+    running_var: OptTensorOut,
     training: i32,
     momentum: f64,
     eps: f64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (o, sm, si, x, w, b, rm, rv) = unsafe {
-            (
-                tensor_mut(out)?,
-                opt_mut(save_mean)?,
-                opt_mut(save_invstd)?,
-                tensor_ref(input)?,
-                opt_ref(weight)?,
-                opt_ref(bias)?,
-                opt_mut(running_mean)?,
-                opt_mut(running_var)?,
-            )
-        };
         {
             nn::batch_norm(
-                &o,
-                sm.as_ref(),
-                si.as_ref(),
-                &x,
-                w.as_ref(),
-                b.as_ref(),
-                rm.as_ref(),
-                rv.as_ref(),
+                &out.get()?,
+                save_mean.get()?.as_ref(),
+                save_invstd.get()?.as_ref(),
+                &input.get()?,
+                weight.get()?.as_ref(),
+                bias.get()?.as_ref(),
+                running_mean.get()?.as_ref(),
+                running_var.get()?.as_ref(),
                 training != 0,
                 momentum,
                 eps,
@@ -417,41 +324,28 @@ pub unsafe extern "C" fn foo_batch_norm(
 /// As `foo_softmax`; the three outputs and `weight` may be null.
 #[no_mangle]
 pub unsafe extern "C" fn foo_batch_norm_backward(
-    grad_input: *const FooTensor,
-    grad_weight: *const FooTensor,
-    grad_bias: *const FooTensor,
-    grad_out: *const FooTensor,
-    input: *const FooTensor,
-    weight: *const FooTensor,
-    mean: *const FooTensor,
-    invstd_or_var: *const FooTensor,
+    grad_input: OptTensorOut,
+    grad_weight: OptTensorOut,
+    grad_bias: OptTensorOut,
+    grad_out: TensorIn,
+    input: TensorIn,
+    weight: OptTensorIn,
+    mean: TensorIn,
+    invstd_or_var: TensorIn,
     training: i32,
     eps: f64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (gi, gw, gb, go, x, w, m, v) = unsafe {
-            (
-                opt_mut(grad_input)?,
-                opt_mut(grad_weight)?,
-                opt_mut(grad_bias)?,
-                tensor_ref(grad_out)?,
-                tensor_ref(input)?,
-                opt_ref(weight)?,
-                tensor_ref(mean)?,
-                tensor_ref(invstd_or_var)?,
-            )
-        };
         {
             nn::batch_norm_backward(
-                gi.as_ref(),
-                gw.as_ref(),
-                gb.as_ref(),
-                &go,
-                &x,
-                w.as_ref(),
-                &m,
-                &v,
+                grad_input.get()?.as_ref(),
+                grad_weight.get()?.as_ref(),
+                grad_bias.get()?.as_ref(),
+                &grad_out.get()?,
+                &input.get()?,
+                weight.get()?.as_ref(),
+                &mean.get()?,
+                &invstd_or_var.get()?,
                 training != 0,
                 eps,
             )
@@ -463,21 +357,19 @@ pub unsafe extern "C" fn foo_batch_norm_backward(
 /// As `foo_softmax`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_embedding_backward(
-    grad_weight: *const FooTensor,
-    grad: *const FooTensor,
-    indices: *const FooTensor,
+    grad_weight: TensorOut,
+    grad: TensorIn,
+    indices: TensorIn,
     padding_idx: i64,
     scale_grad_by_freq: i32,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (gw, g, i) = unsafe {
-            (
-                tensor_mut(grad_weight)?,
-                tensor_ref(grad)?,
-                tensor_ref(indices)?,
-            )
-        };
-        nn::embedding_dense_backward(&gw, &g, &i, padding_idx, scale_grad_by_freq != 0)
+        nn::embedding_dense_backward(
+            &grad_weight.get()?,
+            &grad.get()?,
+            &indices.get()?,
+            padding_idx,
+            scale_grad_by_freq != 0,
+        )
     })
 }

@@ -1,9 +1,9 @@
 //! C ABI of the random kernels (see kernels::random).
 
-use super::{guard, scalars, tensor_mut, tensor_ref};
+use super::args::{ScalarsIn, TensorIn, TensorOut};
+use super::guard;
 use crate::error::FooError;
 use crate::kernels::random::{bernoulli_tensor, dropout, multinomial, random, randperm, RandomOp};
-use crate::tensor::{FooTensor, Scalar};
 
 /// Fills the dense `out` from generator `gen` with distribution `op`.
 ///
@@ -12,16 +12,15 @@ use crate::tensor::{FooTensor, Scalar};
 #[no_mangle]
 pub unsafe extern "C" fn foo_random(
     op: i32,
-    out: *const FooTensor,
+    out: TensorOut,
     gen: u64,
-    params: *const Scalar,
+    params: ScalarsIn,
     nparams: i32,
 ) -> i32 {
     guard(|| {
         let op = RandomOp::from_repr(op)
             .ok_or_else(|| FooError::InvalidArgument(format!("unknown random op {op}")))?;
-        // SAFETY: caller's contract.
-        let (o, p) = unsafe { (tensor_mut(out)?, scalars(params, nparams)) };
+        let (o, p) = (out.get()?, params.get(nparams));
         random(op, &o, gen, p)
     })
 }
@@ -31,16 +30,8 @@ pub unsafe extern "C" fn foo_random(
 /// # Safety
 /// Descriptors must describe live memory (out dense and writable).
 #[no_mangle]
-pub unsafe extern "C" fn foo_bernoulli_tensor(
-    out: *const FooTensor,
-    prob: *const FooTensor,
-    gen: u64,
-) -> i32 {
-    guard(|| {
-        // SAFETY: caller's contract.
-        let (o, p) = unsafe { (tensor_mut(out)?, tensor_ref(prob)?) };
-        bernoulli_tensor(&o, &p, gen)
-    })
+pub unsafe extern "C" fn foo_bernoulli_tensor(out: TensorOut, prob: TensorIn, gen: u64) -> i32 {
+    guard(|| bernoulli_tensor(&out.get()?, &prob.get()?, gen))
 }
 
 /// Inverted dropout into `out` with the keep-mask in `mask`.
@@ -49,17 +40,13 @@ pub unsafe extern "C" fn foo_bernoulli_tensor(
 /// Descriptors must describe live memory (out and mask writable, mask dense bool).
 #[no_mangle]
 pub unsafe extern "C" fn foo_dropout(
-    out: *const FooTensor,
-    mask: *const FooTensor,
-    input: *const FooTensor,
+    out: TensorOut,
+    mask: TensorOut,
+    input: TensorIn,
     p: f64,
     gen: u64,
 ) -> i32 {
-    guard(|| {
-        // SAFETY: caller's contract.
-        let (o, m, x) = unsafe { (tensor_mut(out)?, tensor_mut(mask)?, tensor_ref(input)?) };
-        dropout(&o, &m, &x, p, gen)
-    })
+    guard(|| dropout(&out.get()?, &mask.get()?, &input.get()?, p, gen))
 }
 
 /// A random permutation of 0..numel(out) into the dense integer tensor `out`.
@@ -67,10 +54,9 @@ pub unsafe extern "C" fn foo_dropout(
 /// # Safety
 /// `out` must describe live writable dense memory.
 #[no_mangle]
-pub unsafe extern "C" fn foo_randperm(out: *const FooTensor, gen: u64) -> i32 {
+pub unsafe extern "C" fn foo_randperm(out: TensorOut, gen: u64) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let o = unsafe { tensor_mut(out)? };
+        let o = out.get()?;
         randperm(&o, gen)
     })
 }
@@ -81,15 +67,19 @@ pub unsafe extern "C" fn foo_randperm(out: *const FooTensor, gen: u64) -> i32 {
 /// Descriptors must describe live memory (out dense and writable).
 #[no_mangle]
 pub unsafe extern "C" fn foo_multinomial(
-    out: *const FooTensor,
-    prob: *const FooTensor,
+    out: TensorOut,
+    prob: TensorIn,
     samples: i64,
     replacement: bool,
     gen: u64,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (o, p) = unsafe { (tensor_mut(out)?, tensor_ref(prob)?) };
-        multinomial(&o, &p, samples.max(0) as usize, replacement, gen)
+        multinomial(
+            &out.get()?,
+            &prob.get()?,
+            samples.max(0) as usize,
+            replacement,
+            gen,
+        )
     })
 }

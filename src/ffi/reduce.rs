@@ -1,9 +1,9 @@
 //! C ABI of the reduce family (see kernels::reduce).
 
-use super::{guard, scalars, tensor_mut, tensor_ref};
+use super::args::{OptTensorOut, ScalarsIn, TensorIn, TensorOut};
+use super::guard;
 use crate::error::FooError;
 use crate::kernels::reduce::{reduce, scan, ReduceOp, ScanOp};
-use crate::tensor::{FooTensor, Scalar};
 
 /// `out (, out2) = op(input)` over the dims where `out` has size 1 and `input` does not.
 /// `out` and `out2` have the input's rank (the glue restrides keepdim=False results);
@@ -15,30 +15,17 @@ use crate::tensor::{FooTensor, Scalar};
 #[no_mangle]
 pub unsafe extern "C" fn foo_reduce(
     op: i32,
-    out: *const FooTensor,
-    out2: *const FooTensor,
-    input: *const FooTensor,
-    params: *const Scalar,
+    out: TensorOut,
+    out2: OptTensorOut,
+    input: TensorIn,
+    params: ScalarsIn,
     nparams: i32,
 ) -> i32 {
     guard(|| {
         let op = ReduceOp::from_repr(op)
             .ok_or_else(|| FooError::InvalidArgument(format!("unknown reduce op code {op}")))?;
-        // SAFETY: caller's contract.
-        let (o, a, p) = unsafe {
-            (
-                tensor_mut(out)?,
-                tensor_ref(input)?,
-                scalars(params, nparams),
-            )
-        };
-        let o2 = if out2.is_null() {
-            None
-        } else {
-            // SAFETY: caller's contract.
-            Some(unsafe { tensor_mut(out2)? })
-        };
-        reduce(op, &o, o2.as_ref(), &a, p)
+        let (o, a, p) = (out.get()?, input.get()?, params.get(nparams));
+        reduce(op, &o, out2.get()?.as_ref(), &a, p)
     })
 }
 
@@ -47,17 +34,10 @@ pub unsafe extern "C" fn foo_reduce(
 /// # Safety
 /// As `foo_reduce`.
 #[no_mangle]
-pub unsafe extern "C" fn foo_scan(
-    op: i32,
-    out: *const FooTensor,
-    input: *const FooTensor,
-    dim: i32,
-) -> i32 {
+pub unsafe extern "C" fn foo_scan(op: i32, out: TensorOut, input: TensorIn, dim: i32) -> i32 {
     guard(|| {
         let op = ScanOp::from_repr(op)
             .ok_or_else(|| FooError::InvalidArgument(format!("unknown scan op code {op}")))?;
-        // SAFETY: caller's contract.
-        let (o, a) = unsafe { (tensor_mut(out)?, tensor_ref(input)?) };
-        scan(op, &o, &a, dim.max(0) as usize)
+        scan(op, &out.get()?, &input.get()?, dim.max(0) as usize)
     })
 }
