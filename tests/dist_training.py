@@ -119,7 +119,11 @@ def ddp_matches_single(rank: int, case: str, steps: int = 3, hook: str | None = 
         ref_opt.step()
     diff = max((p.detach() - q.detach()).abs().max().item() for p, q in zip(model.parameters(), ref.parameters()))
     scale = max(q.detach().abs().max().item() for q in ref.parameters())
-    return {"max_diff": diff, "scale": scale, "exact_in_hook_dtype": exact_in_hook_dtype,
+    # DDP's timer for the device (foo's: src/glue/ddp_timer.cpp) fills these from the 2nd step on.
+    logged = ddp._get_ddp_logging_data()
+    timing = {k: logged.get(k, 0) for k in ("avg_forward_compute_time", "avg_backward_compute_time",
+                                            "avg_backward_comm_time")}
+    return {"max_diff": diff, "scale": scale, "exact_in_hook_dtype": exact_in_hook_dtype, "timing": timing,
             "device": str(next(model.parameters()).device),
             "grads_none": sorted(n for n, p in model.named_parameters() if p.grad is None)}
 
