@@ -1,9 +1,8 @@
-//! C ABI of the fused scaled-dot-product attention (see kernels::nn::attention). Optional
+//! C ABI of the fused scaled-dot-product attention (see kernels::attention). Optional
 //! tensors are null pointers; `dropout_p == 0` means no dropout (seed and offset unused).
 
-use super::nn::{opt_mut, opt_ref};
-use super::{guard, out, tensor_mut, tensor_ref};
-use crate::kernels::nn::attention::{self, Dropout, Grads, Params};
+use super::{guard, opt_mut, opt_ref, out, tensor_mut, tensor_ref};
+use crate::kernels::attention::{self, Dropout, Grads, Params};
 use crate::runtime::rng;
 use crate::tensor::FooTensor;
 

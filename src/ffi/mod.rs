@@ -23,6 +23,7 @@ mod index;
 mod linalg;
 mod nn;
 mod optim;
+mod pool;
 mod random;
 mod reduce;
 mod rnn;
@@ -103,6 +104,32 @@ pub(crate) unsafe fn tensor_mut(t: *const FooTensor) -> FooResult<TensorMut> {
         .ok_or_else(|| FooError::InvalidArgument("null tensor descriptor".into()))?;
     // SAFETY: caller's contract.
     unsafe { TensorMut::from_ffi(t) }
+}
+
+/// # Safety
+/// `t` is null or a valid descriptor of live memory.
+pub(crate) unsafe fn opt_ref(t: *const FooTensor) -> FooResult<Option<TensorRef>> {
+    if t.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: caller's contract.
+    unsafe { tensor_ref(t) }.map(Some)
+}
+
+/// # Safety
+/// `t` is null or a valid descriptor of live writable memory.
+pub(crate) unsafe fn opt_mut(t: *const FooTensor) -> FooResult<Option<TensorMut>> {
+    if t.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: caller's contract.
+    unsafe { tensor_mut(t) }.map(Some)
+}
+
+/// The parameter block `p` points to (an error for null).
+pub(crate) fn params<'a, T>(p: *const T) -> FooResult<&'a T> {
+    // SAFETY: the caller passes a valid pointer or null (checked).
+    unsafe { p.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null parameters".into()))
 }
 
 /// The message of the last failed call on this thread (valid until the next failing call).

@@ -1,29 +1,8 @@
 //! C ABI of the nn family (see kernels::nn). Optional tensors are null pointers.
 
-use super::{guard, tensor_mut, tensor_ref};
-use crate::error::FooResult;
+use super::{guard, opt_mut, opt_ref, tensor_mut, tensor_ref};
 use crate::kernels::nn;
-use crate::tensor::{FooTensor, TensorMut, TensorRef};
-
-/// # Safety
-/// `t` is null or a valid descriptor of live memory.
-pub(super) unsafe fn opt_ref(t: *const FooTensor) -> FooResult<Option<TensorRef>> {
-    if t.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: caller's contract.
-    unsafe { tensor_ref(t) }.map(Some)
-}
-
-/// # Safety
-/// `t` is null or a valid descriptor of live writable memory.
-pub(super) unsafe fn opt_mut(t: *const FooTensor) -> FooResult<Option<TensorMut>> {
-    if t.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: caller's contract.
-    unsafe { tensor_mut(t) }.map(Some)
-}
+use crate::tensor::FooTensor;
 
 /// softmax (`log == 0`) or log_softmax along `dim` of contiguous operands. Like it, every
 /// function of the nn family takes contiguous operands, null for an optional tensor, and a

@@ -1,9 +1,7 @@
-//! C ABI of the fused RNN cells (see kernels::nn::rnn). Optional tensors are null pointers.
+//! C ABI of the fused RNN cells (see kernels::rnn). Optional tensors are null pointers.
 
-use super::guard;
-use super::nn::{opt_mut, opt_ref};
-use super::{tensor_mut, tensor_ref};
-use crate::kernels::nn::rnn;
+use super::{guard, opt_mut, opt_ref, tensor_mut, tensor_ref};
+use crate::kernels::rnn;
 use crate::tensor::FooTensor;
 
 /// LSTM cell forward; `input_bias`/`hidden_bias` may be null (both or neither). Like it, every
