@@ -48,6 +48,10 @@ pub struct ScalarIn(*const Scalar);
 #[repr(transparent)]
 pub struct OptScalarIn(*const Scalar);
 
+/// A parameter block (`FooConvParams`, `FooAdamArgs`, ...): a valid pointer; null is an error.
+#[repr(transparent)]
+pub struct ParamsIn<T>(*const T);
+
 impl TensorIn {
     pub fn get(&self) -> FooResult<TensorRef> {
         // SAFETY: the type's contract (module doc): a valid descriptor for the call; null is
@@ -127,6 +131,14 @@ impl ScalarIn {
     pub fn get(&self) -> FooResult<&Scalar> {
         // SAFETY: the type's contract: null or a scalar live for the call.
         unsafe { self.0.as_ref() }.ok_or_else(|| FooError::InvalidArgument("null scalar".into()))
+    }
+}
+
+impl<T> ParamsIn<T> {
+    pub fn get(&self) -> FooResult<&T> {
+        // SAFETY: the type's contract: null or a parameter block live for the call.
+        unsafe { self.0.as_ref() }
+            .ok_or_else(|| FooError::InvalidArgument("null parameters".into()))
     }
 }
 

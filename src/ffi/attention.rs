@@ -1,9 +1,9 @@
-//! C ABI of the fused scaled-dot-product attention (see kernels::nn::attention). Optional
+//! C ABI of the fused scaled-dot-product attention (see kernels::attention). Optional
 //! tensors are null pointers; `dropout_p == 0` means no dropout (seed and offset unused).
 
 use super::args::{OptTensorIn, OptTensorOut, TensorIn, TensorOut};
 use super::{guard, out};
-use crate::kernels::nn::attention::{self, Dropout, Grads, Params};
+use crate::kernels::attention::{self, Dropout, Grads, Params};
 use crate::runtime::rng;
 
 fn params(scale: f64, causal: i32, dropout_p: f64, seed: u64, offset: u64) -> Params {

@@ -23,28 +23,33 @@ pub struct FooIndexer {
     pub dim: i64,
 }
 
-/// # Safety
-/// `idx` must point to `n` indexers describing live int64 tensors (or be null with n == 0).
-unsafe fn indexers(idx: *const FooIndexer, n: i32) -> FooResult<Vec<Indexer>> {
-    if n <= 0 {
-        return Ok(vec![]);
-    }
-    if idx.is_null() {
-        return Err(FooError::InvalidArgument("null indexer array".into()));
-    }
-    // SAFETY: caller's contract.
-    let raw = unsafe { std::slice::from_raw_parts(idx, n as usize) };
-    raw.iter()
-        .map(|r| {
-            Ok(Indexer {
-                // SAFETY: caller's contract.
-                index: unsafe { tensor_ref(&r.index)? },
-                size: r.size,
-                stride: r.stride as isize,
-                dim: r.dim,
+/// `n` indexers: null with `n == 0`, else `n` in a row, each describing a live int64 tensor
+/// (the `FooTensorIn` contract, module `args`, for their `index` descriptors).
+#[repr(transparent)]
+pub struct IndexersIn(*const FooIndexer);
+
+impl IndexersIn {
+    fn get(&self, n: i32) -> FooResult<Vec<Indexer>> {
+        if n <= 0 {
+            return Ok(vec![]);
+        }
+        if self.0.is_null() {
+            return Err(FooError::InvalidArgument("null indexer array".into()));
+        }
+        // SAFETY: the type's contract: n indexers in a row, live for the call.
+        let raw = unsafe { std::slice::from_raw_parts(self.0, n as usize) };
+        raw.iter()
+            .map(|r| {
+                Ok(Indexer {
+                    // SAFETY: the type's contract: a valid descriptor of a live tensor.
+                    index: unsafe { tensor_ref(&r.index)? },
+                    size: r.size,
+                    stride: r.stride as isize,
+                    dim: r.dim,
+                })
             })
-        })
-        .collect()
+            .collect()
+    }
 }
 
 fn dim_arg(dim: i64) -> FooResult<usize> {
@@ -61,13 +66,12 @@ fn dim_arg(dim: i64) -> FooResult<usize> {
 pub unsafe extern "C" fn foo_index_gather(
     out: TensorOut,
     src: TensorIn,
-    idx: *const FooIndexer,
+    idx: IndexersIn,
     nidx: i32,
     mode: i32,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (o, s, i) = unsafe { (out.get()?, src.get()?, indexers(idx, nidx)?) };
+        let (o, s, i) = (out.get()?, src.get()?, idx.get(nidx)?);
         let b = Bounds::from_code(mode)?;
         index_gather(&o, &s, &i, b)
     })
@@ -82,15 +86,14 @@ pub unsafe extern "C" fn foo_index_gather(
 pub unsafe extern "C" fn foo_index_scatter(
     dst: TensorOut,
     src: TensorIn,
-    idx: *const FooIndexer,
+    idx: IndexersIn,
     nidx: i32,
     mode: i32,
     reduce: i32,
     alpha: OptScalarIn,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let (d, s, i) = unsafe { (dst.get()?, src.get()?, indexers(idx, nidx)?) };
+        let (d, s, i) = (dst.get()?, src.get()?, idx.get(nidx)?);
         let b = Bounds::from_code(mode)?;
         let r = Reduce::from_repr(reduce).ok_or_else(|| {
             FooError::InvalidArgument(format!("unknown scatter reduction {reduce}"))

@@ -25,6 +25,7 @@ mod index;
 mod linalg;
 mod nn;
 mod optim;
+mod pool;
 mod random;
 mod reduce;
 mod rnn;

@@ -2,45 +2,23 @@
 //! lists as arrays of `n` descriptors, skips the whole step when `found_inf` holds 1.0 (AMP
 //! found an inf or NaN), and divides gradients by `grad_scale` when one is given.
 
-use super::{guard, tensor_mut, tensor_ref};
-use crate::error::{FooError, FooResult};
+use super::args::{OptTensorIn, ParamsIn, TensorListOut};
+use super::guard;
+use crate::error::FooResult;
 use crate::kernels::amp::read_scalar_f32;
 use crate::kernels::optim::{self, AdagradArgs, AdamArgs, SgdArgs};
-use crate::tensor::{FooTensor, TensorMut};
 
 /// Whether to skip the step (`found_inf == 1`), and the gradient scale to divide by.
-///
-/// # Safety
-/// Each pointer is null or describes a live tensor.
-unsafe fn amp_inputs(
-    grad_scale: *const FooTensor,
-    found_inf: *const FooTensor,
-) -> FooResult<(bool, Option<f32>)> {
-    // SAFETY: caller's contract (null checked).
-    let skip = match unsafe { found_inf.as_ref() } {
-        Some(_) => read_scalar_f32("found_inf", &unsafe { tensor_ref(found_inf)? })? == 1.0,
+fn amp_inputs(grad_scale: &OptTensorIn, found_inf: &OptTensorIn) -> FooResult<(bool, Option<f32>)> {
+    let skip = match found_inf.get()? {
+        Some(t) => read_scalar_f32("found_inf", &t)? == 1.0,
         None => false,
     };
-    // SAFETY: as above.
-    let scale = match unsafe { grad_scale.as_ref() } {
-        Some(_) => Some(read_scalar_f32("grad_scale", &unsafe {
-            tensor_ref(grad_scale)?
-        })?),
+    let scale = match grad_scale.get()? {
+        Some(t) => Some(read_scalar_f32("grad_scale", &t)?),
         None => None,
     };
     Ok((skip, scale))
-}
-
-/// Descriptor `i` of a list, as a writable view; an error for a null list.
-///
-/// # Safety
-/// `list` is null or points to more than `i` descriptors of live, writable tensors.
-unsafe fn item(list: *const FooTensor, i: usize, what: &str) -> FooResult<TensorMut> {
-    if list.is_null() {
-        return Err(FooError::InvalidArgument(format!("null {what} list")));
-    }
-    // SAFETY: caller's contract.
-    unsafe { tensor_mut(list.add(i)) }
 }
 
 /// `_fused_adam_` / `_fused_adamw_` (`args.decoupled`) over `n` parameters.
@@ -55,46 +33,38 @@ unsafe fn item(list: *const FooTensor, i: usize, what: &str) -> FooResult<Tensor
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn foo_fused_adam(
-    params: *const FooTensor,
-    grads: *const FooTensor,
-    exp_avgs: *const FooTensor,
-    exp_avg_sqs: *const FooTensor,
-    max_exp_avg_sqs: *const FooTensor,
-    steps: *const FooTensor,
+    params: TensorListOut,
+    grads: TensorListOut,
+    exp_avgs: TensorListOut,
+    exp_avg_sqs: TensorListOut,
+    max_exp_avg_sqs: TensorListOut,
+    steps: TensorListOut,
     n: i64,
-    args: *const AdamArgs,
-    grad_scale: *const FooTensor,
-    found_inf: *const FooTensor,
+    args: ParamsIn<AdamArgs>,
+    grad_scale: OptTensorIn,
+    found_inf: OptTensorIn,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let a = *unsafe { args.as_ref() }
-            .ok_or_else(|| FooError::InvalidArgument("null Adam arguments".into()))?;
-        // SAFETY: caller's contract.
-        let (skip, scale) = unsafe { amp_inputs(grad_scale, found_inf)? };
+        let a = *args.get()?;
+        let (skip, scale) = amp_inputs(&grad_scale, &found_inf)?;
         if skip {
             return Ok(());
         }
-        for i in 0..n.max(0) as usize {
-            // SAFETY: caller's contract: every list holds `n` descriptors.
-            unsafe {
-                let vmax = if a.amsgrad {
-                    Some(item(max_exp_avg_sqs, i, "max_exp_avg_sqs")?)
-                } else {
-                    None
-                };
-                let step = optim::read_step(&item(steps, i, "state_steps")?.as_ref())?;
-                optim::adam(
-                    &item(params, i, "params")?,
-                    &item(grads, i, "grads")?,
-                    &item(exp_avgs, i, "exp_avgs")?,
-                    &item(exp_avg_sqs, i, "exp_avg_sqs")?,
-                    vmax.as_ref(),
-                    step,
-                    &a,
-                    scale,
-                )?;
-            }
+        let (p, g, m, v) = (
+            params.get(n)?,
+            grads.get(n)?,
+            exp_avgs.get(n)?,
+            exp_avg_sqs.get(n)?,
+        );
+        let vmax = if a.amsgrad {
+            Some(max_exp_avg_sqs.get(n)?)
+        } else {
+            None
+        };
+        for (i, step) in steps.get(n)?.iter().enumerate() {
+            let vmax = vmax.as_ref().map(|l| &l[i]);
+            let step = optim::read_step(&step.as_ref())?;
+            optim::adam(&p[i], &g[i], &m[i], &v[i], vmax, step, &a, scale)?;
         }
         Ok(())
     })
@@ -106,39 +76,27 @@ pub unsafe extern "C" fn foo_fused_adam(
 /// As `foo_fused_adam`.
 #[no_mangle]
 pub unsafe extern "C" fn foo_fused_sgd(
-    params: *const FooTensor,
-    grads: *const FooTensor,
-    momentum_buffers: *const FooTensor,
+    params: TensorListOut,
+    grads: TensorListOut,
+    momentum_buffers: TensorListOut,
     n: i64,
-    args: *const SgdArgs,
-    grad_scale: *const FooTensor,
-    found_inf: *const FooTensor,
+    args: ParamsIn<SgdArgs>,
+    grad_scale: OptTensorIn,
+    found_inf: OptTensorIn,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let a = *unsafe { args.as_ref() }
-            .ok_or_else(|| FooError::InvalidArgument("null SGD arguments".into()))?;
-        // SAFETY: caller's contract.
-        let (skip, scale) = unsafe { amp_inputs(grad_scale, found_inf)? };
+        let a = *args.get()?;
+        let (skip, scale) = amp_inputs(&grad_scale, &found_inf)?;
         if skip {
             return Ok(());
         }
-        for i in 0..n.max(0) as usize {
-            // SAFETY: caller's contract: every list holds `n` descriptors.
-            unsafe {
-                let buf = if a.momentum != 0.0 {
-                    Some(item(momentum_buffers, i, "momentum_buffer_list")?)
-                } else {
-                    None
-                };
-                optim::sgd(
-                    &item(params, i, "params")?,
-                    &item(grads, i, "grads")?,
-                    buf.as_ref(),
-                    &a,
-                    scale,
-                )?;
-            }
+        let bufs = if a.momentum != 0.0 {
+            Some(momentum_buffers.get(n)?)
+        } else {
+            None
+        };
+        for (i, (p, g)) in params.get(n)?.iter().zip(&grads.get(n)?).enumerate() {
+            optim::sgd(p, g, bufs.as_ref().map(|l| &l[i]), &a, scale)?;
         }
         Ok(())
     })
@@ -151,37 +109,25 @@ pub unsafe extern "C" fn foo_fused_sgd(
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn foo_fused_adagrad(
-    params: *const FooTensor,
-    grads: *const FooTensor,
-    state_sums: *const FooTensor,
-    steps: *const FooTensor,
+    params: TensorListOut,
+    grads: TensorListOut,
+    state_sums: TensorListOut,
+    steps: TensorListOut,
     n: i64,
-    args: *const AdagradArgs,
-    grad_scale: *const FooTensor,
-    found_inf: *const FooTensor,
+    args: ParamsIn<AdagradArgs>,
+    grad_scale: OptTensorIn,
+    found_inf: OptTensorIn,
 ) -> i32 {
     guard(|| {
-        // SAFETY: caller's contract.
-        let a = *unsafe { args.as_ref() }
-            .ok_or_else(|| FooError::InvalidArgument("null Adagrad arguments".into()))?;
-        // SAFETY: caller's contract.
-        let (skip, scale) = unsafe { amp_inputs(grad_scale, found_inf)? };
+        let a = *args.get()?;
+        let (skip, scale) = amp_inputs(&grad_scale, &found_inf)?;
         if skip {
             return Ok(());
         }
-        for i in 0..n.max(0) as usize {
-            // SAFETY: caller's contract: every list holds `n` descriptors.
-            unsafe {
-                let step = optim::read_step(&item(steps, i, "state_steps")?.as_ref())?;
-                optim::adagrad(
-                    &item(params, i, "params")?,
-                    &item(grads, i, "grads")?,
-                    &item(state_sums, i, "state_sums")?,
-                    step,
-                    &a,
-                    scale,
-                )?;
-            }
+        let (p, g, sums) = (params.get(n)?, grads.get(n)?, state_sums.get(n)?);
+        for (i, step) in steps.get(n)?.iter().enumerate() {
+            let step = optim::read_step(&step.as_ref())?;
+            optim::adagrad(&p[i], &g[i], &sums[i], step, &a, scale)?;
         }
         Ok(())
     })

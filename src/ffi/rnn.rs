@@ -1,8 +1,8 @@
-//! C ABI of the fused RNN cells (see kernels::nn::rnn). Optional tensors are null pointers.
+//! C ABI of the fused RNN cells (see kernels::rnn). Optional tensors are null pointers.
 
 use super::args::{OptTensorIn, OptTensorOut, TensorIn, TensorOut};
 use super::guard;
-use crate::kernels::nn::rnn;
+use crate::kernels::rnn;
 
 /// LSTM cell forward; `input_bias`/`hidden_bias` may be null (both or neither). Like it, every
 /// RNN cell takes `[B, k*H]` matrices with any strides, contiguous biases, null for an optional

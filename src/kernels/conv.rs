@@ -1,5 +1,4 @@
-//! Convolution (1d/2d/3d, forward and backward, groups, stride, padding, dilation) and pooling
-//! (max, avg, adaptive avg: see [`pool`]).
+//! Convolution (1d/2d/3d, forward and backward, groups, stride, padding, dilation).
 //!
 //! Convolutions use im2col + GEMM (`gemm` crate) per sample. Every tensor is 5-D
 //! `[N, C, D, H, W]` (the glue adds unit spatial dims for 1d/2d). Inputs may have any strides;
@@ -13,7 +12,6 @@
 
 mod depthwise;
 mod grid;
-pub mod pool;
 
 use super::linalg::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
 use super::parallel::parallel_for;
@@ -189,13 +187,13 @@ fn valid_range(out_len: usize, stride: isize, offset: isize, in_len: usize) -> (
 
 /// Integer address of a pointer (raw pointers are not `Sync`; memory outlives the kernel).
 #[derive(Clone, Copy)]
-struct Addr(usize);
+pub(crate) struct Addr(usize);
 
 impl Addr {
-    fn of<T>(p: *const T) -> Self {
+    pub(crate) fn of<T>(p: *const T) -> Self {
         Addr(p as usize)
     }
-    fn at<T>(self, off: isize) -> *mut T {
+    pub(crate) fn at<T>(self, off: isize) -> *mut T {
         (self.0 as *mut T).wrapping_offset(off)
     }
 }

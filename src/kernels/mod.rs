@@ -3,6 +3,7 @@
 //! (rayon) only above [`layout::GRAIN`] elements.
 
 pub mod amp;
+pub mod attention;
 pub mod binary;
 pub mod conv;
 pub mod copy;
@@ -19,9 +20,11 @@ pub mod map;
 pub mod nn;
 pub mod optim;
 pub mod parallel;
+pub mod pool;
 pub mod random;
 pub mod reduce;
 pub mod reduced;
+pub mod rnn;
 pub mod scratch;
 pub mod ternary;
 pub mod tiles;

@@ -1,5 +1,6 @@
-//! Neural-network kernels: softmax/log_softmax, losses, layer/batch/group norm, embedding backward,
-//! fused LSTM/GRU cells, fused scaled-dot-product attention.
+//! Neural-network kernels: softmax/log_softmax, losses, layer/batch/group norm, embedding backward.
+//! (Pooling, the fused LSTM/GRU cells and fused attention are families of their own:
+//! [`super::pool`], [`super::rnn`], [`super::attention`].)
 //!
 //! Every kernel here takes contiguous operands (the glue calls `.contiguous()`, as ATen's CPU
 //! kernels do) and works row by row: a row is loaded into a small buffer of the math type
@@ -7,23 +8,19 @@
 //! loops are compiled twice more with AVX2/AVX-512 enabled and picked at run time
 //! ([`simd`]), so the polynomial `exp` and the multi-lane sums vectorize.
 
-pub mod attention;
 pub mod embedding;
 pub mod group_norm;
 pub mod loss;
 pub mod norm;
-pub mod rnn;
 pub mod simd;
 pub mod softmax;
 
-pub use attention::{attention_backward, attention_forward};
 pub use embedding::embedding_dense_backward;
 pub use group_norm::{group_norm, group_norm_backward};
 pub use loss::{
     bce_loss, bce_loss_backward, mse_loss, mse_loss_backward, nll_loss, nll_loss_backward,
 };
 pub use norm::{batch_norm, batch_norm_backward, layer_norm, layer_norm_backward};
-pub use rnn::{gru_cell, gru_cell_backward, lstm_cell, lstm_cell_backward};
 pub use softmax::{softmax, softmax_backward};
 
 use crate::error::FooResult;

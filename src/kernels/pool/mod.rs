@@ -4,9 +4,9 @@
 //! computes), adaptive average. Tensors are 4-D `[N, C, H, W]`; inputs may be strided, every
 //! written tensor is contiguous. Work is split over the `N * C` planes.
 
-use super::Addr;
 use crate::dtype::DType;
 use crate::error::FooResult;
+use crate::kernels::conv::Addr;
 use crate::kernels::float::{FloatStore, Math};
 use crate::kernels::layout::GRAIN;
 use crate::kernels::parallel::parallel_for;

@@ -26,12 +26,12 @@
 //! register-tiled loops (rows x 64 columns of accumulators) compiled for AVX-512, AVX2+FMA and
 //! the baseline target, picked at run time like the other nn kernels.
 
-use super::simd::{self, FastExp};
-use super::P;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::invalid_arg;
 use crate::kernels::float::{FloatStore, Math};
+use crate::kernels::nn::simd::{self, FastExp};
+use crate::kernels::nn::P;
 use crate::kernels::parallel::parallel_for;
 use crate::kernels::random::stream::fill_blocks;
 use crate::tensor::{TensorMut, TensorRef};

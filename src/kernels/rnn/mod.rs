@@ -15,12 +15,12 @@
 //! partial sums while it computes them, and the blocks are added in order, so the result does
 //! not depend on the thread count.
 
-use super::{read_vec, write_vec, P};
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::element::Element;
 use crate::kernels::float::{FloatStore, Math};
 use crate::kernels::layout::GRAIN;
+use crate::kernels::nn::{read_vec, write_vec, P};
 use crate::kernels::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
