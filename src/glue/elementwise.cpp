@@ -43,7 +43,7 @@ namespace {
 // Writes into `out` when it already has the kernel's result dtype, else into a temporary that
 // is converted into `out` afterwards (e.g. `torch.add(a, b, out=int_tensor)` after a float add).
 template <typename Kernel>
-const at::Tensor& run(at::TensorIteratorBase& iter, at::ScalarType result, const Kernel& kernel) {
+const at::Tensor& run(at::TensorIterator& iter, at::ScalarType result, const Kernel& kernel) {
   const at::Tensor& out = iter.output(0);
   // An empty result still reaches the kernel: its dtype dispatch refuses what the CPU refuses
   // (complex elu, float bitwise_not, ...), so empty inputs raise the same errors as full ones.
@@ -60,12 +60,12 @@ const at::Tensor& run(at::TensorIteratorBase& iter, at::ScalarType result, const
 
 }  // namespace
 
-const at::Tensor& launch_unary(at::TensorIteratorBase& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+const at::Tensor& launch_unary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
                         std::initializer_list<c10::Scalar> params) {
   return launch_unary_raw(iter, op, result, input, to_ffi(params));
 }
 
-const at::Tensor& launch_unary_raw(at::TensorIteratorBase& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+const at::Tensor& launch_unary_raw(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
                             const std::vector<FooScalar>& p) {
   return run(iter, result, [&](const at::Tensor& target) {
     at::Tensor keep_a;
@@ -97,7 +97,7 @@ bool opmath_scalar(int32_t op, const at::Tensor& second, at::ScalarType dtype) {
 
 }  // namespace
 
-const at::Tensor& launch_binary(at::TensorIteratorBase& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
+const at::Tensor& launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
                          std::initializer_list<c10::Scalar> params) {
   const auto p = to_ffi(params);
   if (a == result && b == result && opmath_scalar(op, iter.input(1), result)) {
@@ -114,7 +114,7 @@ const at::Tensor& launch_binary(at::TensorIteratorBase& iter, int32_t op, at::Sc
   });
 }
 
-const at::Tensor& launch_ternary(at::TensorIteratorBase& iter, int32_t op, at::ScalarType result, at::ScalarType a,
+const at::Tensor& launch_ternary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a,
                           at::ScalarType b, at::ScalarType c, std::initializer_list<c10::Scalar> params) {
   const auto p = to_ffi(params);
   return run(iter, result, [&](const at::Tensor& target) {

@@ -21,14 +21,14 @@ const at::Tensor& input_as(const at::Tensor& t, at::ScalarType dtype, c10::IntAr
 // Runs a Rust kernel that writes `result` from inputs read as `inputs` (one dtype per iterator
 // input). Returns the iterator's output (a reference into `iter`: copying it is the caller's
 // choice, see the borrowing builders above).
-const at::Tensor& launch_unary(at::TensorIteratorBase& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+const at::Tensor& launch_unary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
                         std::initializer_list<c10::Scalar> params = {});
 // The same with raw parameters (some may be `absent()`).
-const at::Tensor& launch_unary_raw(at::TensorIteratorBase& iter, int32_t op, at::ScalarType result, at::ScalarType input,
+const at::Tensor& launch_unary_raw(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType input,
                             const std::vector<FooScalar>& params);
-const at::Tensor& launch_binary(at::TensorIteratorBase& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
+const at::Tensor& launch_binary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a, at::ScalarType b,
                          std::initializer_list<c10::Scalar> params = {});
-const at::Tensor& launch_ternary(at::TensorIteratorBase& iter, int32_t op, at::ScalarType result, at::ScalarType a,
+const at::Tensor& launch_ternary(at::TensorIterator& iter, int32_t op, at::ScalarType result, at::ScalarType a,
                           at::ScalarType b, at::ScalarType c, std::initializer_list<c10::Scalar> params = {});
 
 // TensorIterator's metadata builders with every operand borrowed, as ATen's own structured

@@ -2,38 +2,8 @@
 // from Rust (foo_unary).
 #include <ATen/Dispatch_v2.h>
 #include <ATen/native/TypeProperties.h>
-#include <ATen/native/Resize.h>
-#include <ATen/native/UnaryOps.h>
-#include <ATen/native/DispatchStub.h>
-#include <ATen/ops/exp_native.h>
-#include <ATen/ops/exp2_native.h>
-#include <ATen/ops/expm1_native.h>
-#include <ATen/ops/log_native.h>
-#include <ATen/ops/log2_native.h>
-#include <ATen/ops/log10_native.h>
-#include <ATen/ops/log1p_native.h>
-#include <ATen/ops/sqrt_native.h>
-#include <ATen/ops/rsqrt_native.h>
-#include <ATen/ops/reciprocal_native.h>
-#include <ATen/ops/sin_native.h>
-#include <ATen/ops/cos_native.h>
-#include <ATen/ops/tan_native.h>
-#include <ATen/ops/tanh_native.h>
-#include <ATen/ops/asin_native.h>
-#include <ATen/ops/acos_native.h>
-#include <ATen/ops/atan_native.h>
-#include <ATen/ops/sinh_native.h>
-#include <ATen/ops/cosh_native.h>
-#include <ATen/ops/asinh_native.h>
-#include <ATen/ops/acosh_native.h>
-#include <ATen/ops/atanh_native.h>
-#include <ATen/ops/sigmoid_native.h>
-#include <ATen/ops/erf_native.h>
-#include <ATen/ops/erfc_native.h>
-#include <ATen/ops/erfinv_native.h>
 #include <torch/library.h>
 
-#include <cstdlib>
 #include <limits>
 
 #include "elementwise.h"
@@ -103,139 +73,32 @@ c10::Scalar approximate_code(c10::string_view approximate) {
     return out;                                                               \
   }
 
-
-// ---- PROTOTYPE: ATen's structured kernels + DispatchStub for the float unary ops --------------
-// Functional, in-place and out wrappers of an ATen structured op (`Op`, e.g.
-// at::native::structured_exp_out: its meta() builds the same borrowing TensorIterator as
-// ew::unary_float_op, its impl() calls the op's DispatchStub), as torchgen generates them for
-// in-tree backends; foo's Rust kernel is the stub's PrivateUse1 entry (float_stub below).
-bool g_structured = [] {
-  const char* e = std::getenv("FOO_PROTO_STRUCTURED");
-  return e != nullptr && e[0] == '1';
-}();
-
-template <class Op>
-struct StructuredFunctional final : Op {
-  void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options) override {
-    out = strides.empty() ? at::empty(sizes, options) : at::empty_strided(sizes, strides, options);
-    Op::set_output_raw_strided(i, sizes, strides, options);
-  }
-  const at::Tensor& maybe_get_output(int64_t) override { return *out; }
-  c10::ExclusivelyOwned<at::Tensor> out;
-};
-
-template <class Op>
-struct StructuredOut final : Op {
-  explicit StructuredOut(const at::Tensor& o) : out(o) {}
-  void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options) override {
-    TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ", options.dtype(), ", but got ",
-                out.dtype(), " instead");
-    TORCH_CHECK(options.device() == out.device(), "Expected out tensor to have device ", options.device(),
-                ", but got ", out.device(), " instead");
-    if (at::native::resize_output(out, sizes)) {
-      if (!strides.empty()) {
-        out.as_strided_(sizes, strides);
-      } else if (options.memory_format_opt().has_value()) {
-        out.unsafeGetTensorImpl()->empty_tensor_restride(*options.memory_format_opt());
-      }
-    }
-    Op::set_output_raw_strided(i, sizes, strides, options);
-  }
-  const at::Tensor& maybe_get_output(int64_t) override { return out; }
-  const at::Tensor& out;
-};
-
-template <class Op>
-struct StructuredInplace final : Op {
-  explicit StructuredInplace(const at::Tensor& s) : self(s) {}
-  void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options) override {
-    TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: input tensor dtype ", self.dtype(),
-                " and output tensor dtype ", options.dtype(), " should match");
-    TORCH_CHECK(sizes == self.sizes(), "Bad in-place call: input tensor size ", self.sizes(), " and output tensor size ",
-                sizes, " should match");
-    Op::set_output_raw_strided(i, sizes, strides, options);
-  }
-  const at::Tensor& maybe_get_output(int64_t) override { return self; }
-  const at::Tensor& self;
-};
-
-template <class Op>
-at::Tensor structured(const at::Tensor& self) {
-  StructuredFunctional<Op> op;
-  op.meta(self);
-  op.impl(self, *op.out);
-  return std::move(op.out).take();
-}
-template <class Op>
-at::Tensor& structured_(at::Tensor& self) {
-  StructuredInplace<Op> op(self);
-  op.meta(self);
-  op.impl(self, self);
-  return self;
-}
-template <class Op>
-at::Tensor& structured_out(const at::Tensor& self, at::Tensor& out) {
-  StructuredOut<Op> op(out);
-  op.meta(self);
-  op.impl(self, out);
-  return out;
-}
-
-}  // namespace
-
-// The stub's PrivateUse1 entry: the iterator ATen's meta() built, computed by Rust.
-template <int32_t Code>
-void float_stub(at::TensorIteratorBase& iter) {
-  ew::launch_unary(iter, Code, iter.common_dtype(), iter.common_dtype());
-}
-
-namespace {
-
-#define FOO_UNARY_FLOAT(name, code)                                                       \
-  at::Tensor name(const at::Tensor& self) {                                               \
-    if (g_structured) return structured<at::native::structured_##name##_out>(self);      \
-    at::Tensor out;                                                                       \
-    auto it = ew::unary_float_op(out, self);                                              \
-    return same(it, code);                                                                \
-  }                                                                                       \
-  at::Tensor& name##_(at::Tensor& self) {                                                 \
-    if (g_structured) return structured_<at::native::structured_##name##_out>(self);    \
-    auto it = ew::unary_float_op(self, self);                                             \
-    same(it, code);                                                                       \
-    return self;                                                                          \
-  }                                                                                       \
-  at::Tensor& name##_out(const at::Tensor& self, at::Tensor& out) {                       \
-    if (g_structured) return structured_out<at::native::structured_##name##_out>(self, out); \
-    auto it = ew::unary_float_op(out, self);                                              \
-    same(it, code);                                                                       \
-    return out;                                                                           \
-  }
-FOO_UNARY_FLOAT(exp, FOO_UNARY_OP_EXP)
-FOO_UNARY_FLOAT(exp2, FOO_UNARY_OP_EXP2)
-FOO_UNARY_FLOAT(expm1, FOO_UNARY_OP_EXPM1)
-FOO_UNARY_FLOAT(log, FOO_UNARY_OP_LOG)
-FOO_UNARY_FLOAT(log2, FOO_UNARY_OP_LOG2)
-FOO_UNARY_FLOAT(log10, FOO_UNARY_OP_LOG10)
-FOO_UNARY_FLOAT(log1p, FOO_UNARY_OP_LOG1P)
-FOO_UNARY_FLOAT(sqrt, FOO_UNARY_OP_SQRT)
-FOO_UNARY_FLOAT(rsqrt, FOO_UNARY_OP_RSQRT)
-FOO_UNARY_FLOAT(reciprocal, FOO_UNARY_OP_RECIPROCAL)
-FOO_UNARY_FLOAT(sin, FOO_UNARY_OP_SIN)
-FOO_UNARY_FLOAT(cos, FOO_UNARY_OP_COS)
-FOO_UNARY_FLOAT(tan, FOO_UNARY_OP_TAN)
-FOO_UNARY_FLOAT(tanh, FOO_UNARY_OP_TANH)
-FOO_UNARY_FLOAT(asin, FOO_UNARY_OP_ASIN)
-FOO_UNARY_FLOAT(acos, FOO_UNARY_OP_ACOS)
-FOO_UNARY_FLOAT(atan, FOO_UNARY_OP_ATAN)
-FOO_UNARY_FLOAT(sinh, FOO_UNARY_OP_SINH)
-FOO_UNARY_FLOAT(cosh, FOO_UNARY_OP_COSH)
-FOO_UNARY_FLOAT(asinh, FOO_UNARY_OP_ASINH)
-FOO_UNARY_FLOAT(acosh, FOO_UNARY_OP_ACOSH)
-FOO_UNARY_FLOAT(atanh, FOO_UNARY_OP_ATANH)
-FOO_UNARY_FLOAT(sigmoid, FOO_UNARY_OP_SIGMOID)
-FOO_UNARY_FLOAT(erf, FOO_UNARY_OP_ERF)
-FOO_UNARY_FLOAT(erfc, FOO_UNARY_OP_ERFC)
-FOO_UNARY_FLOAT(erfinv, FOO_UNARY_OP_ERFINV)
+FOO_UNARY(exp, unary_float_op, FOO_UNARY_OP_EXP, (void)0)
+FOO_UNARY(exp2, unary_float_op, FOO_UNARY_OP_EXP2, (void)0)
+FOO_UNARY(expm1, unary_float_op, FOO_UNARY_OP_EXPM1, (void)0)
+FOO_UNARY(log, unary_float_op, FOO_UNARY_OP_LOG, (void)0)
+FOO_UNARY(log2, unary_float_op, FOO_UNARY_OP_LOG2, (void)0)
+FOO_UNARY(log10, unary_float_op, FOO_UNARY_OP_LOG10, (void)0)
+FOO_UNARY(log1p, unary_float_op, FOO_UNARY_OP_LOG1P, (void)0)
+FOO_UNARY(sqrt, unary_float_op, FOO_UNARY_OP_SQRT, (void)0)
+FOO_UNARY(rsqrt, unary_float_op, FOO_UNARY_OP_RSQRT, (void)0)
+FOO_UNARY(reciprocal, unary_float_op, FOO_UNARY_OP_RECIPROCAL, (void)0)
+FOO_UNARY(sin, unary_float_op, FOO_UNARY_OP_SIN, (void)0)
+FOO_UNARY(cos, unary_float_op, FOO_UNARY_OP_COS, (void)0)
+FOO_UNARY(tan, unary_float_op, FOO_UNARY_OP_TAN, (void)0)
+FOO_UNARY(tanh, unary_float_op, FOO_UNARY_OP_TANH, (void)0)
+FOO_UNARY(asin, unary_float_op, FOO_UNARY_OP_ASIN, (void)0)
+FOO_UNARY(acos, unary_float_op, FOO_UNARY_OP_ACOS, (void)0)
+FOO_UNARY(atan, unary_float_op, FOO_UNARY_OP_ATAN, (void)0)
+FOO_UNARY(sinh, unary_float_op, FOO_UNARY_OP_SINH, (void)0)
+FOO_UNARY(cosh, unary_float_op, FOO_UNARY_OP_COSH, (void)0)
+FOO_UNARY(asinh, unary_float_op, FOO_UNARY_OP_ASINH, (void)0)
+FOO_UNARY(acosh, unary_float_op, FOO_UNARY_OP_ACOSH, (void)0)
+FOO_UNARY(atanh, unary_float_op, FOO_UNARY_OP_ATANH, (void)0)
+FOO_UNARY(sigmoid, unary_float_op, FOO_UNARY_OP_SIGMOID, (void)0)
+FOO_UNARY(erf, unary_float_op, FOO_UNARY_OP_ERF, (void)0)
+FOO_UNARY(erfc, unary_float_op, FOO_UNARY_OP_ERFC, (void)0)
+FOO_UNARY(erfinv, unary_float_op, FOO_UNARY_OP_ERFINV, (void)0)
 // neg's meta function refuses bool before anything else (an expanded bool tensor's neg_ raises
 // this, not the overlap error).
 FOO_UNARY(neg, unary_op, FOO_UNARY_OP_NEG,
@@ -256,7 +119,6 @@ FOO_UNARY(mish, unary_op, FOO_UNARY_OP_MISH, (void)0)
 FOO_UNARY(hardsigmoid, unary_op, FOO_UNARY_OP_HARDSIGMOID, (void)0)
 FOO_UNARY(hardswish, unary_op, FOO_UNARY_OP_HARDSWISH, (void)0)
 #undef FOO_UNARY
-#undef FOO_UNARY_FLOAT
 
 at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
   check_round_decimals(self, decimals);
@@ -729,38 +591,3 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 }  // namespace foo::ops
-
-namespace at::native {
-REGISTER_PRIVATEUSE1_DISPATCH(exp_stub, &foo::ops::float_stub<FOO_UNARY_OP_EXP>);
-REGISTER_PRIVATEUSE1_DISPATCH(exp2_stub, &foo::ops::float_stub<FOO_UNARY_OP_EXP2>);
-REGISTER_PRIVATEUSE1_DISPATCH(expm1_stub, &foo::ops::float_stub<FOO_UNARY_OP_EXPM1>);
-REGISTER_PRIVATEUSE1_DISPATCH(log_stub, &foo::ops::float_stub<FOO_UNARY_OP_LOG>);
-REGISTER_PRIVATEUSE1_DISPATCH(log2_stub, &foo::ops::float_stub<FOO_UNARY_OP_LOG2>);
-REGISTER_PRIVATEUSE1_DISPATCH(log10_stub, &foo::ops::float_stub<FOO_UNARY_OP_LOG10>);
-REGISTER_PRIVATEUSE1_DISPATCH(log1p_stub, &foo::ops::float_stub<FOO_UNARY_OP_LOG1P>);
-REGISTER_PRIVATEUSE1_DISPATCH(sqrt_stub, &foo::ops::float_stub<FOO_UNARY_OP_SQRT>);
-REGISTER_PRIVATEUSE1_DISPATCH(rsqrt_stub, &foo::ops::float_stub<FOO_UNARY_OP_RSQRT>);
-REGISTER_PRIVATEUSE1_DISPATCH(reciprocal_stub, &foo::ops::float_stub<FOO_UNARY_OP_RECIPROCAL>);
-REGISTER_PRIVATEUSE1_DISPATCH(sin_stub, &foo::ops::float_stub<FOO_UNARY_OP_SIN>);
-REGISTER_PRIVATEUSE1_DISPATCH(cos_stub, &foo::ops::float_stub<FOO_UNARY_OP_COS>);
-REGISTER_PRIVATEUSE1_DISPATCH(tan_stub, &foo::ops::float_stub<FOO_UNARY_OP_TAN>);
-REGISTER_PRIVATEUSE1_DISPATCH(tanh_stub, &foo::ops::float_stub<FOO_UNARY_OP_TANH>);
-REGISTER_PRIVATEUSE1_DISPATCH(asin_stub, &foo::ops::float_stub<FOO_UNARY_OP_ASIN>);
-REGISTER_PRIVATEUSE1_DISPATCH(acos_stub, &foo::ops::float_stub<FOO_UNARY_OP_ACOS>);
-REGISTER_PRIVATEUSE1_DISPATCH(atan_stub, &foo::ops::float_stub<FOO_UNARY_OP_ATAN>);
-REGISTER_PRIVATEUSE1_DISPATCH(sinh_stub, &foo::ops::float_stub<FOO_UNARY_OP_SINH>);
-REGISTER_PRIVATEUSE1_DISPATCH(cosh_stub, &foo::ops::float_stub<FOO_UNARY_OP_COSH>);
-REGISTER_PRIVATEUSE1_DISPATCH(asinh_stub, &foo::ops::float_stub<FOO_UNARY_OP_ASINH>);
-REGISTER_PRIVATEUSE1_DISPATCH(acosh_stub, &foo::ops::float_stub<FOO_UNARY_OP_ACOSH>);
-REGISTER_PRIVATEUSE1_DISPATCH(atanh_stub, &foo::ops::float_stub<FOO_UNARY_OP_ATANH>);
-REGISTER_PRIVATEUSE1_DISPATCH(sigmoid_stub, &foo::ops::float_stub<FOO_UNARY_OP_SIGMOID>);
-REGISTER_PRIVATEUSE1_DISPATCH(erf_stub, &foo::ops::float_stub<FOO_UNARY_OP_ERF>);
-REGISTER_PRIVATEUSE1_DISPATCH(erfc_stub, &foo::ops::float_stub<FOO_UNARY_OP_ERFC>);
-REGISTER_PRIVATEUSE1_DISPATCH(erfinv_stub, &foo::ops::float_stub<FOO_UNARY_OP_ERFINV>);
-}  // namespace at::native
-
-// PROTOTYPE: torch.ops.foo_rs._proto_structured(True) routes the float unary ops through ATen's
-// structured kernels (for timing both ways in one process).
-TORCH_LIBRARY_FRAGMENT(foo_rs, m) {
-  m.def("_proto_structured(bool on) -> ()", [](bool on) { foo::ops::g_structured = on; });
-}
