@@ -1,6 +1,6 @@
 """LSTM and GRU on foo against CPU with the same weights and inputs, outputs and every gradient:
 the whole layers nn.LSTM / nn.GRU run (aten::lstm.input, aten::gru.input: one autograd node per
-layer and direction, src/glue/ops_rnn_layer.cpp), the cases they hand to ATen's composite loop,
+layer and direction, src/glue/rnn_layer.cpp), the cases they hand to ATen's composite loop,
 and the fused cells (`_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell` and their backwards) that
 the cell modules and that loop run. Strict mode: every op the recurrence touches runs natively."""
 

@@ -4,7 +4,7 @@
 
 #include <c10/core/DeviceGuard.h>
 
-#include "ops.h"
+#include "memory.h"
 
 namespace foo::ew {
 

@@ -1,8 +1,8 @@
 // Ternary elementwise ops (where, lerp, addcmul, addcdiv) and masked_fill_.
 #include <ATen/ScalarOps.h>
+#include <torch/library.h>
 
 #include "elementwise.h"
-#include "ops_elementwise.h"
 
 namespace foo::ops {
 namespace {
@@ -78,8 +78,6 @@ at::Tensor addc_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& 
   return ew::launch_ternary(it, op, dt, dt, dt, dt, {value});
 }
 
-}  // namespace
-
 at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
   at::Tensor out;
   return where_into(out, condition, self, other);
@@ -89,7 +87,6 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self, 
   return out;
 }
 
-namespace {
 // The weight travels as a Scalar too: the kernel keeps it in the math type (float32 for half
 // types, as the CPU's lerp_kernel_scalar does) instead of the rounded wrapped tensor.
 at::Tensor lerp_scalar_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
@@ -101,7 +98,6 @@ at::Tensor lerp_scalar_into(at::Tensor& out, const at::Tensor& self, const at::T
   check_scalar_fits_opmath(weight, dt);
   return ew::launch_ternary(it, FOO_TERNARY_OP_LERP, dt, dt, dt, dt, {weight});
 }
-}  // namespace
 
 at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
   at::Tensor out;
@@ -177,6 +173,27 @@ at::Tensor& masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const 
   TORCH_CHECK(value.dim() == 0,
               "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ", value.dim(), " dimension(s).");
   return masked_fill_scalar_(self, mask, value.item());
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "where.self", where_self);
+  FOO_IMPL(m, "where.self_out", where_self_out);
+  FOO_IMPL(m, "lerp.Scalar", lerp_scalar);
+  FOO_IMPL(m, "lerp_.Scalar", lerp_scalar_);
+  FOO_IMPL(m, "lerp.Scalar_out", lerp_scalar_out);
+  FOO_IMPL(m, "lerp.Tensor", lerp_tensor);
+  FOO_IMPL(m, "lerp_.Tensor", lerp_tensor_);
+  FOO_IMPL(m, "lerp.Tensor_out", lerp_tensor_out);
+  FOO_IMPL(m, "addcmul", addcmul);
+  FOO_IMPL(m, "addcmul_", addcmul_);
+  FOO_IMPL(m, "addcmul.out", addcmul_out);
+  FOO_IMPL(m, "addcdiv", addcdiv);
+  FOO_IMPL(m, "addcdiv_", addcdiv_);
+  FOO_IMPL(m, "addcdiv.out", addcdiv_out);
+  FOO_IMPL(m, "masked_fill_.Scalar", masked_fill_scalar_);
+  FOO_IMPL(m, "masked_fill_.Tensor", masked_fill_tensor_);
 }
 
 }  // namespace foo::ops

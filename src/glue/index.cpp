@@ -10,13 +10,16 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/ScatterGatherChecks.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
 
 #include <algorithm>
 #include <limits>
 #include <sstream>
 #include <string_view>
 
-#include "ops_index.h"
+#include "common.h"
+#include "foo_ffi.h"
+#include "index.h"
 
 namespace foo::idx {
 
@@ -31,19 +34,20 @@ void check_index(int32_t status, const char* what, OutOfRange kind, const char* 
   check(status, what);
 }
 
-at::Tensor long_index(const at::Tensor& index, const c10::Device& device) {
-  at::Tensor i = index;
-  if (i.device() != device) i = i.to(device);
-  if (i.scalar_type() != at::kLong) i = i.to(at::kLong);
-  return i;
-}
-
 }  // namespace foo::idx
 
 namespace foo::ops {
 namespace {
 
 using idx::OutOfRange;
+
+// An int64 index tensor on `device` (int32 and CPU indices are converted).
+at::Tensor long_index(const at::Tensor& index, const c10::Device& device) {
+  at::Tensor i = index;
+  if (i.device() != device) i = i.to(device);
+  if (i.scalar_type() != at::kLong) i = i.to(at::kLong);
+  return i;
+}
 
 // A descriptor over a tensor's memory with its own sizes/strides (restrided views that
 // at::as_strided could not express, e.g. stride 0 over an empty dim).
@@ -205,7 +209,7 @@ Advanced advanced(const at::Tensor& self, const c10::List<std::optional<at::Tens
   }
   for (auto& index : indices) {
     if (!index.defined()) continue;
-    at::Tensor i = idx::long_index(index, self.device());
+    at::Tensor i = long_index(index, self.device());
     std::vector<int64_t> st(before, 0);
     for (int64_t d = 0; d < i.dim(); ++d) st.push_back(i.stride(d));
     st.resize(a.shape.size(), 0);
@@ -254,7 +258,7 @@ void scatter_impl(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
   if (index.numel() == 0) return;
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, index);
-  const at::Tensor i = idx::long_index(index, self.device());
+  const at::Tensor i = long_index(index, self.device());
   at::Tensor s;
   std::vector<int64_t> s_strides;
   if (src) {
@@ -368,7 +372,7 @@ void index_reduce_impl(const at::Tensor& self, int64_t dim, const at::Tensor& in
                        int32_t reduce, const std::optional<c10::Scalar>& alpha, OutOfRange kind, const char* name,
                        const char* prefix, int32_t bounds = FOO_INDEX_BOUNDS_STRICT) {
   if (self.numel() == 0 && index.numel() == 0) return;
-  const at::Tensor i = idx::long_index(index, self.device());
+  const at::Tensor i = long_index(index, self.device());
   at::Tensor src = source;
   if (at::get_overlap_status(self, src) != at::MemOverlapStatus::No) src = src.clone();
   // Iterate over source's shape (a 0-d source of a 1-d self counts as one slice).
@@ -427,8 +431,6 @@ void index_copy_impl(const at::Tensor& self, int64_t dim, const at::Tensor& inde
                     "index_copy_(): ");
 }
 
-}  // namespace
-
 // ---- index.Tensor / index_put_ --------------------------------------------------------------
 
 at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
@@ -480,7 +482,6 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
 
 // ---- index_select / take / gather ----------------------------------------------------------
 
-namespace {
 // The CPU's bound check of index_select's dim-1 and empty-self paths: a RuntimeError naming the
 // first index outside [0, size).
 void check_select_bounds(const at::Tensor& index, int64_t size) {
@@ -490,7 +491,6 @@ void check_select_bounds(const at::Tensor& index, int64_t size) {
     TORCH_CHECK(p[k] >= 0 && p[k] < size, "INDICES element is out of DATA bounds, id=", p[k], " axis_dim=", size);
   }
 }
-}  // namespace
 
 at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
   check_supported_dtype(self.scalar_type(), "index_select");
@@ -515,7 +515,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   // read, so the kernel below would not see them).
   if (self.dim() > 1 && self.numel() == 0 && n > 0) check_select_bounds(index, self.size(dim));
   if (out.numel() == 0) return out;
-  const at::Tensor i = idx::long_index(index, self.device());
+  const at::Tensor i = long_index(index, self.device());
   const size_t nd = shape.size();
   try {
     gather_call(out, view(self, shape, strides_of(self, nd, dim)),
@@ -547,7 +547,7 @@ at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor
   at::assert_no_overlap(out, index);
   if (out.numel() == 0) return out;
   const at::Tensor flat = self.reshape({-1});
-  const at::Tensor i = idx::long_index(index, self.device());
+  const at::Tensor i = long_index(index, self.device());
   const size_t nd = static_cast<size_t>(i.dim());
   gather_call(out, view(flat, i.sizes(), std::vector<int64_t>(nd, 0)), view(i, i.sizes(), strides_of(i, nd, -1)),
               flat.numel(), flat.stride(0), 0, FOO_INDEX_BOUNDS_TAKE, OutOfRange::IndexError, "take");
@@ -576,7 +576,7 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
   if (index.numel() == 0) return self;
   // Indices address self in row-major order: work on a contiguous buffer when self is strided.
   at::Tensor flat = self.is_contiguous() ? self.view({-1}) : self.contiguous().view({-1});
-  const at::Tensor i = idx::long_index(index, self.device());
+  const at::Tensor i = long_index(index, self.device());
   const at::Tensor src = source.device() == self.device() ? source : source.to(self.device());
   const size_t nd = static_cast<size_t>(i.dim());
   {
@@ -604,7 +604,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   at::assert_no_overlap(out, self);
   at::assert_no_partial_overlap(out, index);
   if (index.numel() == 0) return out;
-  const at::Tensor i = idx::long_index(index, self.device());
+  const at::Tensor i = long_index(index, self.device());
   const size_t nd = static_cast<size_t>(i.dim());
   gather_call(out, view(self, i.sizes(), strides_of(self, nd, dim)), view(i, i.sizes(), strides_of(i, nd, -1)),
               size_or1(self, dim), stride_or0(self, dim), dim, FOO_INDEX_BOUNDS_STRICT, OutOfRange::RuntimeError, "gather");
@@ -757,7 +757,7 @@ at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& 
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   if (self.dim() > 0) shape[dim] = index.numel();
   const size_t nd = shape.size();
-  const at::Tensor i = idx::long_index(index, self.device());
+  const at::Tensor i = long_index(index, self.device());
   const at::Tensor v = at::full({}, value, self.options());
   const c10::DeviceGuard guard(self.device());
   scatter_call(view(self, shape, strides_of(self, nd, dim)), view(v, shape, std::vector<int64_t>(nd, 0)),
@@ -771,6 +771,48 @@ at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& 
   TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
   return index_fill_scalar_(self, dim, index, value.item());
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // advanced indexing
+  FOO_IMPL(m, "index.Tensor", index);
+  FOO_IMPL(m, "index.Tensor_out", index_out);
+  FOO_IMPL(m, "_index_put_impl_", index_put_impl_);
+  FOO_IMPL(m, "index_select", index_select);
+  FOO_IMPL(m, "index_select.out", index_select_out);
+  FOO_IMPL(m, "take", take);
+  FOO_IMPL(m, "take.out", take_out);
+  FOO_IMPL(m, "put_", put_);
+  FOO_IMPL(m, "gather", gather);
+  FOO_IMPL(m, "gather.out", gather_out);
+  FOO_IMPL(m, "scatter.src", scatter_src);
+  FOO_IMPL(m, "scatter_.src", scatter_src_);
+  FOO_IMPL(m, "scatter.src_out", scatter_src_out);
+  FOO_IMPL(m, "scatter.value", scatter_value);
+  FOO_IMPL(m, "scatter_.value", scatter_value_);
+  FOO_IMPL(m, "scatter.value_out", scatter_value_out);
+  FOO_IMPL(m, "scatter.reduce", scatter_reduce);
+  FOO_IMPL(m, "scatter_.reduce", scatter_reduce_);
+  FOO_IMPL(m, "scatter.reduce_out", scatter_reduce_out);
+  FOO_IMPL(m, "scatter.value_reduce", scatter_value_reduce);
+  FOO_IMPL(m, "scatter_.value_reduce", scatter_value_reduce_);
+  FOO_IMPL(m, "scatter.value_reduce_out", scatter_value_reduce_out);
+  FOO_IMPL(m, "scatter_add", scatter_add);
+  FOO_IMPL(m, "scatter_add_", scatter_add_);
+  FOO_IMPL(m, "scatter_add.out", scatter_add_out);
+  FOO_IMPL(m, "scatter_reduce.two", scatter_reduce_two);
+  FOO_IMPL(m, "scatter_reduce_.two", scatter_reduce_two_);
+  FOO_IMPL(m, "scatter_reduce.two_out", scatter_reduce_two_out);
+  FOO_IMPL(m, "index_add", index_add);
+  FOO_IMPL(m, "index_add_", index_add_);
+  FOO_IMPL(m, "index_add.out", index_add_out);
+  FOO_IMPL(m, "index_copy", index_copy);
+  FOO_IMPL(m, "index_copy_", index_copy_);
+  FOO_IMPL(m, "index_copy.out", index_copy_out);
+  FOO_IMPL(m, "index_fill_.int_Scalar", index_fill_scalar_);
+  FOO_IMPL(m, "index_fill_.int_Tensor", index_fill_tensor_);
 }
 
 }  // namespace foo::ops

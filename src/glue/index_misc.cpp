@@ -10,13 +10,16 @@
 #include <ATen/native/TensorShape.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
 
 #include <array>
 #include <cmath>
 #include <limits>
 #include <map>
 
-#include "ops_index.h"
+#include "common.h"
+#include "foo_ffi.h"
+#include "index.h"
 
 namespace foo::ops {
 namespace {
@@ -144,8 +147,6 @@ at::Tensor& tril_triu_out(const at::Tensor& self, int64_t k, bool upper, at::Ten
   check(foo_tril_triu(&o, &s, k, upper), name);
   return out;
 }
-
-}  // namespace
 
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   at::Tensor out;
@@ -448,6 +449,38 @@ at::Tensor roll(const at::Tensor& self, c10::SymIntArrayRef shifts_sym, at::IntA
     dst.copy_(src);
   }
   return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // cat, compaction
+  FOO_IMPL(m, "cat", cat);
+  FOO_IMPL(m, "cat.out", cat_out);
+  FOO_IMPL(m, "nonzero", nonzero);
+  FOO_IMPL(m, "nonzero.out", nonzero_out);
+  FOO_IMPL(m, "masked_select", masked_select);
+  FOO_IMPL(m, "masked_select.out", masked_select_out);
+  FOO_IMPL(m, "masked_scatter_", masked_scatter_);
+  // sorting
+  FOO_IMPL(m, "sort.stable", sort_stable);
+  FOO_IMPL(m, "sort.values_stable", sort_values_stable);
+  FOO_IMPL(m, "topk", topk);
+  FOO_IMPL(m, "topk.values", topk_values);
+  // factories
+  FOO_IMPL(m, "arange.start_out", arange_out);
+  FOO_IMPL(m, "linspace.out", linspace_out);
+  FOO_IMPL(m, "eye.out", eye_out);
+  FOO_IMPL(m, "eye.m_out", eye_m_out);
+  FOO_IMPL(m, "tril", tril);
+  FOO_IMPL(m, "tril_", tril_);
+  FOO_IMPL(m, "tril.out", tril_out);
+  FOO_IMPL(m, "triu", triu);
+  FOO_IMPL(m, "triu_", triu_);
+  FOO_IMPL(m, "triu.out", triu_out);
+  // movement
+  FOO_IMPL(m, "flip", flip);
+  FOO_IMPL(m, "roll", roll);
 }
 
 }  // namespace foo::ops

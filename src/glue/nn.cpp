@@ -6,13 +6,20 @@
 #include <ATen/native/cpu/mixed_data_type.h>
 #include <ATen/native/layer_norm.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <array>
+#include <tuple>
 
 #include "common.h"
 #include "foo_ffi.h"
-#include "ops_nn.h"
 
 namespace foo::ops::nn {
 namespace {
+
+using at::Tensor;
+using OptT = std::optional<at::Tensor>;
+
 // A class index out of range is an IndexError, as on the CPU (code catching it breaks otherwise);
 // the kernel's other refusals keep check()'s classes.
 void check_nll_targets(int32_t status) {
@@ -23,9 +30,6 @@ void check_nll_targets(int32_t status) {
   }
   check(status, "nll_loss");
 }
-}  // namespace
-
-namespace {
 
 // Fills `out` (resized to `shape`, dtype checked) through `fill(contiguous target)`.
 template <typename Fill>
@@ -138,8 +142,6 @@ Tensor& softmax_bwd_into(const Tensor& grad, const Tensor& output, int64_t dim_,
               [&](const Tensor& o) { softmax_bwd_run(grad, output, dim, log, o); });
 }
 
-}  // namespace
-
 Tensor softmax(const Tensor& self, int64_t dim, bool half_to_float) {
   return softmax_fn(self, dim, half_to_float, false);
 }
@@ -168,7 +170,6 @@ Tensor& log_softmax_backward_out(const Tensor& grad, const Tensor& output, int64
 }
 
 // ---- nll_loss --------------------------------------------------------------------------------
-namespace {
 
 struct NllGeom {
   Tensor x;  // [N, C] or [N, C, S], contiguous
@@ -275,8 +276,6 @@ Tensor& nll_bwd_into(const NllGeom& g, const Tensor& self, const Tensor& grad_ou
   return grad_input;
 }
 
-}  // namespace
-
 std::tuple<Tensor, Tensor> nll_loss_forward(const Tensor& self, const Tensor& target, const OptT& weight,
                                             int64_t reduction, int64_t ignore_index) {
   Tensor output = at::empty({0}, self.options()), tw = at::empty({}, self.options());
@@ -326,7 +325,6 @@ Tensor& nll_loss2d_backward_out(const Tensor& grad_output, const Tensor& self, c
 }
 
 // ---- mse_loss / binary_cross_entropy ---------------------------------------------------------
-namespace {
 
 std::vector<int64_t> reduced_shape(c10::IntArrayRef shape, int64_t reduction) {
   return reduction == at::Reduction::None ? shape.vec() : std::vector<int64_t>{};
@@ -347,8 +345,6 @@ void mse_run(const Tensor& self, const Tensor& target, int64_t reduction, const 
   const FooTensor dout = describe_maybe(out), dx = describe_maybe(x), dtt = describe_maybe(t);
   check(foo_mse_loss(&dout, &dx, &dtt, reduction), "mse_loss");
 }
-
-}  // namespace
 
 Tensor mse_loss(const Tensor& self, const Tensor& target, int64_t reduction) {
   const auto dt = at::result_type(self, target);
@@ -382,7 +378,6 @@ Tensor mse_loss_backward(const Tensor& grad_output, const Tensor& self, const Te
   return mse_loss_backward_out(grad_output, self, target, reduction, gi);
 }
 
-namespace {
 void check_bce(const Tensor& self, const Tensor& target, const OptT& weight) {
   const Tensor w = weight.value_or(Tensor());
   check_same_device(self, {target, w}, true);
@@ -391,7 +386,6 @@ void check_bce(const Tensor& self, const Tensor& target, const OptT& weight) {
               "Please ensure they have the same size.");
   check_float(self, "binary_cross_entropy");
 }
-}  // namespace
 
 Tensor& binary_cross_entropy_out(const Tensor& self, const Tensor& target, const OptT& weight, int64_t reduction,
                                  Tensor& out) {
@@ -429,7 +423,6 @@ Tensor binary_cross_entropy_backward(const Tensor& grad_output, const Tensor& se
 }
 
 // ---- layer_norm ------------------------------------------------------------------------------
-namespace {
 // float32 statistics for a float16/bfloat16 input with float32 parameters (ATen's "mixed type").
 at::ScalarType stat_dtype(const Tensor& input, const Tensor& param) {
   if (at::isReducedFloatingType(input.scalar_type()) && param.defined() && param.scalar_type() == at::kFloat) {
@@ -437,7 +430,6 @@ at::ScalarType stat_dtype(const Tensor& input, const Tensor& param) {
   }
   return input.scalar_type();
 }
-}  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, c10::IntArrayRef normalized_shape,
                                                      const OptT& weight_opt, const OptT& bias_opt, double eps) {
@@ -495,7 +487,6 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
 }
 
 // ---- group_norm ------------------------------------------------------------------------------
-namespace {
 // ATen's check_group_norm_inputs (static in group_norm.cpp), the same messages.
 void check_group_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t c, int64_t groups) {
   TORCH_CHECK(groups > 0, "Expected num groups to be greater than 0, got ", groups);
@@ -512,7 +503,6 @@ void check_group_norm(const Tensor& input, const Tensor& weight, const Tensor& b
 // contiguous copy and the result keeps the input's layout, as the CPU's does.
 Tensor like_input(const Tensor& input) { return at::empty_like(input, input.suggest_memory_format()); }
 Tensor as_ncs(const Tensor& t, int64_t n, int64_t c, int64_t hw) { return t.contiguous().view({n, c, hw}); }
-}  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input, const OptT& weight_opt, const OptT& bias_opt,
                                                      int64_t n, int64_t c, int64_t hw, int64_t groups, double eps) {
@@ -573,7 +563,6 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(const Tensor& grad
 }
 
 // ---- batch_norm ------------------------------------------------------------------------------
-namespace {
 
 struct BnGeom {
   int64_t n, c, s;
@@ -648,8 +637,6 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor& input, const OptT& w
 }
 
 Tensor value_or_undefined(const OptT& t) { return t.has_value() ? *t : Tensor(); }
-
-}  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const OptT& weight, const OptT& bias,
                                                      const OptT& running_mean, const OptT& running_var, bool training,
@@ -734,6 +721,47 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
                                 int64_t padding_idx, bool scale_grad_by_freq) {
   Tensor out = at::empty({0}, grad_output.options());
   return embedding_dense_backward_out(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "_softmax", softmax);
+  FOO_IMPL(m, "_softmax.out", softmax_out);
+  FOO_IMPL(m, "_log_softmax", log_softmax);
+  FOO_IMPL(m, "_log_softmax.out", log_softmax_out);
+  FOO_IMPL(m, "_softmax_backward_data", softmax_backward);
+  FOO_IMPL(m, "_softmax_backward_data.out", softmax_backward_out);
+  FOO_IMPL(m, "_log_softmax_backward_data", log_softmax_backward);
+  FOO_IMPL(m, "_log_softmax_backward_data.out", log_softmax_backward_out);
+  FOO_IMPL(m, "nll_loss_forward", nll_loss_forward);
+  FOO_IMPL(m, "nll_loss_forward.output", nll_loss_forward_out);
+  FOO_IMPL(m, "nll_loss_backward", nll_loss_backward);
+  FOO_IMPL(m, "nll_loss_backward.grad_input", nll_loss_backward_out);
+  FOO_IMPL(m, "nll_loss2d_forward", nll_loss2d_forward);
+  FOO_IMPL(m, "nll_loss2d_forward.output", nll_loss2d_forward_out);
+  FOO_IMPL(m, "nll_loss2d_backward", nll_loss2d_backward);
+  FOO_IMPL(m, "nll_loss2d_backward.grad_input", nll_loss2d_backward_out);
+  FOO_IMPL(m, "mse_loss", mse_loss);
+  FOO_IMPL(m, "mse_loss.out", mse_loss_out);
+  FOO_IMPL(m, "mse_loss_backward", mse_loss_backward);
+  FOO_IMPL(m, "mse_loss_backward.grad_input", mse_loss_backward_out);
+  FOO_IMPL(m, "binary_cross_entropy", binary_cross_entropy);
+  FOO_IMPL(m, "binary_cross_entropy.out", binary_cross_entropy_out);
+  FOO_IMPL(m, "binary_cross_entropy_backward", binary_cross_entropy_backward);
+  FOO_IMPL(m, "binary_cross_entropy_backward.grad_input", binary_cross_entropy_backward_out);
+  FOO_IMPL(m, "native_layer_norm", native_layer_norm);
+  FOO_IMPL(m, "native_layer_norm_backward", native_layer_norm_backward);
+  FOO_IMPL(m, "native_group_norm", native_group_norm);
+  FOO_IMPL(m, "native_group_norm_backward", native_group_norm_backward);
+  FOO_IMPL(m, "native_batch_norm", native_batch_norm);
+  FOO_IMPL(m, "_native_batch_norm_legit", native_batch_norm_legit);
+  FOO_IMPL(m, "_native_batch_norm_legit.no_stats", native_batch_norm_legit_no_stats);
+  FOO_IMPL(m, "_batch_norm_with_update", batch_norm_with_update);
+  FOO_IMPL(m, "native_batch_norm_backward", native_batch_norm_backward);
+  FOO_IMPL(m, "batch_norm_backward", batch_norm_backward);
+  FOO_IMPL(m, "embedding_dense_backward", embedding_dense_backward);
+  FOO_IMPL(m, "embedding_dense_backward.out", embedding_dense_backward_out);
 }
 
 }  // namespace foo::ops::nn

@@ -3,10 +3,10 @@
 // Shapes and 5-D descriptors here; im2col + GEMM in Rust (kernels/conv.rs). float16/bfloat16
 // are computed in float32 (converted by foo's copy kernel) and rounded back.
 #include <ATen/native/ConvUtils.h>
+#include <torch/library.h>
 
 #include "common.h"
 #include "foo_ffi.h"
-#include "ops_linalg.h"
 
 namespace foo::ops {
 namespace {
@@ -105,8 +105,6 @@ at::Tensor conv_core(const at::Tensor& input, const at::Tensor& weight, const at
   return out;
 }
 
-}  // namespace
-
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias_opt, at::IntArrayRef stride,
                                     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
@@ -194,6 +192,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     if (gb.defined()) gb = gb.to(dt);
   }
   return {gi, gw, gb};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "convolution_overrideable", convolution_overrideable);
+  FOO_IMPL(m, "convolution_backward_overrideable", convolution_backward_overrideable);
 }
 
 }  // namespace foo::ops

@@ -6,6 +6,7 @@
 #include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
 
 #include <cmath>
 #include <limits>
@@ -15,12 +16,13 @@
 
 #include "common.h"
 #include "foo_ffi.h"
-#include "ops_reduce.h"
 
 namespace foo::ops {
 namespace {
 
 using at::Tensor;
+using OptDtype = std::optional<at::ScalarType>;
+using OptScalar = std::optional<c10::Scalar>;
 using at::native::DimMask;
 
 void check_real(const Tensor& self, const char* name) {
@@ -314,17 +316,15 @@ at::ScalarType scan_dtype(const Tensor& self, std::optional<at::ScalarType> dtyp
   return dtype.value_or(at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type());
 }
 
-}  // namespace
-
 // ---- sum / mean / prod / nansum ------------------------------------------------------------------
-Tensor sum(const Tensor& self, std::optional<at::ScalarType> dtype) {
-  return ops::sum_dim(self, std::nullopt, false, dtype);
-}
 Tensor sum_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   const DimMask mask = mask_of(self, dim);
   Tensor r = new_result(self, mask, keepdim, sum_dtype(self, dtype));
   sum_like(FOO_REDUCE_OP_SUM, self, mask, keepdim, r, "sum");
   return r;
+}
+Tensor sum(const Tensor& self, std::optional<at::ScalarType> dtype) {
+  return ops::sum_dim(self, std::nullopt, false, dtype);
 }
 Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
                 Tensor& out) {
@@ -334,14 +334,12 @@ Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, s
   sum_like(FOO_REDUCE_OP_SUM, self, mask, keepdim, out, "sum");
   return out;
 }
-namespace {
 // The CPU's nansum into an integer dtype tests each float element for nan before converting it
 // (nan counts 0; a plain conversion would give INT64_MIN).
 Tensor nan_as_zero_for(const Tensor& self, at::ScalarType result) {
   if (!at::isIntegralType(result, true) || !at::isFloatingType(self.scalar_type())) return self;
   return at::where(at::isnan(self), at::zeros({}, self.options()), self);
 }
-}  // namespace
 
 Tensor nansum(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   const DimMask mask = mask_of(self, dim);
@@ -362,15 +360,15 @@ Tensor& nansum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
   sum_like(FOO_REDUCE_OP_NAN_SUM, nan_as_zero_for(self, out.scalar_type()), mask, keepdim, out, "nansum");
   return out;
 }
-Tensor mean(const Tensor& self, std::optional<at::ScalarType> dtype) {
-  return ops::mean_dim(self, std::nullopt, false, dtype);
-}
 Tensor mean_dim(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
   const auto rt = mean_dtype(self, dtype);  // the dtype before the dims, as the CPU reports
   const DimMask mask = mask_of(self, dim);
   Tensor r = new_result(self, mask, keepdim, rt);
   sum_like(FOO_REDUCE_OP_MEAN, self, mask, keepdim, r, "mean");
   return r;
+}
+Tensor mean(const Tensor& self, std::optional<at::ScalarType> dtype) {
+  return ops::mean_dim(self, std::nullopt, false, dtype);
 }
 Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype,
                  Tensor& out) {
@@ -617,5 +615,71 @@ Tensor& logsumexp_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Ten
 FOO_SCAN(cumsum, FOO_SCAN_OP_CUM_SUM)
 FOO_SCAN(cumprod, FOO_SCAN_OP_CUM_PROD)
 #undef FOO_SCAN
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "sum", sum);
+  FOO_IMPL(m, "sum.dim_IntList", sum_dim);
+  FOO_IMPL(m, "sum.IntList_out", sum_out);
+  FOO_IMPL(m, "nansum", nansum);
+  FOO_IMPL(m, "nansum.out", nansum_out);
+  FOO_IMPL(m, "mean", mean);
+  FOO_IMPL(m, "mean.dim", mean_dim);
+  FOO_IMPL(m, "mean.out", mean_out);
+  FOO_IMPL(m, "prod", prod);
+  FOO_IMPL(m, "prod.dim_int", prod_dim);
+  FOO_IMPL(m, "prod.int_out", prod_out);
+  FOO_IMPL(m, "max", max);
+  FOO_IMPL(m, "max.unary_out", max_unary_out);
+  FOO_IMPL(m, "max.dim", max_dim);
+  FOO_IMPL(m, "max.dim_max", max_dim_out);
+  FOO_IMPL(m, "min", min);
+  FOO_IMPL(m, "min.unary_out", min_unary_out);
+  FOO_IMPL(m, "min.dim", min_dim);
+  FOO_IMPL(m, "min.dim_min", min_dim_out);
+  FOO_IMPL(m, "amax", amax);
+  FOO_IMPL(m, "amax.out", amax_out);
+  FOO_IMPL(m, "amin", amin);
+  FOO_IMPL(m, "amin.out", amin_out);
+  FOO_IMPL(m, "argmax", argmax);
+  FOO_IMPL(m, "argmax.out", argmax_out);
+  FOO_IMPL(m, "argmin", argmin);
+  FOO_IMPL(m, "argmin.out", argmin_out);
+  FOO_IMPL(m, "aminmax", aminmax);
+  FOO_IMPL(m, "aminmax.out", aminmax_out);
+  FOO_IMPL(m, "var.correction", var_correction);
+  FOO_IMPL(m, "var.correction_out", var_correction_out);
+  FOO_IMPL(m, "std.correction", std_correction);
+  FOO_IMPL(m, "std.correction_out", std_correction_out);
+  FOO_IMPL(m, "var_mean.correction", var_mean);
+  FOO_IMPL(m, "std_mean.correction", std_mean);
+  FOO_IMPL(m, "linalg_vector_norm", linalg_vector_norm);
+  FOO_IMPL(m, "linalg_vector_norm.out", linalg_vector_norm_out);
+  FOO_IMPL(m, "norm.ScalarOpt_dim", norm_dim);
+  FOO_IMPL(m, "norm.ScalarOpt_dim_dtype", norm_dim_dtype);
+  FOO_IMPL(m, "norm.out", norm_out);
+  FOO_IMPL(m, "norm.dtype_out", norm_dtype_out);
+  FOO_IMPL(m, "all", all);
+  FOO_IMPL(m, "all.all_out", all_all_out);
+  FOO_IMPL(m, "all.dim", all_dim);
+  FOO_IMPL(m, "all.out", all_dim_out);
+  FOO_IMPL(m, "all.dims", all_dims);
+  FOO_IMPL(m, "all.dims_out", all_dims_out);
+  FOO_IMPL(m, "any", any);
+  FOO_IMPL(m, "any.all_out", any_all_out);
+  FOO_IMPL(m, "any.dim", any_dim);
+  FOO_IMPL(m, "any.out", any_dim_out);
+  FOO_IMPL(m, "any.dims", any_dims);
+  FOO_IMPL(m, "any.dims_out", any_dims_out);
+  FOO_IMPL(m, "logsumexp", logsumexp);
+  FOO_IMPL(m, "logsumexp.out", logsumexp_out);
+  FOO_IMPL(m, "cumsum", cumsum);
+  FOO_IMPL(m, "cumsum_", cumsum_);
+  FOO_IMPL(m, "cumsum.out", cumsum_out);
+  FOO_IMPL(m, "cumprod", cumprod);
+  FOO_IMPL(m, "cumprod_", cumprod_);
+  FOO_IMPL(m, "cumprod.out", cumprod_out);
+}
 
 }  // namespace foo::ops

@@ -1,12 +1,12 @@
 // GradScaler's ops (torch.amp.GradScaler("foo")): argument checks as in ATen's CPU kernels
-// (AmpGradScalerKernels.cpp), the arithmetic in Rust (kernels/amp.rs).
+// (AmpGradScalerKernels.cpp), the arithmetic in Rust (kernels/amp.rs). The autocast policy is in
+// autocast.cpp.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <torch/library.h>
 
 #include "common.h"
 #include "foo_ffi.h"
-#include "ops_amp.h"
 
 namespace foo::ops {
 namespace {
@@ -20,8 +20,6 @@ void check_one(const at::Tensor& t, const char* what, at::ScalarType st, const c
   TORCH_CHECK(t.numel() == 1, what, " must be a 1-element tensor.");
   TORCH_CHECK(t.scalar_type() == st, what, " must be ", kind, " tensor.");
 }
-
-}  // namespace
 
 void amp_foreach_non_finite_check_and_unscale_(at::TensorList grads, at::Tensor& found_inf,
                                                const at::Tensor& inv_scale) {
@@ -52,6 +50,13 @@ at::Tensor& amp_update_scale_(at::Tensor& scale, at::Tensor& growth_tracker, con
   const FooTensor s = describe(scale), t = describe(growth_tracker), f = describe(found_inf);
   check(foo_amp_update_scale(&s, &t, &f, growth_factor, backoff_factor, growth_interval), "_amp_update_scale_");
   return scale;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "_amp_foreach_non_finite_check_and_unscale_", amp_foreach_non_finite_check_and_unscale_);
+  FOO_IMPL(m, "_amp_update_scale_", amp_update_scale_);
 }
 
 }  // namespace foo::ops

@@ -12,13 +12,14 @@
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/StorageImpl.h>
+#include <torch/library.h>
 
 #include <array>
 
 #include "common.h"
-#include "ops.h"
 
 namespace foo::ops {
+namespace {
 
 at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
   return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
@@ -134,6 +135,28 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
   if (self.numel() == 0) return true;
   // Composed of native foo kernels (eq, all) and one scalar read.
   return at::eq(self, other).all().item<bool>();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // views and metadata
+  FOO_IMPL_META(m, "view", view);
+  FOO_IMPL_META(m, "as_strided", as_strided);
+  FOO_IMPL_META(m, "_reshape_alias", reshape_alias);
+  FOO_IMPL(m, "resize_", resize);
+  FOO_IMPL_META(m, "set_.source_Tensor", set_source_tensor);
+  FOO_IMPL_META(m, "set_.source_Storage", set_source_storage);
+  FOO_IMPL_META(m, "set_.source_Storage_storage_offset", set_source_storage_offset);
+  FOO_IMPL_META(m, "set_", set_empty);
+  FOO_IMPL_META(m, "unfold", unfold);
+  FOO_IMPL_META(m, "view_as_real", view_as_real);
+  FOO_IMPL_META(m, "view_as_complex", view_as_complex);
+  FOO_IMPL_META(m, "is_set_to", is_set_to);
+  FOO_IMPL_META(m, "narrow_copy", narrow_copy);
+  FOO_IMPL(m, "equal", equal);
+  // Not FOO_IMPL: it compares a CPU and a foo tensor by design (Module.to), and is metadata only.
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 }  // namespace foo::ops

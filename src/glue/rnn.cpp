@@ -5,13 +5,16 @@
 // computes the bias gradients: no arithmetic on tensor data here.
 #include <ATen/TensorUtils.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
 
 #include "common.h"
 #include "foo_ffi.h"
-#include "ops_rnn.h"
+#include "rnn.h"
 
 namespace foo::ops::rnn {
 namespace {
+
+using OptT = std::optional<at::Tensor>;
 
 constexpr int64_t kLstmGates = 4;
 constexpr int64_t kGruGates = 3;
@@ -108,6 +111,8 @@ void gru_cell_backward_into(const Tensor& grad_input_gates, const Tensor& grad_h
         "_thnn_fused_gru_cell_backward");
 }
 
+namespace {
+
 std::tuple<Tensor, Tensor, Tensor> fused_lstm_cell(const Tensor& input_gates, const Tensor& hidden_gates,
                                                    const Tensor& cx, const OptT& input_bias_opt,
                                                    const OptT& hidden_bias_opt) {
@@ -188,6 +193,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> fused_gru_cell_backward(const
   gru_cell_backward_into(grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias, grad_hy,
                          workspace);
   return {grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias};
+}
+
+}  // namespace
+
+// `_thnn_fused_lstm_cell_backward` is CompositeImplicitAutograd over
+// `_thnn_fused_lstm_cell_backward_impl`; the `.out` variants are ATen's CompositeExplicitAutograd
+// wrappers of the functional ops.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "_thnn_fused_lstm_cell", fused_lstm_cell);
+  FOO_IMPL(m, "_thnn_fused_lstm_cell_backward_impl", fused_lstm_cell_backward_impl);
+  FOO_IMPL(m, "_thnn_fused_gru_cell", fused_gru_cell);
+  FOO_IMPL(m, "_thnn_fused_gru_cell_backward", fused_gru_cell_backward);
 }
 
 }  // namespace foo::ops::rnn

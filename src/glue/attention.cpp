@@ -291,12 +291,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
   return {gq, gk, gv, gbias};
 }
 
-}  // namespace
-
-namespace foo::ops::attention {
-namespace {
-using at::Tensor;
-
 // Two pieces of the fast paths below, composed of foo's kernels (add, mul, softmax, masked_fill,
 // copies) rather than given kernels of their own; the CPU's numbers: q = (qkv + bias) / sqrt(head
 // dim), k and v = qkv + bias, each [B, heads, T, head dim].
@@ -335,26 +329,23 @@ Tensor masked_softmax(const Tensor& self, const Tensor& mask, std::optional<int6
   m = m.expand_as(self);
   return at::softmax(self.masked_fill(m, -std::numeric_limits<double>::infinity()), d);
 }
-}  // namespace
-}  // namespace foo::ops::attention
 
-// The inference fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer (eval mode,
-// no grad): ATen's own implementations, which CPU, CUDA and XPU share and which are composed of
-// dispatcher calls (linear, layer_norm, scaled_dot_product_attention: foo's kernels, the fused
-// attention among them, when ATen's CPU test of the fused path passes; else its own bmm/softmax
-// path with the two composed ops above). FOO_IMPL_META: no device work of their own; the
-// profiler shows the kernels inside.
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  FOO_IMPL_META(m, "_native_multi_head_attention", at::native::native_multi_head_attention_cpu);
-  FOO_IMPL_META(m, "_transformer_encoder_layer_fwd", at::native::transformer_encoder_layer_forward);
-  FOO_IMPL_META(m, "_transform_bias_rescale_qkv", foo::ops::attention::transform_bias_rescale_qkv);
-  FOO_IMPL_META(m, "_masked_softmax", foo::ops::attention::masked_softmax);
-}
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "_fused_sdp_choice", fused_sdp_choice);
   FOO_IMPL(m, "_scaled_dot_product_fused_attention_overrideable", fused_attention);
   FOO_IMPL(m, "_scaled_dot_product_fused_attention_overrideable_backward", fused_attention_backward);
+  // The inference fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer (eval mode,
+  // no grad): ATen's own implementations, which CPU, CUDA and XPU share and which are composed of
+  // dispatcher calls (linear, layer_norm, scaled_dot_product_attention: foo's kernels, the fused
+  // attention among them, when ATen's CPU test of the fused path passes; else its own bmm/softmax
+  // path with the two composed ops above). FOO_IMPL_META: no device work of their own; the
+  // profiler shows the kernels inside.
+  FOO_IMPL_META(m, "_native_multi_head_attention", at::native::native_multi_head_attention_cpu);
+  FOO_IMPL_META(m, "_transformer_encoder_layer_fwd", at::native::transformer_encoder_layer_forward);
+  FOO_IMPL_META(m, "_transform_bias_rescale_qkv", transform_bias_rescale_qkv);
+  FOO_IMPL_META(m, "_masked_softmax", masked_softmax);
 }
 
 }  // namespace foo::ops::attention

@@ -3,7 +3,7 @@
 // per time step, each product reading its weight in the transposed layout, and autograd then adds
 // up the weight gradients one step at a time. Here each layer and direction is one autograd node:
 // - forward: the input projections of all time steps are one GEMM; the recurrent weight is
-//   transposed once, so each step's product is a row-major one; the cell kernel (ops_rnn.cpp)
+//   transposed once, so each step's product is a row-major one; the cell kernel (rnn.cpp)
 //   writes each step's states and workspace into per-sequence buffers;
 // - backward: the steps run backwards for the gate gradients only; the input gradient and the
 //   weight and bias gradients are then one GEMM or one sum each over all steps.
@@ -21,6 +21,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
 
 #include <optional>
 #include <utility>
@@ -28,18 +29,19 @@
 
 #include "common.h"
 #include "foo_ffi.h"
-#include "ops_rnn.h"
 #include "profiler.h"
+#include "rnn.h"
 
 namespace foo::ops::rnn {
 namespace {
 
+using OptT = std::optional<at::Tensor>;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 constexpr int64_t kLstmGates = 4;
 constexpr int64_t kGruGates = 3;
-constexpr int64_t kGruWorkspaceGates = 5;  // ops_rnn.cpp's GRU workspace: r, z, n, hx, hidden n
+constexpr int64_t kGruWorkspaceGates = 5;  // rnn.cpp's GRU workspace: r, z, n, hx, hidden n
 
 // The forward's tensor arguments, in order (the indices of needs_input_grad and of backward's
 // results), then its two flags.
@@ -312,8 +314,6 @@ std::optional<std::vector<Tensor>> run_stack(const char* op, const Tensor& input
   return result;
 }
 
-}  // namespace
-
 std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx, at::TensorList params,
                                         bool has_biases, int64_t num_layers, double dropout, bool train,
                                         bool bidirectional, bool batch_first) {
@@ -333,6 +333,22 @@ std::tuple<Tensor, Tensor> gru(const Tensor& input, const Tensor& hx, at::Tensor
     return {(*r)[0], (*r)[1]};
   }
   return at::native::gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+}
+
+}  // namespace
+
+// The whole layers replace ATen's CompositeImplicitAutograd loop. Registered for the autograd key,
+// where autograd would otherwise run the composite, and for the backend key, reached below
+// autograd (inference mode). Not FOO_IMPL: they orchestrate kernels and count themselves
+// (aten::lstm.input, aten::gru.input) only when they ran the layers, not the composite.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("lstm.input", TORCH_FN(lstm));
+  m.impl("gru.input", TORCH_FN(gru));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("lstm.input", TORCH_FN(lstm));
+  m.impl("gru.input", TORCH_FN(gru));
 }
 
 }  // namespace foo::ops::rnn

@@ -2,13 +2,13 @@
 // (foo_matmul, gemm crate; float16/bfloat16 are multiplied in float32 there).
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/addr_native.h>
 #include <torch/library.h>
 
 #include <cstring>
 
 #include "common.h"
 #include "foo_ffi.h"
-#include "ops_linalg.h"
 
 namespace foo::ops {
 namespace {
@@ -196,8 +196,6 @@ void mv_into(const at::Tensor& out, const at::Tensor& mat, const at::Tensor& vec
   launch(out, mat, vec, c, beta, alpha, as3, as3, as3, name);
 }
 
-}  // namespace
-
 // ---- mm / bmm ----------------------------------------------------------------------------------
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   check_mm(self, mat2);
@@ -227,7 +225,6 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
 }
 
 // ---- addmm / baddbmm -----------------------------------------------------------------------------
-namespace {
 // As the CPU's addmm_impl_cpu_: with an empty contraction the result is zeros when beta is 0,
 // else self copied and then scaled in place by beta, before any dtype dispatch (so a bool self
 // with beta 1 raises the CPU's cast error, and complex nan+0j times 1 is nan+nanj).
@@ -242,7 +239,6 @@ bool addmm_without_products(const at::Tensor& self, const at::Tensor& mat1, cons
   out.mul_(beta);
   return true;
 }
-}  // namespace
 
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
                       const c10::Scalar& alpha, at::Tensor& out) {
@@ -368,13 +364,11 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
 
 // ---- addbmm / vdot: metadata-only rewrites onto the kernels above --------------------------------
 // addbmm = beta * self + alpha * sum_b batch1[b] @ batch2[b], one [M, B*K] x [B*K, N] product.
-namespace {
 std::pair<at::Tensor, at::Tensor> addbmm_operands(const at::Tensor& batch1, const at::Tensor& batch2) {
   check_bmm(batch1, batch2);
   const int64_t b = batch1.size(0), m = batch1.size(1), k = batch1.size(2), n = batch2.size(2);
   return {batch1.permute({1, 0, 2}).reshape({m, b * k}), batch2.reshape({b * k, n})};
 }
-}  // namespace
 at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
                        const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
   const auto [a, b] = addbmm_operands(batch1, batch2);
@@ -397,12 +391,8 @@ at::Tensor& vdot_out(const at::Tensor& self, const at::Tensor& other, at::Tensor
   return ops::dot_out(self.is_complex() ? self.conj().resolve_conj() : self, other, out);
 }
 
-}  // namespace foo::ops
-
 // _addmm_activation (nn.TransformerEncoderLayer's inference fast path: linear + relu/gelu): foo's
 // addmm, then its relu or exact (erf) gelu in place, as the CPU's kernel computes it.
-namespace foo::ops {
-namespace {
 at::Tensor& addmm_activation_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                                  const at::Scalar& beta, const at::Scalar& alpha, bool use_gelu, at::Tensor& out) {
   at::addmm_out(out, self, mat1, mat2, beta, alpha);
@@ -414,10 +404,37 @@ at::Tensor addmm_activation(const at::Tensor& self, const at::Tensor& mat1, cons
   at::Tensor out = at::addmm(self, mat1, mat2, beta, alpha);
   return use_gelu ? at::gelu_(out) : at::relu_(out);
 }
+
 }  // namespace
-}  // namespace foo::ops
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  FOO_IMPL_META(m, "_addmm_activation", foo::ops::addmm_activation);
-  FOO_IMPL_META(m, "_addmm_activation.out", foo::ops::addmm_activation_out);
+  FOO_IMPL(m, "mm", mm);
+  FOO_IMPL(m, "mm.out", mm_out);
+  FOO_IMPL(m, "bmm", bmm);
+  FOO_IMPL(m, "bmm.out", bmm_out);
+  FOO_IMPL(m, "addmm", addmm);
+  FOO_IMPL(m, "addmm_", addmm_);
+  FOO_IMPL(m, "addmm.out", addmm_out);
+  FOO_IMPL(m, "baddbmm", baddbmm);
+  FOO_IMPL(m, "baddbmm_", baddbmm_);
+  FOO_IMPL(m, "baddbmm.out", baddbmm_out);
+  FOO_IMPL(m, "addmv", addmv);
+  FOO_IMPL(m, "addmv_", addmv_);
+  FOO_IMPL(m, "addmv.out", addmv_out);
+  FOO_IMPL(m, "mv", mv);
+  FOO_IMPL(m, "mv.out", mv_out);
+  FOO_IMPL(m, "dot", dot);
+  FOO_IMPL(m, "dot.out", dot_out);
+  FOO_IMPL(m, "addbmm", addbmm);
+  FOO_IMPL(m, "addbmm_", addbmm_);
+  FOO_IMPL(m, "addbmm.out", addbmm_out);
+  FOO_IMPL(m, "vdot", vdot);
+  FOO_IMPL(m, "vdot.out", vdot_out);
+  // ATen's composite addr.out (outer product, scale, add: foo ops), registered here so that the
+  // out= tensor's device is checked as for every foo op (the composite copies into any device).
+  FOO_IMPL(m, "addr.out", at::native::math_addr_out);
+  FOO_IMPL_META(m, "_addmm_activation", addmm_activation);
+  FOO_IMPL_META(m, "_addmm_activation.out", addmm_activation_out);
 }
+
+}  // namespace foo::ops

@@ -6,17 +6,20 @@
 // operands) runs the regular per-tensor ATen op, exactly what ATen's slow path does.
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <vector>
 
 #include "common.h"
 #include "foo_ffi.h"
-#include "ops.h"
-#include "ops_foreach.h"
+#include "memory.h"
 
 namespace foo::ops::fe {
 namespace {
 
 using at::Tensor;
 using at::TensorList;
+using ScalarList = at::ArrayRef<c10::Scalar>;
 
 const std::vector<int64_t>& zeros() {
   static const std::vector<int64_t> z(64, 0);
@@ -97,8 +100,6 @@ std::vector<Tensor> empty_like_all(TensorList self) {
   for (const auto& t : self) out.push_back(at::empty_like(t));
   return out;
 }
-
-}  // namespace
 
 // ---- add -------------------------------------------------------------------------------------
 void add_list_(TensorList self, TensorList other, const c10::Scalar& alpha) {
@@ -300,6 +301,39 @@ void zero_(TensorList self) {
       t.zero_();
     }
   }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "_foreach_add_.List", add_list_);
+  FOO_IMPL(m, "_foreach_add.List", add_list);
+  FOO_IMPL(m, "_foreach_add_.Scalar", add_scalar_);
+  FOO_IMPL(m, "_foreach_add.Scalar", add_scalar);
+  FOO_IMPL(m, "_foreach_mul_.List", mul_list_);
+  FOO_IMPL(m, "_foreach_mul.List", mul_list);
+  FOO_IMPL(m, "_foreach_mul_.Scalar", mul_scalar_);
+  FOO_IMPL(m, "_foreach_mul.Scalar", mul_scalar);
+  FOO_IMPL(m, "_foreach_mul_.ScalarList", mul_scalarlist_);
+  FOO_IMPL(m, "_foreach_mul_.Tensor", mul_tensor_);
+  FOO_IMPL(m, "_foreach_div_.List", div_list_);
+  FOO_IMPL(m, "_foreach_div.List", div_list);
+  FOO_IMPL(m, "_foreach_div_.Scalar", div_scalar_);
+  FOO_IMPL(m, "_foreach_div.Scalar", div_scalar);
+  FOO_IMPL(m, "_foreach_div_.ScalarList", div_scalarlist_);
+  FOO_IMPL(m, "_foreach_div_.Tensor", div_tensor_);
+  FOO_IMPL(m, "_foreach_maximum_.List", maximum_list_);
+  FOO_IMPL(m, "_foreach_addcmul_.Scalar", addcmul_scalar_);
+  FOO_IMPL(m, "_foreach_addcmul_.ScalarList", addcmul_scalarlist_);
+  FOO_IMPL(m, "_foreach_addcdiv_.Scalar", addcdiv_scalar_);
+  FOO_IMPL(m, "_foreach_addcdiv_.ScalarList", addcdiv_scalarlist_);
+  FOO_IMPL(m, "_foreach_lerp_.Scalar", lerp_scalar_);
+  FOO_IMPL(m, "_foreach_lerp_.List", lerp_list_);
+  FOO_IMPL(m, "_foreach_sqrt", sqrt);
+  FOO_IMPL(m, "_foreach_sqrt_", sqrt_);
+  FOO_IMPL(m, "_foreach_neg", neg);
+  FOO_IMPL(m, "_foreach_neg_", neg_);
+  FOO_IMPL(m, "_foreach_zero_", zero_);
 }
 
 }  // namespace foo::ops::fe

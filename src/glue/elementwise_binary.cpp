@@ -4,11 +4,11 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Resize.h>
+#include <torch/library.h>
 
 #include <optional>
 
 #include "elementwise.h"
-#include "ops_elementwise.h"
 
 namespace foo::ops {
 namespace {
@@ -54,8 +54,6 @@ void check_real_kernel(const at::Tensor& a, const at::Tensor& b, const char* cpu
 void fallback_if_complex(const at::Tensor& a, const at::Tensor& b, const char* name) {
   if (a.is_complex() || b.is_complex()) needs_fallback(std::string(name) + ": no foo kernel for complex inputs");
 }
-
-}  // namespace
 
 // ---- add / sub ---------------------------------------------------------------------------------
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
@@ -190,7 +188,6 @@ FOO_BINARY2_META(fmax, binary_op, FOO_BINARY_OP_FMAX, check_not_complex(self, ot
 // As ATen: a lone bound is maximum/minimum (clamp_min/clamp_max.Tensor use those kernels); both
 // bounds are minimum(maximum(x, min), max) in their common dtype, which is the CPU kernel's
 // rule too (a NaN input or bound gives NaN).
-namespace {
 void check_clamp(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(self.scalar_type()), "clamp is not supported for complex types");
 }
@@ -212,7 +209,6 @@ at::Tensor& clamp_both(at::Tensor& out, const at::Tensor& self, const at::Tensor
   ops::minimum_out(low, max.to(dt), out);
   return out;
 }
-}  // namespace
 
 at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
                              const std::optional<at::Tensor>& max, at::Tensor& out) {
@@ -249,7 +245,6 @@ FOO_BINARY2(logaddexp, binary_op, FOO_BINARY_OP_LOG_ADD_EXP, fallback_if_complex
 #undef FOO_BINARY2_CHECKED
 
 // ---- division with a rounding mode ---------------------------------------------------------------
-namespace {
 at::Tensor div_mode_into(at::Tensor& out, const at::Tensor& self, const at::Tensor& other,
                          std::optional<c10::string_view> mode) {
   if (!mode.has_value()) {
@@ -263,7 +258,6 @@ at::Tensor div_mode_into(at::Tensor& out, const at::Tensor& self, const at::Tens
   TORCH_CHECK_NOT_IMPLEMENTED(it.common_dtype() != at::kBool, "\"div_", *mode, "_cpu\" not implemented for 'Bool'");
   return same(it, trunc ? FOO_BINARY_OP_DIV_TRUNC : FOO_BINARY_OP_DIV_FLOOR);
 }
-}  // namespace
 
 at::Tensor div_mode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> rounding_mode) {
   at::Tensor out;
@@ -280,7 +274,6 @@ at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other, std::o
 }
 
 // ---- pow with a scalar exponent or base -------------------------------------------------------------
-namespace {
 void check_int_pow(const at::Tensor& self, const c10::Scalar& exponent) {
   if (at::isIntegralType(self.scalar_type(), /*includeBool=*/true) && exponent.isIntegral(/*includeBool=*/true)) {
     TORCH_CHECK(exponent.toLong() >= 0, "Integers to negative integer powers are not allowed.");
@@ -327,7 +320,6 @@ const at::Tensor& pow_tensor_scalar(TensorIterator& it, const at::Tensor& self, 
   }
   return same(it, FOO_BINARY_OP_POW);
 }
-}  // namespace
 
 at::Tensor pow_scalar_exp(const at::Tensor& self, const c10::Scalar& exponent) {
   check_int_pow(self, exponent);
@@ -496,6 +488,163 @@ at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
   at::Tensor out;
   auto it = ew::binary_op(out, grad, self);
   return same(it, FOO_BINARY_OP_MISH_BACKWARD);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "clamp.Tensor", clamp_tensor);
+  FOO_IMPL(m, "clamp_.Tensor", clamp_tensor_);
+  FOO_IMPL(m, "clamp.Tensor_out", clamp_tensor_out);
+  FOO_IMPL(m, "clamp_min.Tensor", clamp_min_tensor);
+  FOO_IMPL(m, "clamp_min_.Tensor", clamp_min_tensor_);
+  FOO_IMPL(m, "clamp_min.Tensor_out", clamp_min_tensor_out);
+  FOO_IMPL(m, "clamp_max.Tensor", clamp_max_tensor);
+  FOO_IMPL(m, "clamp_max_.Tensor", clamp_max_tensor_);
+  FOO_IMPL(m, "clamp_max.Tensor_out", clamp_max_tensor_out);
+  FOO_IMPL(m, "add.Tensor", add);
+  FOO_IMPL(m, "add_.Tensor", add_);
+  FOO_IMPL(m, "add.out", add_out);
+  FOO_IMPL(m, "sub.Tensor", sub);
+  FOO_IMPL(m, "sub_.Tensor", sub_);
+  FOO_IMPL(m, "sub.out", sub_out);
+  FOO_IMPL(m, "rsub.Tensor", rsub);
+  FOO_IMPL(m, "mul.Tensor", mul);
+  FOO_IMPL(m, "mul_.Tensor", mul_);
+  FOO_IMPL(m, "mul.out", mul_out);
+  FOO_IMPL(m, "floor_divide", floor_divide);
+  FOO_IMPL(m, "floor_divide_.Tensor", floor_divide_);
+  FOO_IMPL(m, "floor_divide.out", floor_divide_out);
+  FOO_IMPL(m, "div.Tensor", div);
+  FOO_IMPL(m, "div_.Tensor", div_);
+  FOO_IMPL(m, "div.out", div_out);
+  FOO_IMPL(m, "div.Tensor_mode", div_mode);
+  FOO_IMPL(m, "div_.Tensor_mode", div_mode_);
+  FOO_IMPL(m, "div.out_mode", div_mode_out);
+  FOO_IMPL(m, "remainder.Tensor", remainder);
+  FOO_IMPL(m, "remainder_.Tensor", remainder_);
+  FOO_IMPL(m, "remainder.Tensor_out", remainder_out);
+  FOO_IMPL(m, "fmod.Tensor", fmod);
+  FOO_IMPL(m, "fmod_.Tensor", fmod_);
+  FOO_IMPL(m, "fmod.Tensor_out", fmod_out);
+  FOO_IMPL(m, "pow.Tensor_Tensor", pow);
+  FOO_IMPL(m, "pow_.Tensor", pow_);
+  FOO_IMPL(m, "pow.Tensor_Tensor_out", pow_out);
+  FOO_IMPL(m, "pow.Tensor_Scalar", pow_scalar_exp);
+  FOO_IMPL(m, "pow_.Scalar", pow_scalar_exp_);
+  FOO_IMPL(m, "pow.Tensor_Scalar_out", pow_scalar_exp_out);
+  FOO_IMPL(m, "pow.Scalar", pow_scalar_base);
+  FOO_IMPL(m, "pow.Scalar_out", pow_scalar_base_out);
+  FOO_IMPL(m, "maximum", maximum);
+  FOO_IMPL(m, "maximum.out", maximum_out);
+  FOO_IMPL(m, "minimum", minimum);
+  FOO_IMPL(m, "minimum.out", minimum_out);
+  FOO_IMPL(m, "fmax", fmax);
+  FOO_IMPL(m, "fmax.out", fmax_out);
+  FOO_IMPL(m, "fmin", fmin);
+  FOO_IMPL(m, "fmin.out", fmin_out);
+  FOO_IMPL(m, "logaddexp", logaddexp);
+  FOO_IMPL(m, "logaddexp.out", logaddexp_out);
+  FOO_IMPL(m, "atan2", atan2);
+  FOO_IMPL(m, "atan2_", atan2_);
+  FOO_IMPL(m, "atan2.out", atan2_out);
+  FOO_IMPL(m, "hypot", hypot);
+  FOO_IMPL(m, "hypot_", hypot_);
+  FOO_IMPL(m, "hypot.out", hypot_out);
+  FOO_IMPL(m, "copysign.Tensor", copysign);
+  FOO_IMPL(m, "copysign_.Tensor", copysign_);
+  FOO_IMPL(m, "copysign.out", copysign_out);
+  FOO_IMPL(m, "xlogy.Tensor", xlogy);
+  FOO_IMPL(m, "xlogy_.Tensor", xlogy_);
+  FOO_IMPL(m, "xlogy.OutTensor", xlogy_out);
+  FOO_IMPL(m, "eq.Tensor", eq);
+  FOO_IMPL(m, "eq_.Tensor", eq_);
+  FOO_IMPL(m, "eq.Tensor_out", eq_out);
+  FOO_IMPL(m, "eq.Scalar", eq_scalar);
+  FOO_IMPL(m, "eq_.Scalar", eq_scalar_);
+  FOO_IMPL(m, "eq.Scalar_out", eq_scalar_out);
+  FOO_IMPL(m, "ne.Tensor", ne);
+  FOO_IMPL(m, "ne_.Tensor", ne_);
+  FOO_IMPL(m, "ne.Tensor_out", ne_out);
+  FOO_IMPL(m, "ne.Scalar", ne_scalar);
+  FOO_IMPL(m, "ne_.Scalar", ne_scalar_);
+  FOO_IMPL(m, "ne.Scalar_out", ne_scalar_out);
+  FOO_IMPL(m, "lt.Tensor", lt);
+  FOO_IMPL(m, "lt_.Tensor", lt_);
+  FOO_IMPL(m, "lt.Tensor_out", lt_out);
+  FOO_IMPL(m, "lt.Scalar", lt_scalar);
+  FOO_IMPL(m, "lt_.Scalar", lt_scalar_);
+  FOO_IMPL(m, "lt.Scalar_out", lt_scalar_out);
+  FOO_IMPL(m, "le.Tensor", le);
+  FOO_IMPL(m, "le_.Tensor", le_);
+  FOO_IMPL(m, "le.Tensor_out", le_out);
+  FOO_IMPL(m, "le.Scalar", le_scalar);
+  FOO_IMPL(m, "le_.Scalar", le_scalar_);
+  FOO_IMPL(m, "le.Scalar_out", le_scalar_out);
+  FOO_IMPL(m, "gt.Tensor", gt);
+  FOO_IMPL(m, "gt_.Tensor", gt_);
+  FOO_IMPL(m, "gt.Tensor_out", gt_out);
+  FOO_IMPL(m, "gt.Scalar", gt_scalar);
+  FOO_IMPL(m, "gt_.Scalar", gt_scalar_);
+  FOO_IMPL(m, "gt.Scalar_out", gt_scalar_out);
+  FOO_IMPL(m, "ge.Tensor", ge);
+  FOO_IMPL(m, "ge_.Tensor", ge_);
+  FOO_IMPL(m, "ge.Tensor_out", ge_out);
+  FOO_IMPL(m, "ge.Scalar", ge_scalar);
+  FOO_IMPL(m, "ge_.Scalar", ge_scalar_);
+  FOO_IMPL(m, "ge.Scalar_out", ge_scalar_out);
+  FOO_IMPL(m, "logical_and", logical_and);
+  FOO_IMPL(m, "logical_and_", logical_and_);
+  FOO_IMPL(m, "logical_and.out", logical_and_out);
+  FOO_IMPL(m, "logical_or", logical_or);
+  FOO_IMPL(m, "logical_or_", logical_or_);
+  FOO_IMPL(m, "logical_or.out", logical_or_out);
+  FOO_IMPL(m, "logical_xor", logical_xor);
+  FOO_IMPL(m, "logical_xor_", logical_xor_);
+  FOO_IMPL(m, "logical_xor.out", logical_xor_out);
+  FOO_IMPL(m, "bitwise_and.Tensor", bitwise_and);
+  FOO_IMPL(m, "bitwise_and_.Tensor", bitwise_and_);
+  FOO_IMPL(m, "bitwise_and.Tensor_out", bitwise_and_out);
+  FOO_IMPL(m, "bitwise_or.Tensor", bitwise_or);
+  FOO_IMPL(m, "bitwise_or_.Tensor", bitwise_or_);
+  FOO_IMPL(m, "bitwise_or.Tensor_out", bitwise_or_out);
+  FOO_IMPL(m, "bitwise_xor.Tensor", bitwise_xor);
+  FOO_IMPL(m, "bitwise_xor_.Tensor", bitwise_xor_);
+  FOO_IMPL(m, "bitwise_xor.Tensor_out", bitwise_xor_out);
+  FOO_IMPL(m, "bitwise_left_shift.Tensor", bitwise_left_shift);
+  FOO_IMPL(m, "bitwise_left_shift_.Tensor", bitwise_left_shift_);
+  FOO_IMPL(m, "bitwise_left_shift.Tensor_out", bitwise_left_shift_out);
+  FOO_IMPL(m, "bitwise_right_shift.Tensor", bitwise_right_shift);
+  FOO_IMPL(m, "bitwise_right_shift_.Tensor", bitwise_right_shift_);
+  FOO_IMPL(m, "bitwise_right_shift.Tensor_out", bitwise_right_shift_out);
+  FOO_IMPL(m, "__lshift__.Tensor", lshift);
+  FOO_IMPL(m, "__ilshift__.Tensor", ilshift);
+  FOO_IMPL(m, "__rshift__.Tensor", rshift);
+  FOO_IMPL(m, "__irshift__.Tensor", irshift);
+  FOO_IMPL(m, "__lshift__.Scalar", lshift_scalar);
+  FOO_IMPL(m, "__ilshift__.Scalar", ilshift_scalar);
+  FOO_IMPL(m, "__rshift__.Scalar", rshift_scalar);
+  FOO_IMPL(m, "__irshift__.Scalar", irshift_scalar);
+  FOO_IMPL(m, "threshold_backward", threshold_backward);
+  FOO_IMPL(m, "threshold_backward.grad_input", threshold_backward_out);
+  FOO_IMPL(m, "sigmoid_backward", sigmoid_backward);
+  FOO_IMPL(m, "sigmoid_backward.grad_input", sigmoid_backward_out);
+  FOO_IMPL(m, "tanh_backward", tanh_backward);
+  FOO_IMPL(m, "tanh_backward.grad_input", tanh_backward_out);
+  FOO_IMPL(m, "silu_backward", silu_backward);
+  FOO_IMPL(m, "silu_backward.grad_input", silu_backward_out);
+  FOO_IMPL(m, "gelu_backward", gelu_backward);
+  FOO_IMPL(m, "gelu_backward.grad_input", gelu_backward_out);
+  FOO_IMPL(m, "softplus_backward", softplus_backward);
+  FOO_IMPL(m, "softplus_backward.grad_input", softplus_backward_out);
+  FOO_IMPL(m, "leaky_relu_backward", leaky_relu_backward);
+  FOO_IMPL(m, "leaky_relu_backward.grad_input", leaky_relu_backward_out);
+  FOO_IMPL(m, "hardtanh_backward", hardtanh_backward);
+  FOO_IMPL(m, "hardtanh_backward.grad_input", hardtanh_backward_out);
+  FOO_IMPL(m, "hardsigmoid_backward", hardsigmoid_backward);
+  FOO_IMPL(m, "hardsigmoid_backward.grad_input", hardsigmoid_backward_out);
+  FOO_IMPL(m, "hardswish_backward", hardswish_backward);
+  FOO_IMPL(m, "mish_backward", mish_backward);
 }
 
 }  // namespace foo::ops

@@ -3,10 +3,10 @@
 // 1-D pooling reaches these through ATen's composite max_pool1d/avg_pool1d/adaptive_avg_pool1d.
 #include <ATen/native/Pool.h>
 #include <ATen/native/Resize.h>
+#include <torch/library.h>
 
 #include "common.h"
 #include "foo_ffi.h"
-#include "ops_linalg.h"
 
 namespace foo::ops {
 namespace {
@@ -125,8 +125,6 @@ void into(at::Tensor& out, c10::IntArrayRef shape, F fn) {
     out.copy_(tmp);
   }
 }
-
-}  // namespace
 
 // ---- max pooling ---------------------------------------------------------------------------------
 std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(const at::Tensor& self, at::IntArrayRef kernel_size,
@@ -274,6 +272,24 @@ at::Tensor& adaptive_avg_pool2d_backward_out(const at::Tensor& grad_output, cons
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
   at::Tensor out = at::empty({0}, self.options());
   return adaptive_avg_pool2d_backward_out(grad_output, self, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "max_pool2d_with_indices", max_pool2d_with_indices);
+  FOO_IMPL(m, "max_pool2d_with_indices.out", max_pool2d_with_indices_out);
+  FOO_IMPL(m, "max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);
+  FOO_IMPL(m, "max_pool2d_with_indices_backward.grad_input", max_pool2d_with_indices_backward_out);
+  FOO_IMPL(m, "avg_pool2d", avg_pool2d);
+  FOO_IMPL(m, "avg_pool2d.out", avg_pool2d_out);
+  FOO_IMPL(m, "avg_pool2d_backward", avg_pool2d_backward);
+  FOO_IMPL(m, "avg_pool2d_backward.grad_input", avg_pool2d_backward_out);
+  FOO_IMPL(m, "_adaptive_avg_pool2d", adaptive_avg_pool2d);
+  FOO_IMPL(m, "_adaptive_avg_pool2d.out", adaptive_avg_pool2d_out);
+  FOO_IMPL(m, "adaptive_avg_pool2d.out", adaptive_avg_pool2d_out);
+  FOO_IMPL(m, "_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
+  FOO_IMPL(m, "_adaptive_avg_pool2d_backward.out", adaptive_avg_pool2d_backward_out);
 }
 
 }  // namespace foo::ops

@@ -2,11 +2,11 @@
 // from Rust (foo_unary).
 #include <ATen/Dispatch_v2.h>
 #include <ATen/native/TypeProperties.h>
+#include <torch/library.h>
 
 #include <limits>
 
 #include "elementwise.h"
-#include "ops_elementwise.h"
 
 namespace foo::ops {
 namespace {
@@ -52,8 +52,6 @@ c10::Scalar approximate_code(c10::string_view approximate) {
   TORCH_CHECK(approximate == "tanh", "approximate argument must be either none or tanh.");
   return 1;
 }
-
-}  // namespace
 
 #define FOO_UNARY(name, builder, code, checks)                                \
   at::Tensor name(const at::Tensor& self) {                                   \
@@ -158,10 +156,6 @@ at::Tensor signbit(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "signbit is not implemented for complex tensors.");
   at::Tensor out;
   return predicate(out, self, FOO_UNARY_OP_SIGNBIT);
-}
-at::Tensor& signbit_(at::Tensor& self) {
-  predicate(self, self, FOO_UNARY_OP_SIGNBIT);
-  return self;
 }
 at::Tensor& signbit_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "signbit is not implemented for complex tensors.");
@@ -280,7 +274,6 @@ at::Tensor& elu_out(const at::Tensor& self, const c10::Scalar& alpha, const c10:
 }
 
 // ---- clamp family -------------------------------------------------------------------------------
-namespace {
 
 // ATen's range rule for clamp's scalar bounds: one that does not fit a float result dtype is an
 // error; for an integer result, only a bound that no value can satisfy (a min above the dtype's
@@ -322,8 +315,6 @@ at::Tensor clamp_into(at::Tensor& out, const at::Tensor& self, const std::option
                               {min ? to_ffi(*min) : ew::absent(), max ? to_ffi(*max) : ew::absent()});
 }
 
-}  // namespace
-
 at::Tensor clamp(const at::Tensor& self, const std::optional<c10::Scalar>& min, const std::optional<c10::Scalar>& max) {
   at::Tensor out;
   return clamp_into(out, self, min, max, false);
@@ -347,14 +338,12 @@ at::Tensor& clamp_max_(at::Tensor& self, const c10::Scalar& max) { return ops::c
 at::Tensor& clamp_max_out(const at::Tensor& self, const c10::Scalar& max, at::Tensor& out) {
   return ops::clamp_out(self, std::nullopt, max, out);
 }
-namespace {
 // The CPU's hardtanh writes clamp's result into a tensor of the input's dtype: an integer input
 // stays integer, clamped in float when a bound is a float and then truncated (hardtanh of int64
 // [-3, 0, 5] to [-1.5, 2.5] is [-1, 0, 2]); clamp alone would return float32 or, in place, refuse.
 void check_hardtanh(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
 }
-}  // namespace
 
 at::Tensor hardtanh(const at::Tensor& self, const c10::Scalar& min_val, const c10::Scalar& max_val) {
   check_hardtanh(self);
@@ -372,7 +361,6 @@ at::Tensor& hardtanh_out(const at::Tensor& self, const c10::Scalar& min_val, con
 }
 
 // ---- threshold: x <= threshold ? value : x (ReLU's general form) ------------------------------
-namespace {
 void check_threshold(const at::Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && !self.is_complex(),
                               "\"threshold_cpu\" not implemented for '", self.scalar_type(), "'");
@@ -382,7 +370,6 @@ void check_threshold_params(const at::TensorIterator& it, const c10::Scalar& thr
   check_scalar_fits_opmath(threshold, it.common_dtype());
   check_scalar_fits(value, it.common_dtype());
 }
-}  // namespace
 
 at::Tensor threshold(const at::Tensor& self, const c10::Scalar& threshold, const c10::Scalar& value) {
   check_threshold(self);
@@ -408,7 +395,6 @@ at::Tensor& threshold_out(const at::Tensor& self, const c10::Scalar& threshold, 
 }
 
 // ---- nan_to_num ------------------------------------------------------------------------------
-namespace {
 at::Tensor nan_to_num_into(at::Tensor& out, const at::Tensor& self, std::optional<double> nan,
                            std::optional<double> posinf, std::optional<double> neginf) {
   if (self.is_complex()) needs_fallback("nan_to_num: no foo kernel for complex inputs");
@@ -417,7 +403,6 @@ at::Tensor nan_to_num_into(at::Tensor& out, const at::Tensor& self, std::optiona
                               {to_ffi(c10::Scalar(nan.value_or(0.0))), posinf ? to_ffi(c10::Scalar(*posinf)) : ew::absent(),
                                neginf ? to_ffi(c10::Scalar(*neginf)) : ew::absent()});
 }
-}  // namespace
 
 at::Tensor nan_to_num(const at::Tensor& self, std::optional<double> nan, std::optional<double> posinf,
                       std::optional<double> neginf) {
@@ -433,6 +418,176 @@ at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan, st
                            std::optional<double> neginf, at::Tensor& out) {
   nan_to_num_into(out, self, nan, posinf, neginf);
   return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "exp", exp);
+  FOO_IMPL(m, "exp_", exp_);
+  FOO_IMPL(m, "exp.out", exp_out);
+  FOO_IMPL(m, "exp2", exp2);
+  FOO_IMPL(m, "exp2_", exp2_);
+  FOO_IMPL(m, "exp2.out", exp2_out);
+  FOO_IMPL(m, "expm1", expm1);
+  FOO_IMPL(m, "expm1_", expm1_);
+  FOO_IMPL(m, "expm1.out", expm1_out);
+  FOO_IMPL(m, "log", log);
+  FOO_IMPL(m, "log_", log_);
+  FOO_IMPL(m, "log.out", log_out);
+  FOO_IMPL(m, "log2", log2);
+  FOO_IMPL(m, "log2_", log2_);
+  FOO_IMPL(m, "log2.out", log2_out);
+  FOO_IMPL(m, "log10", log10);
+  FOO_IMPL(m, "log10_", log10_);
+  FOO_IMPL(m, "log10.out", log10_out);
+  FOO_IMPL(m, "log1p", log1p);
+  FOO_IMPL(m, "log1p_", log1p_);
+  FOO_IMPL(m, "log1p.out", log1p_out);
+  FOO_IMPL(m, "sqrt", sqrt);
+  FOO_IMPL(m, "sqrt_", sqrt_);
+  FOO_IMPL(m, "sqrt.out", sqrt_out);
+  FOO_IMPL(m, "rsqrt", rsqrt);
+  FOO_IMPL(m, "rsqrt_", rsqrt_);
+  FOO_IMPL(m, "rsqrt.out", rsqrt_out);
+  FOO_IMPL(m, "reciprocal", reciprocal);
+  FOO_IMPL(m, "reciprocal_", reciprocal_);
+  FOO_IMPL(m, "reciprocal.out", reciprocal_out);
+  FOO_IMPL(m, "sin", sin);
+  FOO_IMPL(m, "sin_", sin_);
+  FOO_IMPL(m, "sin.out", sin_out);
+  FOO_IMPL(m, "cos", cos);
+  FOO_IMPL(m, "cos_", cos_);
+  FOO_IMPL(m, "cos.out", cos_out);
+  FOO_IMPL(m, "tan", tan);
+  FOO_IMPL(m, "tan_", tan_);
+  FOO_IMPL(m, "tan.out", tan_out);
+  FOO_IMPL(m, "tanh", tanh);
+  FOO_IMPL(m, "tanh_", tanh_);
+  FOO_IMPL(m, "tanh.out", tanh_out);
+  FOO_IMPL(m, "asin", asin);
+  FOO_IMPL(m, "asin_", asin_);
+  FOO_IMPL(m, "asin.out", asin_out);
+  FOO_IMPL(m, "acos", acos);
+  FOO_IMPL(m, "acos_", acos_);
+  FOO_IMPL(m, "acos.out", acos_out);
+  FOO_IMPL(m, "atan", atan);
+  FOO_IMPL(m, "atan_", atan_);
+  FOO_IMPL(m, "atan.out", atan_out);
+  FOO_IMPL(m, "sinh", sinh);
+  FOO_IMPL(m, "sinh_", sinh_);
+  FOO_IMPL(m, "sinh.out", sinh_out);
+  FOO_IMPL(m, "cosh", cosh);
+  FOO_IMPL(m, "cosh_", cosh_);
+  FOO_IMPL(m, "cosh.out", cosh_out);
+  FOO_IMPL(m, "asinh", asinh);
+  FOO_IMPL(m, "asinh_", asinh_);
+  FOO_IMPL(m, "asinh.out", asinh_out);
+  FOO_IMPL(m, "acosh", acosh);
+  FOO_IMPL(m, "acosh_", acosh_);
+  FOO_IMPL(m, "acosh.out", acosh_out);
+  FOO_IMPL(m, "atanh", atanh);
+  FOO_IMPL(m, "atanh_", atanh_);
+  FOO_IMPL(m, "atanh.out", atanh_out);
+  FOO_IMPL(m, "sigmoid", sigmoid);
+  FOO_IMPL(m, "sigmoid_", sigmoid_);
+  FOO_IMPL(m, "sigmoid.out", sigmoid_out);
+  FOO_IMPL(m, "erf", erf);
+  FOO_IMPL(m, "erf_", erf_);
+  FOO_IMPL(m, "erf.out", erf_out);
+  FOO_IMPL(m, "erfc", erfc);
+  FOO_IMPL(m, "erfinv", erfinv);
+  FOO_IMPL(m, "erfinv_", erfinv_);
+  FOO_IMPL(m, "erfinv.out", erfinv_out);
+  FOO_IMPL(m, "erfc_", erfc_);
+  FOO_IMPL(m, "erfc.out", erfc_out);
+  FOO_IMPL(m, "neg", neg);
+  FOO_IMPL(m, "neg_", neg_);
+  FOO_IMPL(m, "neg.out", neg_out);
+  FOO_IMPL(m, "abs", abs);
+  FOO_IMPL(m, "abs_", abs_);
+  FOO_IMPL(m, "abs.out", abs_out);
+  FOO_IMPL(m, "sign", sign);
+  FOO_IMPL(m, "sign_", sign_);
+  FOO_IMPL(m, "sign.out", sign_out);
+  FOO_IMPL(m, "sgn", sgn);
+  FOO_IMPL(m, "sgn_", sgn_);
+  FOO_IMPL(m, "sgn.out", sgn_out);
+  FOO_IMPL(m, "floor", floor);
+  FOO_IMPL(m, "floor_", floor_);
+  FOO_IMPL(m, "floor.out", floor_out);
+  FOO_IMPL(m, "ceil", ceil);
+  FOO_IMPL(m, "ceil_", ceil_);
+  FOO_IMPL(m, "ceil.out", ceil_out);
+  FOO_IMPL(m, "trunc", trunc);
+  FOO_IMPL(m, "trunc_", trunc_);
+  FOO_IMPL(m, "trunc.out", trunc_out);
+  FOO_IMPL(m, "frac", frac);
+  FOO_IMPL(m, "frac_", frac_);
+  FOO_IMPL(m, "frac.out", frac_out);
+  FOO_IMPL(m, "round", round);
+  FOO_IMPL(m, "round_", round_);
+  FOO_IMPL(m, "round.out", round_out);
+  FOO_IMPL(m, "bitwise_not", bitwise_not);
+  FOO_IMPL(m, "bitwise_not_", bitwise_not_);
+  FOO_IMPL(m, "bitwise_not.out", bitwise_not_out);
+  FOO_IMPL(m, "silu", silu);
+  FOO_IMPL(m, "silu_", silu_);
+  FOO_IMPL(m, "silu.out", silu_out);
+  FOO_IMPL(m, "mish", mish);
+  FOO_IMPL(m, "mish_", mish_);
+  FOO_IMPL(m, "mish.out", mish_out);
+  FOO_IMPL(m, "hardsigmoid", hardsigmoid);
+  FOO_IMPL(m, "hardsigmoid_", hardsigmoid_);
+  FOO_IMPL(m, "hardsigmoid.out", hardsigmoid_out);
+  FOO_IMPL(m, "hardswish", hardswish);
+  FOO_IMPL(m, "hardswish_", hardswish_);
+  FOO_IMPL(m, "hardswish.out", hardswish_out);
+  FOO_IMPL(m, "logical_not", logical_not);
+  FOO_IMPL(m, "logical_not_", logical_not_);
+  FOO_IMPL(m, "logical_not.out", logical_not_out);
+  FOO_IMPL(m, "round.decimals", round_decimals);
+  FOO_IMPL(m, "round_.decimals", round_decimals_);
+  FOO_IMPL(m, "round.decimals_out", round_decimals_out);
+  FOO_IMPL(m, "signbit", signbit);
+  FOO_IMPL(m, "signbit.out", signbit_out);
+  FOO_IMPL(m, "isnan", isnan);
+  FOO_IMPL(m, "isinf", isinf);
+  FOO_IMPL(m, "isposinf", isposinf);
+  FOO_IMPL(m, "isposinf.out", isposinf_out);
+  FOO_IMPL(m, "isneginf", isneginf);
+  FOO_IMPL(m, "isneginf.out", isneginf_out);
+  FOO_IMPL(m, "relu", relu);
+  FOO_IMPL(m, "relu_", relu_);
+  FOO_IMPL(m, "gelu", gelu);
+  FOO_IMPL(m, "gelu_", gelu_);
+  FOO_IMPL(m, "gelu.out", gelu_out);
+  FOO_IMPL(m, "leaky_relu", leaky_relu);
+  FOO_IMPL(m, "leaky_relu_", leaky_relu_);
+  FOO_IMPL(m, "leaky_relu.out", leaky_relu_out);
+  FOO_IMPL(m, "elu", elu);
+  FOO_IMPL(m, "elu_", elu_);
+  FOO_IMPL(m, "elu.out", elu_out);
+  FOO_IMPL(m, "hardtanh", hardtanh);
+  FOO_IMPL(m, "hardtanh_", hardtanh_);
+  FOO_IMPL(m, "hardtanh.out", hardtanh_out);
+  FOO_IMPL(m, "clamp", clamp);
+  FOO_IMPL(m, "clamp_", clamp_);
+  FOO_IMPL(m, "clamp.out", clamp_out);
+  FOO_IMPL(m, "clamp_min", clamp_min);
+  FOO_IMPL(m, "clamp_min_", clamp_min_);
+  FOO_IMPL(m, "clamp_min.out", clamp_min_out);
+  FOO_IMPL(m, "clamp_max", clamp_max);
+  FOO_IMPL(m, "clamp_max_", clamp_max_);
+  FOO_IMPL(m, "clamp_max.out", clamp_max_out);
+  FOO_IMPL(m, "threshold", threshold);
+  FOO_IMPL(m, "threshold_", threshold_);
+  FOO_IMPL(m, "threshold.out", threshold_out);
+  FOO_IMPL(m, "nan_to_num", nan_to_num);
+  FOO_IMPL(m, "nan_to_num_", nan_to_num_);
+  FOO_IMPL(m, "nan_to_num.out", nan_to_num_out);
+  FOO_IMPL(m, "softplus", softplus);
+  FOO_IMPL(m, "softplus.out", softplus_out);
 }
 
 }  // namespace foo::ops

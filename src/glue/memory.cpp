@@ -1,14 +1,30 @@
+// Factories (empty, empty_strided, the zero tensor), copies between foo and the CPU, fill_, zero_
+// and item(): argument checks and allocation here, data movement in Rust.
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/TensorFactories.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
 
 #include "common.h"
-#include "ops.h"
+#include "memory.h"
 
 namespace foo::ops {
 
+at::Tensor& fill_wrapping(at::Tensor& self, const c10::Scalar& value) {
+  check_supported_dtype(self.scalar_type(), "fill_");
+  if (self.numel() == 0) return self;
+  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes,
+              "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+              "location. Please clone() the tensor before performing the operation.");
+  const FooTensor d = describe(self);
+  const FooScalar v = to_ffi(value);
+  check(foo_fill(&d, &v), "fill_");
+  return self;
+}
+
 namespace {
+
 void check_factory_args(c10::Device device, std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
   TORCH_CHECK(device.is_privateuseone(), "foo factory called for device ", device);
   TORCH_CHECK_NOT_IMPLEMENTED(c10::layout_or_default(layout) == c10::Layout::Strided,
@@ -28,7 +44,6 @@ at::Tensor fill_if_deterministic(at::Tensor t) {
   }
   return t;
 }
-}  // namespace
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout, std::optional<c10::Device> device,
@@ -91,7 +106,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   const FooTensor s = describe(src);
   check(foo_copy(&d, &s), "copy_");
   // Rust copied the physical values; apply the conjugate/negative bits of the two views (the
-  // Conjugate and Negative keys fall through to this kernel, see register.cpp).
+  // Conjugate and Negative keys fall through to this kernel, see the end of this file).
   const bool conj = src.is_conj() != dst.is_conj();
   const bool neg = src.is_neg() != dst.is_neg();
   if (conj || neg) {
@@ -134,18 +149,6 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-at::Tensor& fill_wrapping(at::Tensor& self, const c10::Scalar& value) {
-  check_supported_dtype(self.scalar_type(), "fill_");
-  if (self.numel() == 0) return self;
-  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes,
-              "unsupported operation: more than one element of the written-to tensor refers to a single memory "
-              "location. Please clone() the tensor before performing the operation.");
-  const FooTensor d = describe(self);
-  const FooScalar v = to_ffi(value);
-  check(foo_fill(&d, &v), "fill_");
-  return self;
-}
-
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   // As the CPU's fill: a one-element float16/bfloat16 tensor (its scalar fast path) reads the value
   // as a double, so out of range is inf, not an error (torch.where(c, 2**31, half_tensor) works);
@@ -172,6 +175,33 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   FooScalar v{};
   check(foo_read_scalar(&s, &v), "item");
   return from_ffi(v);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // factories and memory (FOO_IMPL_META: no device kernel, see common.h)
+  FOO_IMPL_META(m, "empty.memory_format", empty_memory_format);
+  FOO_IMPL_META(m, "empty_strided", empty_strided);
+  FOO_IMPL_META(m, "_efficientzerotensor", efficientzerotensor);
+  FOO_IMPL(m, "_copy_from", copy_from);
+  FOO_IMPL(m, "_copy_from_and_resize", copy_from_and_resize);
+  FOO_IMPL(m, "fill_.Scalar", fill_scalar);
+  FOO_IMPL(m, "fill_.Tensor", fill_tensor);
+  FOO_IMPL(m, "zero_", zero);
+  FOO_IMPL(m, "_local_scalar_dense", local_scalar_dense);
+}
+
+// Copies handle conjugate/negative views themselves (copy_from above): without this, the
+// Conjugate fallback materializes the source by cloning it, which copies through _copy_from
+// again, forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace foo::ops

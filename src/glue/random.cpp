@@ -5,6 +5,7 @@
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
 
 #include <cmath>
 #include <limits>
@@ -13,7 +14,6 @@
 #include "common.h"
 #include "foo_ffi.h"
 #include "generator.h"
-#include "ops_random.h"
 
 namespace foo::ops {
 namespace {
@@ -80,8 +80,6 @@ uint64_t default_range(at::ScalarType t) {
     default: TORCH_CHECK(false, "random_ is not supported for dtype ", t);
   }
 }
-
-}  // namespace
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
@@ -229,6 +227,28 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t num_samples, bool re
 at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replacement, std::optional<at::Generator> gen) {
   at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
   return multinomial_out(self, num_samples, replacement, gen, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  FOO_IMPL(m, "uniform_", uniform_);
+  FOO_IMPL(m, "normal_", normal_);
+  FOO_IMPL(m, "log_normal_", log_normal_);
+  FOO_IMPL(m, "exponential_", exponential_);
+  FOO_IMPL(m, "geometric_", geometric_);
+  FOO_IMPL(m, "cauchy_", cauchy_);
+  FOO_IMPL(m, "bernoulli_.float", bernoulli_float_);
+  FOO_IMPL(m, "bernoulli_.Tensor", bernoulli_tensor_);
+  FOO_IMPL(m, "bernoulli.out", bernoulli_out);
+  FOO_IMPL(m, "random_", random_);
+  FOO_IMPL(m, "random_.from", random_from_);
+  FOO_IMPL(m, "random_.to", random_to_);
+  FOO_IMPL(m, "native_dropout", native_dropout);
+  FOO_IMPL(m, "native_dropout_backward", native_dropout_backward);
+  FOO_IMPL(m, "randperm.generator_out", randperm_generator_out);
+  FOO_IMPL(m, "multinomial", multinomial);
+  FOO_IMPL(m, "multinomial.out", multinomial_out);
 }
 
 }  // namespace foo::ops

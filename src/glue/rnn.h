@@ -1,0 +1,24 @@
+// What rnn_layer.cpp (whole LSTM/GRU layers) shares of rnn.cpp (the fused cells).
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace foo::ops::rnn {
+
+using at::Tensor;
+
+// The cell kernels on tensors the caller has checked and allocated (any strides; the biases and
+// the optional gradients may be undefined): the cell ops of rnn.cpp, and the layers, which write
+// each step's results into slices of their per-sequence buffers.
+void lstm_cell_into(const Tensor& hy, const Tensor& cy, const Tensor& workspace, const Tensor& input_gates,
+                    const Tensor& hidden_gates, const Tensor& cx, const Tensor& input_bias, const Tensor& hidden_bias);
+void lstm_cell_backward_into(const Tensor& grad_gates, const Tensor& grad_cx, const Tensor& grad_bias,
+                             const Tensor& grad_hy, const Tensor& grad_cy, const Tensor& cx, const Tensor& cy,
+                             const Tensor& workspace);
+void gru_cell_into(const Tensor& hy, const Tensor& workspace, const Tensor& input_gates, const Tensor& hidden_gates,
+                   const Tensor& hx, const Tensor& input_bias, const Tensor& hidden_bias);
+void gru_cell_backward_into(const Tensor& grad_input_gates, const Tensor& grad_hidden_gates, const Tensor& grad_hx,
+                            const Tensor& grad_input_bias, const Tensor& grad_hidden_bias, const Tensor& grad_hy,
+                            const Tensor& workspace);
+
+}  // namespace foo::ops::rnn
