@@ -5,7 +5,7 @@ Dynamo, AOTAutograd and inductor plan with fake tensors, and inductor checks eve
 kernel's result against the plan (``assert_size_stride``). For a PrivateUse1 tensor
 ``torch._C._select_conv_backend`` answers "Overrideable", for which the fake convolution
 predicts a contiguous result; foo's convolution gives the CPU's layout instead: channels-last
-when the 4-d input or weight is channels-last (src/glue/ops_conv.cpp, ``in_layout_of``). A
+when the 4-d input or weight is channels-last (src/glue/conv.cpp, ``in_layout_of``). A
 channels-last convolution on foo then failed inductor's check (inductor's layout
 optimization makes convolutions channels-last). The fake convolution is wrapped so that for foo
 it predicts foo's layout; its gradients (``convolution_backward``) are contiguous on foo, as

@@ -22,7 +22,7 @@ on other devices are untouched.
 - ``layout_optimization=False``: inductor makes convolutions channels-last where cuDNN or
   oneDNN run faster so (always on the CPU, by a heuristic elsewhere). foo's convolution
   computes in NCHW: a channels-last one costs it a copy of the weight and one of the result
-  (src/glue/ops_conv.cpp), so foo graphs keep the layouts they are given.
+  (src/glue/conv.cpp), so foo graphs keep the layouts they are given.
 """
 
 from __future__ import annotations
