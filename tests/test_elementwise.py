@@ -19,6 +19,7 @@ FLOAT_UNARY = [
     torch.rsqrt,
     torch.reciprocal,
     torch.sin,
+    torch.sinc,
     torch.cos,
     torch.tan,
     torch.tanh,
@@ -98,6 +99,7 @@ def test_unary_special_values():
         lambda t: torch.clamp(t, -1, 1),
         torch.abs,
         torch.sgn,
+        torch.sinc,
     ]:
         check(fn, x)
 
@@ -121,6 +123,13 @@ def test_unary_edges_of_the_range(dtype):
             fn(t).backward(torch.ones_like(t))
             grads.append(t.grad)
         assert_same(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES + [torch.bool])
+def test_float_ops_of_integers_promote(dtype):
+    x = sample((7, 5), dtype, low=-50, high=50)
+    for fn in (torch.sinc, torch.sin, torch.exp):
+        check(fn, x)
 
 
 @pytest.mark.parametrize("dtype", INT_DTYPES + [torch.bool])

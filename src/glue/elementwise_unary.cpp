@@ -99,6 +99,7 @@ FOO_UNARY(sigmoid, unary_float_op, FOO_UNARY_OP_SIGMOID, (void)0)
 FOO_UNARY(erf, unary_float_op, FOO_UNARY_OP_ERF, (void)0)
 FOO_UNARY(erfc, unary_float_op, FOO_UNARY_OP_ERFC, (void)0)
 FOO_UNARY(erfinv, unary_float_op, FOO_UNARY_OP_ERFINV, (void)0)
+FOO_UNARY(sinc, unary_float_op, FOO_UNARY_OP_SINC, (void)0)
 // neg's meta function refuses bool before anything else (an expanded bool tensor's neg_ raises
 // this, not the overlap error).
 FOO_UNARY(neg, unary_op, FOO_UNARY_OP_NEG,
@@ -432,6 +433,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   FOO_IMPL(m, "expm1", expm1);
   FOO_IMPL(m, "expm1_", expm1_);
   FOO_IMPL(m, "expm1.out", expm1_out);
+  FOO_IMPL(m, "sinc", sinc);
+  FOO_IMPL(m, "sinc_", sinc_);
+  FOO_IMPL(m, "sinc.out", sinc_out);
   FOO_IMPL(m, "log", log);
   FOO_IMPL(m, "log_", log_);
   FOO_IMPL(m, "log.out", log_out);

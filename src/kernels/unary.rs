@@ -78,6 +78,7 @@ pub enum UnaryOp {
     Erfinv = 54,
     /// p0: threshold, p1: value (`x <= threshold ? value : x`)
     Threshold = 55,
+    Sinc = 56,
 }
 
 impl UnaryOp {
@@ -290,6 +291,16 @@ fn float_unary<F: FloatStore>(
         Erf => m!(|x| x.erf()),
         Erfc => m!(|x| x.erfc()),
         Erfinv => m!(|x| Mf::<F>::from_f64c(erfinv(x.to_f64c()))),
+        // The CPU's formula: 1 at 0, else sin(pi x) / (pi x) in the math type.
+        Sinc => {
+            let pi = c(std::f64::consts::PI);
+            m!(|x| if x == zero {
+                one
+            } else {
+                let y = pi * x;
+                y.sin() / y
+            })
+        }
         Floor => m!(|x| x.floor()),
         Ceil => m!(|x| x.ceil()),
         Trunc => m!(|x| x.trunc()),
