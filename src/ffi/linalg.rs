@@ -2,7 +2,8 @@
 
 use super::{guard, tensor_mut, tensor_ref};
 use crate::error::FooError;
-use crate::kernels::linalg::{matmul, GEMM_RAYON_FLOPS};
+use crate::kernels::core::gemm::GEMM_RAYON_FLOPS;
+use crate::kernels::linalg::matmul;
 use crate::runtime::pool;
 use crate::tensor::{FooTensor, Scalar};
 
@@ -41,7 +42,7 @@ pub unsafe extern "C" fn foo_matmul(
             .numel()
             .saturating_mul(b.shape.last().copied().unwrap_or(0));
         // Large products run on a pool worker so that `gemm` splits them itself; the rest
-        // split from this thread (see `kernels::linalg::gemm_raw`).
+        // split from this thread (see `kernels::core::gemm::gemm_raw`).
         pool::install(work >= GEMM_RAYON_FLOPS, || {
             matmul(&o, &a, &b, c.as_ref(), beta, alpha)
         })

@@ -313,7 +313,7 @@ pub unsafe extern "C" fn foo_copy(dst: *const FooTensor, src: *const FooTensor) 
     guard(|| {
         // SAFETY: caller's contract.
         let (d, s) = unsafe { (tensor_mut(dst)?, tensor_ref(src)?) };
-        kernels::copy::copy(&d, &s)
+        kernels::core::copy::copy(&d, &s)
     })
 }
 
@@ -338,7 +338,7 @@ pub unsafe extern "C" fn foo_read_scalar(src: *const FooTensor, value: *mut Scal
     guard(|| {
         // SAFETY: caller's contract.
         let s = unsafe { tensor_ref(src)? };
-        out(value, kernels::fill::read_scalar(&s)?)
+        out(value, kernels::core::io::read_scalar(&s)?)
     })
 }
 

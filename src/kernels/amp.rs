@@ -7,9 +7,9 @@
 //! * [`update_scale`]: backs the scale off after a step with inf/NaN gradients, grows it after
 //!   `growth_interval` consecutive clean steps (never past float32's range).
 
-use super::float::{FloatStore, Math};
-use super::layout::coalesce;
-use super::map::drive_rows;
+use super::core::float::{FloatStore, Math};
+use super::core::layout::coalesce;
+use super::core::map::drive_rows;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::tensor::{TensorMut, TensorRef};
@@ -149,7 +149,7 @@ pub fn next_scale(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
     use half::{bf16, f16};
 
     #[test]

@@ -2,10 +2,10 @@
 //! comparisons and logical ops (bool output), bitwise ops and shifts, masked_fill, and the
 //! activation backward kernels (grad, saved tensor) -> grad_input.
 
-use super::element::Element;
-use super::float::{FloatStore, Math};
-use super::int::IntElem;
-use super::map::map2;
+use super::core::element::Element;
+use super::core::float::{FloatStore, Math};
+use super::core::int::IntElem;
+use super::core::map::map2;
 use crate::error::{FooError, FooResult};
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_float, dispatch_int, not_implemented};
@@ -456,7 +456,7 @@ fn bool_binary(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef) -> F
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn arithmetic_and_division_modes() {

@@ -13,13 +13,13 @@
 mod depthwise;
 mod grid;
 
-use super::linalg::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
-use super::parallel::parallel_for;
-use super::scratch::{with_scratch, with_scratch2};
-use super::transpose::transpose;
+use super::core::gemm::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
+use super::core::parallel::parallel_for;
+use super::core::scratch::{with_scratch, with_scratch2};
+use super::core::transpose::transpose;
 use crate::dtype::DType;
 use crate::error::FooResult;
-use crate::kernels::float::Math;
+use crate::kernels::core::float::Math;
 use crate::runtime::pool::install;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
@@ -160,7 +160,7 @@ impl Geometry {
         threads > 1 && self.n >= threads
     }
     /// Per-sample GEMMs this large (unsplit samples) run on a pool worker, so that `gemm`
-    /// splits them with rayon (see `linalg::GEMM_RAYON_FLOPS`); smaller ones split from the
+    /// splits them with rayon (see `core::gemm::GEMM_RAYON_FLOPS`); smaller ones split from the
     /// calling thread.
     fn rayon_gemms(&self, split: bool) -> bool {
         !split && self.og() * self.ck() * self.op() >= GEMM_RAYON_FLOPS
@@ -628,7 +628,7 @@ fn forward_batched<T: GemmElem>(
     let chunk = batch_chunk(g);
     let (xo, wo, oo) = (Addr::of(input.ptr), Addr::of(weight.ptr), Addr::of(out.ptr));
     let xs = &input.strides;
-    // Kept scratch (see kernels::scratch): im2col writes every element of col, the GEMM every
+    // Kept scratch (see kernels::core::scratch): im2col writes every element of col, the GEMM every
     // element of res.
     with_scratch2(
         ck * chunk * p,
@@ -1362,13 +1362,13 @@ crate::nn_multiversion!(fn plane_sum_into<M: Math>(x: &[M], total: &mut M) => pl
 
 #[inline(always)]
 fn plane_sum_body<M: Math>(x: &[M], total: &mut M) {
-    *total = crate::kernels::nn::simd::sum(x);
+    *total = crate::kernels::core::simd::sum(x);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     fn data(n: usize, seed: u64) -> Vec<f64> {
         (0..n)

@@ -8,11 +8,11 @@
 //! One parameter at a time, dense: every tensor of a parameter is contiguous with the same
 //! element count and dtype (the glue makes contiguous copies otherwise).
 
-use super::element::Element;
-use super::fill::read_scalar;
-use super::float::{FloatStore, Math};
-use super::layout::GRAIN;
-use super::parallel::parallel_for;
+use super::core::element::Element;
+use super::core::float::{FloatStore, Math};
+use super::core::io::read_scalar;
+use super::core::layout::GRAIN;
+use super::core::parallel::parallel_for;
 use crate::error::FooResult;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{dispatch_float, invalid_arg, not_implemented};

@@ -1,11 +1,11 @@
 //! Elementwise ternary ops: where, lerp, addcmul, addcdiv.
 
-use super::element::Element;
-use super::float::{FloatStore, Math};
-use super::int::IntElem;
-use super::layout::GRAIN;
-use super::map::map3;
-use super::parallel::parallel_for;
+use super::core::element::Element;
+use super::core::float::{FloatStore, Math};
+use super::core::int::IntElem;
+use super::core::layout::GRAIN;
+use super::core::map::map3;
+use super::core::parallel::parallel_for;
 use crate::error::FooResult;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_float, dispatch_int, not_implemented};
@@ -280,7 +280,7 @@ fn int_ternary<I: IntElem>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn where_and_lerp() {

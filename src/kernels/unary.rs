@@ -1,10 +1,10 @@
 //! Elementwise unary ops (and their scalar parameters). The glue picks the computation dtype
 //! (e.g. integer inputs of `exp` are promoted to float first); predicates write bool.
 
-use super::element::Element;
-use super::float::{FloatStore, Math};
-use super::int::IntElem;
-use super::map::map1;
+use super::core::element::Element;
+use super::core::float::{FloatStore, Math};
+use super::core::int::IntElem;
+use super::core::map::map1;
 use crate::error::{FooError, FooResult};
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_float, dispatch_int, not_implemented};
@@ -479,7 +479,7 @@ fn bool_unary(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn float_and_half() {

@@ -29,11 +29,11 @@
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::invalid_arg;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::nn::simd::{self, FastExp};
-use crate::kernels::nn::P;
-use crate::kernels::parallel::parallel_for;
-use crate::kernels::random::stream::fill_blocks;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::P;
+use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::philox::fill_blocks;
+use crate::kernels::core::simd::{self, FastExp};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Query rows per block.
@@ -1499,7 +1499,7 @@ pub fn attention_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::uniform;
+    use crate::kernels::core::map::testing::uniform;
     use crate::runtime::rng::philox4x32_10;
     use crate::tensor::contiguous_strides;
 

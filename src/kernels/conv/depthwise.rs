@@ -12,10 +12,10 @@
 //! same number for finite values, and then write nan where a non-finite factor meets padding.
 
 use super::{valid_range, Addr, Geometry};
-use crate::kernels::float::Math;
-use crate::kernels::linalg::GemmElem;
-use crate::kernels::nn::simd;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::Math;
+use crate::kernels::core::gemm::GemmElem;
+use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::simd;
 
 /// The element types of the direct loops (f32, f64).
 pub(super) trait DwFloat: GemmElem + Math {}

@@ -14,8 +14,8 @@
 //! making one GEMM with a deeper reduction.
 
 use super::Addr;
-use crate::kernels::linalg::{gemm_raw, GemmElem, Mat};
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::gemm::{gemm_raw, GemmElem, Mat};
+use crate::kernels::core::parallel::parallel_for;
 
 /// Unroll the width taps too when the rows of one GEMM would be fewer than this (a shallow
 /// reduction re-reads the destination once per width tap).

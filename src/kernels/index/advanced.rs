@@ -17,9 +17,9 @@
 use super::iter::{Addr, Bounds, DynLayout, FirstError};
 use crate::dtype::{DType, Kind};
 use crate::error::FooResult;
-use crate::kernels::element::Element;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use half::{bf16, f16};
@@ -512,7 +512,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     fn indexer(
         t: &Owned<i64>,

@@ -8,9 +8,9 @@ use super::iter::{unravel, Addr, DynLayout};
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::invalid_arg;
-use crate::kernels::element::Element;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -233,7 +233,7 @@ pub fn masked_scatter(dst: &TensorMut, mask: &TensorRef, source: &TensorRef) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn nonzero_of_transposed_floats() {

@@ -3,9 +3,9 @@
 use super::iter::{Addr, DynLayout};
 use crate::dtype::{DType, Kind};
 use crate::error::FooResult;
-use crate::kernels::element::Element;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use half::{bf16, f16};
@@ -184,7 +184,7 @@ pub fn tril_triu(out: &TensorMut, src: &TensorRef, k: i64, upper: bool) -> FooRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn arange_types() {

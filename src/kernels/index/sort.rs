@@ -6,8 +6,8 @@
 use super::iter::{Addr, DynLayout};
 use crate::dtype::DType;
 use crate::error::FooResult;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use half::{bf16, f16};
@@ -302,7 +302,7 @@ fn per_row<T: SortKey>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn sort_nan_and_stability() {

@@ -3,11 +3,11 @@
 //! are bucketed per weight row (counting sort) and each row sums its positions in order, in
 //! parallel over rows.
 
-use super::{read_index, require_contiguous, P};
 use crate::error::FooResult;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{read_index, require_contiguous, P};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{dispatch_float, invalid_arg, not_implemented};
 use num_traits::{One, Zero};
@@ -97,7 +97,7 @@ pub fn embedding_dense_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn accumulates_scales_and_pads() {

@@ -8,11 +8,12 @@
 //! the CPU's nan and the gradients its rounding.
 
 use super::norm::{check_backward_operands, opt_vec, row_stats};
-use super::{read_vec, require_contiguous, write_vec, P};
 use crate::error::FooResult;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{read_vec, require_contiguous, write_vec, P};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::simd;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
 use num_traits::{One, Zero};
@@ -221,8 +222,8 @@ fn gn_bwd_body<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) {
                 *gv = gs.load();
                 *xv = xs.load();
             }
-            ds[j] = super::simd::sum_zip(&gm, &xm, |p, q| p * q);
-            db[j] = super::simd::sum(&gm);
+            ds[j] = simd::sum_zip(&gm, &xm, |p, q| p * q);
+            db[j] = simd::sum(&gm);
         }
         let Some(pdx) = a.pdx else { continue };
         let gamma = |j: usize| a.w.map_or(F::M::one(), |w| w[c0 + j]);
@@ -253,7 +254,7 @@ fn gn_bwd_body<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     /// The definition, in f64: per (sample, group) mean and biased variance, then the affine.
     fn reference(

@@ -1,12 +1,12 @@
 //! Losses: nll_loss (1-D, 2-D and the spatial `[N, C, S]` form of nll_loss2d), mse_loss and
 //! binary_cross_entropy, with their backward. Reductions: 0 none, 1 mean, 2 sum (ATen's enum).
 
-use super::{read_index, read_vec, require_contiguous, P};
 use crate::error::{FooError, FooResult};
-use crate::kernels::element::Element;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{read_index, read_vec, require_contiguous, P};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{dispatch_float, invalid_arg, not_implemented};
 use num_traits::{One, Zero};
@@ -450,7 +450,7 @@ pub fn bce_loss_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn nll_mean_weighted_and_ignored() {

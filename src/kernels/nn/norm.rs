@@ -6,12 +6,12 @@
 //! (mixed precision: float32 parameters for a bfloat16 input), so they are read and written
 //! through small vectors ([`read_vec`], [`write_vec`]).
 
-use super::simd;
-use super::{read_vec, require_contiguous, write_vec, P};
 use crate::error::FooResult;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{read_vec, require_contiguous, write_vec, P};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::simd;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
 use num_traits::{One, Zero};
@@ -695,7 +695,7 @@ fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn layer_norm_rows() {

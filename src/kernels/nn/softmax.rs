@@ -5,12 +5,12 @@
 //! a tile of up to `TILE` inner positions across all `d`, so the loops run along `inner`
 //! (contiguous) and vectorize.
 
-use super::simd::{self, FastExp};
-use super::{require_contiguous, P};
 use crate::error::FooResult;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{require_contiguous, P};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::simd::{self, FastExp};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, nn_multiversion, not_implemented};
 use num_traits::{Float, One, Zero};
@@ -405,7 +405,7 @@ fn bwd_body<I: Store, O: Store>(pg: P, py: P, po: P, g: Geom, log: bool, s: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     fn reference(x: &[f64], log: bool) -> Vec<f64> {
         let m = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);

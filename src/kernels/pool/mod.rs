@@ -7,9 +7,9 @@
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::conv::Addr;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use half::{bf16, f16};
@@ -397,7 +397,7 @@ unsafe fn max_taps_raw<T: FloatStore, const S: isize>(
     // A later tap wins only if strictly greater or NaN (the CPU backend's rule). Random data
     // makes this a coin flip: masks, not a branch.
     #[inline(always)]
-    fn tap<M: crate::kernels::float::Math>(v: M, bv: &mut M, av: &mut i64, idx: i64) {
+    fn tap<M: crate::kernels::core::float::Math>(v: M, bv: &mut M, av: &mut i64, idx: i64) {
         let take = (v > *bv) | v.is_nan();
         let keep = take as i64 - 1;
         *av = (*av & keep) | (idx & !keep);
@@ -721,7 +721,7 @@ fn adaptive_bwd<T: FloatStore>(g: &Planes, gi: &TensorMut, go: &TensorRef) -> Fo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     fn params(k: i64, s: i64, pad: i64) -> Pool2dParams {
         Pool2dParams {

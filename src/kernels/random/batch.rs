@@ -1,16 +1,16 @@
 //! The batch driver of the random kernels: a dense output is filled in batches of [`BATCH`]
 //! elements; each batch gets its stream words from one vectorized Philox call
-//! ([`stream::fill_blocks`]) and turns them into values with a [`Batch`] transform, compiled
+//! ([`philox::fill_blocks`]) and turns them into values with a [`Batch`] transform, compiled
 //! for the baseline target, with AVX2+FMA and with AVX-512F (picked at run time).
 //!
 //! Element `i` reads words `offset + i*w ..` of the stream for a `w`-word-per-element
 //! transform, so values depend only on (seed, offset, i), never on the thread count.
 
-use super::stream;
-use crate::kernels::element::Element;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
-use crate::kernels::vmath;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::philox;
+use crate::kernels::core::vmath;
 use crate::tensor::TensorMut;
 
 /// Elements per batch. Batches start at multiples of it, so a transform that pairs elements
@@ -50,7 +50,7 @@ unsafe fn fill_avx512<T, B: Batch<T>>(b: &B, words: &[u32], out: &mut [T]) {
 #[inline(always)]
 fn fill<T, B: Batch<T>>(b: &B, words: &[u32], out: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
-    match crate::kernels::nn::simd::level() {
+    match crate::kernels::core::simd::level() {
         // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at run time).
         3 => return unsafe { fill_avx512(b, words, out) },
         // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
@@ -81,7 +81,7 @@ pub fn generate_batches<T: Element, B: Batch<T>>(
             let word = offset.wrapping_add((e0 * w) as u64);
             let lane0 = (word % 4) as usize;
             let blocks = (lane0 + BATCH * w).div_ceil(4);
-            stream::fill_blocks(word / 4, key, &mut buf[..blocks * 4]);
+            philox::fill_blocks(word / 4, key, &mut buf[..blocks * 4]);
             // SAFETY: elements e0 .. e0 + len lie inside the dense output, and batches are
             // disjoint, so this is the only live reference to them.
             let o = unsafe { std::slice::from_raw_parts_mut((base as *mut T).add(e0), len) };

@@ -5,14 +5,13 @@
 //! the seed, the generator offset at the start of the op and `i`: the same with 1 thread or 16.
 //! The output must be dense (the glue stages non-contiguous outputs).
 
-use super::element::Element;
+use super::core::element::Element;
 use crate::error::{FooError, FooResult};
 use crate::runtime::rng::reserve;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{dispatch_all, invalid_arg, not_implemented};
 
 mod batch;
-pub(crate) mod stream;
 
 use batch::{generate, generate_batches, NormalBatch, UniformBatch, BATCH};
 
@@ -198,7 +197,7 @@ pub fn bernoulli_tensor(out: &TensorMut, prob: &TensorRef, gen: u64) -> FooResul
         strides: crate::tensor::contiguous_strides(&out.shape),
         dtype: crate::DType::F64,
     };
-    dispatch_all!(prob.dtype, P => dispatch_all!(out.dtype, T => super::map::map2(out, &uniform, prob, move |u: f64, p: P| {
+    dispatch_all!(prob.dtype, P => dispatch_all!(out.dtype, T => super::core::map::map2(out, &uniform, prob, move |u: f64, p: P| {
         T::from_bool(u < p.to_f64())
     })))
 }
@@ -220,9 +219,9 @@ pub fn dropout(
     let scale = if p < 1.0 { 1.0 / (1.0 - p) } else { 0.0 };
     let mref = mask.as_ref();
     crate::dispatch_float!(input.dtype, F => {
-        let s = <F as super::float::FloatStore>::M::from_f64c(scale);
-        use super::float::{FloatStore, Math};
-        super::map::map2(out, input, &mref, move |x: F, m: bool| if m { F::store(x.load() * s) } else { F::store(x.load() * <F as FloatStore>::M::from_f64c(0.0)) })
+        let s = <F as super::core::float::FloatStore>::M::from_f64c(scale);
+        use super::core::float::{FloatStore, Math};
+        super::core::map::map2(out, input, &mref, move |x: F, m: bool| if m { F::store(x.load() * s) } else { F::store(x.load() * <F as FloatStore>::M::from_f64c(0.0)) })
     }, _ => not_implemented!("dropout is only defined for floating-point tensors, got {}", input.dtype.name()))
 }
 
@@ -379,8 +378,8 @@ pub fn multinomial(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::layout::GRAIN;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::layout::GRAIN;
+    use crate::kernels::core::map::testing::Owned;
     use crate::runtime::rng::{manual_seed, new_generator};
 
     #[test]

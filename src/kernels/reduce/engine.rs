@@ -15,10 +15,10 @@
 
 use crate::error::FooResult;
 use crate::invalid_arg;
-use crate::kernels::element::Element;
-use crate::kernels::layout::{coalesce, Layout, GRAIN};
-use crate::kernels::map::for_each_row;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::{coalesce, Layout, GRAIN};
+use crate::kernels::core::map::for_each_row;
+use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Elements of the reduction handled by one task when a reduction is split across threads.

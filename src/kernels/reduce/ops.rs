@@ -6,8 +6,8 @@
 use super::engine::{self, Reducer};
 use crate::dtype::DType;
 use crate::error::{FooError, FooResult};
-use crate::kernels::element::Element;
-use crate::kernels::float::{FloatStore, Math};
+use crate::kernels::core::element::Element;
+use crate::kernels::core::float::{FloatStore, Math};
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use half::{bf16, f16};
 use num_traits::{Float, One, Zero};
@@ -1200,7 +1200,7 @@ pub fn reduce(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     fn red<T: Element>(shape: &[usize], reduced: &[usize]) -> Owned<T> {
         let s: Vec<usize> = shape

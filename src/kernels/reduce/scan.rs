@@ -7,10 +7,10 @@
 use crate::dtype::DType;
 use crate::error::{FooError, FooResult};
 use crate::invalid_arg;
-use crate::kernels::element::Element;
-use crate::kernels::float::FloatStore;
-use crate::kernels::layout::{coalesce, GRAIN};
-use crate::kernels::map::for_each_row;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::float::FloatStore;
+use crate::kernels::core::layout::{coalesce, GRAIN};
+use crate::kernels::core::map::for_each_row;
 use crate::tensor::{TensorMut, TensorRef};
 
 /// `foo_scan`'s op codes.
@@ -174,7 +174,7 @@ pub fn scan(op: ScanOp, out: &TensorMut, input: &TensorRef, dim: usize) -> FooRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn cumsum_both_dims() {

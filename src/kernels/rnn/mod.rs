@@ -17,11 +17,11 @@
 
 use crate::dtype::DType;
 use crate::error::FooResult;
-use crate::kernels::element::Element;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::nn::{read_vec, write_vec, P};
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{read_vec, write_vec, P};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
 use num_traits::{One, Zero};
@@ -747,12 +747,12 @@ fn gru_bwd_body<F: FloatStore>(a: &GruBwd, blk: usize, s: usize, e: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
     use half::f16;
 
     /// Deterministic values in about [-2, 2].
     fn vals(n: usize, seed: u64) -> Vec<f64> {
-        crate::kernels::map::testing::uniform(n, seed, -2.0, 2.0)
+        crate::kernels::core::map::testing::uniform(n, seed, -2.0, 2.0)
     }
 
     /// `[rows, cols]` view of `data` stored column-major (a transposed, non-contiguous operand).

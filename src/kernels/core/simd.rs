@@ -2,7 +2,7 @@
 //! vectorizes, multi-lane sums and maxima, and [`multiversion!`], which compiles a row loop a
 //! second and third time with AVX2+FMA / AVX-512 enabled and picks one at run time.
 
-use crate::kernels::float::Math;
+use crate::kernels::core::float::Math;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -94,7 +94,7 @@ macro_rules! unsafe_multiversion {
                     // SAFETY: forwarded from the caller.
                     unsafe { body::<$($F),+>($($a),*) }
                 }
-                match $crate::kernels::nn::simd::level() {
+                match $crate::kernels::core::simd::level() {
                     // SAFETY: the CPU has AVX-512 F/VL/BW/DQ, AVX2 and FMA (checked at run
                     // time); the rest is the caller's contract.
                     3 => return unsafe { v3::<$($F),+>($($a),*) },
@@ -117,7 +117,7 @@ pub trait FastExp: Math {
 impl FastExp for f32 {
     #[inline(always)]
     fn fexp(self) -> f32 {
-        crate::kernels::vmath::exp(self)
+        crate::kernels::core::vmath::exp(self)
     }
 }
 

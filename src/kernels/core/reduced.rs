@@ -93,7 +93,7 @@ pub fn store_f32(out: &TensorMut, src: &[f32]) -> FooResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn reduced_round_trip_dense_and_strided() {

@@ -117,7 +117,7 @@ fn inner_strides<const N: usize>(l: &Layout<N>) -> [isize; N] {
 }
 
 /// The dense inner loops, compiled three times: for the baseline target, with AVX2+FMA and with
-/// AVX-512, chosen at run time. `kernels::vmath` math is branch-free, so 8 lanes instead of 4 is close to twice as
+/// AVX-512, chosen at run time. `kernels::core::vmath` math is branch-free, so 8 lanes instead of 4 is close to twice as
 /// fast for exp/tanh/sigmoid-style ops; memory-bound ops are unaffected.
 #[inline(always)]
 fn dense1_body<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
@@ -425,7 +425,7 @@ unsafe fn dense3<A: Element, B: Element, C: Element, O: Element>(
 #[cfg(test)]
 pub(crate) mod testing {
     //! Owned test tensors for kernel unit tests.
-    use crate::kernels::element::Element;
+    use crate::kernels::core::element::Element;
     use crate::tensor::{contiguous_strides, TensorMut, TensorRef};
 
     pub struct Owned<T> {

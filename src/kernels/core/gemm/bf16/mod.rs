@@ -52,7 +52,7 @@ pub fn matmul(
 ) -> FooResult<()> {
     #[cfg(target_arch = "x86_64")]
     {
-        assert!(available(), "gemm_bf16::matmul without AVX512-BF16");
+        assert!(available(), "core::gemm::bf16::matmul without AVX512-BF16");
         imp::matmul(out, a, b, c, beta, alpha);
         Ok(())
     }
@@ -67,9 +67,9 @@ pub fn matmul(
 mod imp {
     use super::microkernel::{self, MR, NR};
     use super::{pack, store};
-    use crate::kernels::element::Element;
-    use crate::kernels::linalg::GEMM_PARALLEL_FLOPS;
-    use crate::kernels::parallel::parallel_for;
+    use crate::kernels::core::element::Element;
+    use crate::kernels::core::gemm::GEMM_PARALLEL_FLOPS;
+    use crate::kernels::core::parallel::parallel_for;
     use crate::tensor::{Scalar, TensorMut, TensorRef};
 
     /// `k`-pairs per cache block: a `KC x NR` slice of packed B is 32 KiB (L1).

@@ -284,7 +284,7 @@ pub unsafe fn drive_tiles<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::layout::coalesce;
+    use crate::kernels::core::layout::coalesce;
 
     #[test]
     fn transposed_input_takes_tiles_dense_does_not() {

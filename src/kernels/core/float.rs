@@ -21,7 +21,7 @@ pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
     fn to_f64c(self) -> f64;
     fn round_even(self) -> Self;
     /// `exp`, `ln`, `tanh` and the logistic function in a form whose loops vectorize
-    /// (`kernels::vmath` for f32; f64 keeps libm's correctly rounded scalar versions).
+    /// (`kernels::core::vmath` for f32; f64 keeps libm's correctly rounded scalar versions).
     fn vexp(self) -> Self;
     /// `erf` for GELU, in the CPU's vectorized form (`vmath::erf_gelu`) for f32; libm for f64.
     fn verf_gelu(self) -> Self;
