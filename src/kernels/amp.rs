@@ -13,13 +13,13 @@ use super::core::map::drive_rows;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, not_implemented};
+use crate::{invalid_arg, not_implemented};
 use num_traits::Float;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `grad *= inv_scale` in place; returns whether `grad` held an inf or NaN.
 pub fn unscale(grad: &TensorMut, inv_scale: f32) -> FooResult<bool> {
-    dispatch_float!(grad.dtype, F => unscale_impl::<F>(grad, inv_scale),
+    crate::dispatch!(float: grad.dtype, F => unscale_impl::<F>(grad, inv_scale),
     _ => not_implemented!(
         "_amp_foreach_non_finite_check_and_unscale_: gradients must be floating point, got {}",
         grad.dtype.name()

@@ -7,8 +7,8 @@ use super::core::float::{FloatStore, Math};
 use super::core::int::IntElem;
 use super::core::map::map2;
 use crate::error::{FooError, FooResult};
+use crate::not_implemented;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
-use crate::{dispatch_float, dispatch_int, not_implemented};
 use num_traits::{Float, One, Zero};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -104,16 +104,16 @@ pub fn binary(
     p: &[Scalar],
 ) -> FooResult<()> {
     if op == BinaryOp::MaskedFill {
-        return crate::dispatch_all!(a.dtype, T => {
+        return crate::dispatch!(all: a.dtype, T => {
             let v = p.first().map(T::from_scalar).unwrap_or_default();
             map2(out, a, b, move |x: T, m: bool| if m { v } else { x })
         });
     }
     if op.is_predicate() {
-        return crate::dispatch_all!(a.dtype, T => predicate::<T>(op, out, a, b));
+        return crate::dispatch!(all: a.dtype, T => predicate::<T>(op, out, a, b));
     }
-    dispatch_float!(a.dtype, F => float_binary::<F>(op, out, a, b, p),
-    _ => dispatch_int!(a.dtype, I => int_binary::<I>(op, out, a, b, p),
+    crate::dispatch!(float: a.dtype, F => float_binary::<F>(op, out, a, b, p),
+    _ => crate::dispatch!(int: a.dtype, I => int_binary::<I>(op, out, a, b, p),
         _ => match a.dtype {
             crate::DType::Bool => bool_binary(op, out, a, b),
             other => crate::unsupported!("foo {op:?} has no kernel for dtype {}", other.name()),

@@ -13,7 +13,7 @@ pub fn fill(dst: &TensorMut, value: &Scalar) -> FooResult<()> {
         return Ok(());
     }
     let l = coalesce(&dst.shape, [&dst.strides]);
-    crate::dispatch_all!(dst.dtype, T => {
+    crate::dispatch!(all: dst.dtype, T => {
         let v = T::from_scalar(value);
         let base = dst.ptr as usize;
         let stride = l.strides[0].last().copied().unwrap_or(1);

@@ -79,7 +79,7 @@ pub fn matmul(
             _ => not_implemented!("matmul: dtype {} is not supported", dtype.name()),
         },
         Kind::Signed | Kind::Unsigned => {
-            crate::dispatch_all!(dtype, T => int_matmul::<T>(out, a, b, c, beta, alpha))
+            crate::dispatch!(all: dtype, T => int_matmul::<T>(out, a, b, c, beta, alpha))
         }
         Kind::Bool => not_implemented!("\"addmm_impl_cpu_\" not implemented for 'Bool'"),
     }

@@ -15,7 +15,7 @@ use super::core::layout::GRAIN;
 use super::core::parallel::parallel_for;
 use crate::error::FooResult;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, not_implemented};
+use crate::{invalid_arg, not_implemented};
 use num_traits::{Float, One};
 
 /// Adam's and AdamW's hyper-parameters (`_fused_adam(w)_`'s keyword arguments).
@@ -126,7 +126,7 @@ pub fn adam(
     };
     // Without amsgrad the loop never touches `vmax`; any address will do.
     let vmax = vmax.unwrap_or(p);
-    dispatch_float!(param.dtype, F => {
+    crate::dispatch!(float: param.dtype, F => {
         let k = AdamCoefficients::<<F as FloatStore>::M>::new(step, args, grad_scale);
         parallel_for(n, GRAIN / 4, &|s, e| {
             // SAFETY: `s..e` is this chunk's range of elements of dense tensors of `n` elements
@@ -320,7 +320,7 @@ pub fn sgd(
     };
     let n = param.numel();
     let l2 = args.weight_decay != 0.0;
-    dispatch_float!(param.dtype, F => {
+    crate::dispatch!(float: param.dtype, F => {
         let c = <<F as FloatStore>::M as Math>::from_f64c;
         let k = SgdCoefficients {
             wd: c(args.weight_decay),
@@ -429,7 +429,7 @@ pub fn adagrad(
     let sum = check_dense("state_sum", param, state_sum)?;
     let n = param.numel();
     let l2 = args.weight_decay != 0.0;
-    dispatch_float!(param.dtype, F => {
+    crate::dispatch!(float: param.dtype, F => {
         let c = <<F as FloatStore>::M as Math>::from_f64c;
         let k = AdagradCoefficients {
             neg_clr: c(-(args.lr / (1.0 + (step - 1.0) * args.lr_decay))),

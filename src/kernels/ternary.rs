@@ -7,8 +7,8 @@ use super::core::layout::GRAIN;
 use super::core::map::map3;
 use super::core::parallel::parallel_for;
 use crate::error::FooResult;
+use crate::not_implemented;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
-use crate::{dispatch_float, dispatch_int, not_implemented};
 use num_traits::Float;
 
 /// `foo_ternary`'s op codes; `p0` is its first scalar `params`.
@@ -36,10 +36,10 @@ pub fn ternary(
     p: &[Scalar],
 ) -> FooResult<()> {
     if op == TernaryOp::Where {
-        return crate::dispatch_all!(b.dtype, T => map3(out, a, b, c, move |m: bool, x: T, y: T| if m { x } else { y }));
+        return crate::dispatch!(all: b.dtype, T => map3(out, a, b, c, move |m: bool, x: T, y: T| if m { x } else { y }));
     }
-    dispatch_float!(a.dtype, F => float_ternary::<F>(op, out, a, b, c, p),
-        _ => dispatch_int!(a.dtype, I => int_ternary::<I>(op, out, a, b, c, p),
+    crate::dispatch!(float: a.dtype, F => float_ternary::<F>(op, out, a, b, c, p),
+        _ => crate::dispatch!(int: a.dtype, I => int_ternary::<I>(op, out, a, b, c, p),
             _ => crate::unsupported!("foo {op:?} has no kernel for dtype {}", a.dtype.name())))
 }
 

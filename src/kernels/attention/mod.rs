@@ -290,7 +290,7 @@ fn lse_view(ptr: usize, dtype: DType, strides: &[isize]) -> View {
 #[inline(always)]
 unsafe fn load_row<M: Math>(v: &View, off: isize, dst: &mut [M], mul: M) {
     let n = dst.len();
-    crate::dispatch_float!(v.dtype, F => {
+    crate::dispatch!(float: v.dtype, F => {
         let p = (v.ptr as *const F).offset(off);
         if v.last == 1 || n <= 1 {
             // SAFETY: a contiguous row of n elements inside the view (caller's contract).
@@ -323,7 +323,7 @@ unsafe fn add_mask_row<M: Math>(v: &View, off: isize, dst: &mut [M]) {
         }
         return;
     }
-    crate::dispatch_float!(v.dtype, F => {
+    crate::dispatch!(float: v.dtype, F => {
         let p = (v.ptr as *const F).offset(off);
         if v.last == 1 {
             // SAFETY: a contiguous row inside the view (caller's contract).
@@ -347,7 +347,7 @@ unsafe fn add_mask_row<M: Math>(v: &View, off: isize, dst: &mut [M]) {
 /// The row lies inside `v`'s live memory and nobody else writes it meanwhile.
 #[inline(always)]
 unsafe fn store_row<M: Math>(v: &View, off: isize, src: &[M], mul: M) {
-    crate::dispatch_float!(v.dtype, F => {
+    crate::dispatch!(float: v.dtype, F => {
         let p = (v.ptr as *mut F).offset(off);
         if v.last == 1 || src.len() <= 1 {
             // SAFETY: a contiguous row of the view written only by this task (caller's contract).

@@ -44,9 +44,9 @@ pub fn copy(dst: &TensorMut, src: &TensorRef) -> FooResult<()> {
         };
         d.dtype = dt;
         s.dtype = st;
-        return crate::dispatch_all!(dt, T => map1(&d, &s, move |x: T| x));
+        return crate::dispatch!(all: dt, T => map1(&d, &s, move |x: T| x));
     }
-    crate::dispatch_all!(dst.dtype, D => crate::dispatch_all!(src.dtype, S => map1(dst, src, move |x: S| x.cast::<D>())))
+    crate::dispatch!(all: dst.dtype, D => crate::dispatch!(all: src.dtype, S => map1(dst, src, move |x: S| x.cast::<D>())))
 }
 
 /// Same dtype, both operands dense along the innermost dim (a permute that keeps the last dim,

@@ -47,7 +47,7 @@ impl P {
 pub(crate) fn read_vec<M: Math>(t: &TensorRef) -> FooResult<Vec<M>> {
     require_contiguous("parameter", &t.shape, &t.strides)?;
     let n = t.numel();
-    crate::dispatch_float!(t.dtype, F => {
+    crate::dispatch!(float: t.dtype, F => {
         // SAFETY: contiguous live tensor of n elements of F.
         let s: &[F] = unsafe { P::r(t).slice(0, n) };
         Ok(s.iter().map(|v| M::from_f64c(v.to_f64())).collect())
@@ -64,7 +64,7 @@ pub(crate) fn write_vec<M: Math>(t: &TensorMut, v: &[M]) -> FooResult<()> {
             v.len()
         );
     }
-    crate::dispatch_float!(t.dtype, F => {
+    crate::dispatch!(float: t.dtype, F => {
         // SAFETY: contiguous live tensor of v.len() elements of F, written only here.
         let s: &mut [F] = unsafe { P::m(t).slice_mut(0, v.len()) };
         for (o, x) in s.iter_mut().zip(v) {
@@ -78,7 +78,7 @@ pub(crate) fn write_vec<M: Math>(t: &TensorMut, v: &[M]) -> FooResult<()> {
 pub(crate) fn read_index(t: &TensorRef) -> FooResult<Vec<i64>> {
     require_contiguous("index", &t.shape, &t.strides)?;
     let n = t.numel();
-    crate::dispatch_int!(t.dtype, I => {
+    crate::dispatch!(int: t.dtype, I => {
         // SAFETY: contiguous live tensor of n elements of I.
         let s: &[I] = unsafe { P::r(t).slice(0, n) };
         Ok(s.iter().map(|v| v.to_i64()).collect())
@@ -93,7 +93,7 @@ pub fn read_scalar(src: &TensorRef) -> FooResult<Scalar> {
             src.numel()
         );
     }
-    Ok(crate::dispatch_all!(src.dtype, T => {
+    Ok(crate::dispatch!(all: src.dtype, T => {
         // SAFETY: a one-element tensor's data pointer addresses one valid T (possibly unaligned
         // inside a byte storage view, so read unaligned).
         unsafe { (src.ptr as *const T).read_unaligned() }.to_scalar()

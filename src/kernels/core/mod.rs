@@ -2,7 +2,8 @@
 //! import from (families never import each other).
 //!
 //! * element types: [`element`] (`Element`, c10's casts), [`float`] (`FloatStore`/`Math`, the
-//!   opmath type), [`int`] (`IntElem`, PyTorch's integer semantics), and the dtype dispatch;
+//!   opmath type), [`int`] (`IntElem`, PyTorch's integer semantics), [`dispatch`] (the one
+//!   dtype-dispatch macro, `dispatch!`);
 //! * iteration: [`layout`] (dimension coalescing, row walks, ndarray views), [`map`] (the
 //!   elementwise engine), [`tiles`] (2-D tiles for transposed operands), [`copy`] (strided copy
 //!   with dtype conversion);
@@ -14,6 +15,7 @@
 //! * the GEMM engine: [`gemm`] (`gemm` crate products, the native bfloat16 kernel).
 
 pub mod copy;
+pub mod dispatch;
 pub mod element;
 pub mod float;
 pub mod gemm;

@@ -223,7 +223,7 @@ pub fn index_gather(
     strides.extend(idx.iter().map(|i| i.index.strides.as_slice()));
     let l = DynLayout::coalesce(&out.shape, &strides);
     let (o, s) = (Addr::of(out.ptr), Addr::of(src.ptr));
-    crate::by_size!(out.dtype.size(), T => gather_typed::<T>(&l, o, s, idx, bounds))
+    crate::dispatch!(size: out.dtype.size(), T => gather_typed::<T>(&l, o, s, idx, bounds))
 }
 
 fn gather_typed<T: Copy>(
@@ -316,10 +316,10 @@ pub fn index_scatter(
     plan.serial = crate::tensor::may_overlap(&dst.shape, &dst.strides);
     let (d, s) = (Addr::of(dst.ptr), Addr::of(src.ptr));
     match reduce {
-        Reduce::Assign => crate::by_size!(dst.dtype.size(), T => {
+        Reduce::Assign => crate::dispatch!(size: dst.dtype.size(), T => {
             plan.run::<T>(d, s, idx, bounds, &Op(|_: T, v: T| v))
         }),
-        Reduce::Add => crate::dispatch_all!(dst.dtype, T => {
+        Reduce::Add => crate::dispatch!(all: dst.dtype, T => {
             // A unit alpha is skipped, except for complex numbers: (1 + 0i) * (nan + 0i) is
             // nan + nan i, and the CPU multiplies.
             let complex = matches!(T::KIND, crate::dtype::Kind::Complex);
@@ -328,13 +328,13 @@ pub fn index_scatter(
                 None => plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_add(v))),
             }
         }),
-        Reduce::Mul => crate::dispatch_all!(dst.dtype, T => {
+        Reduce::Mul => crate::dispatch!(all: dst.dtype, T => {
             plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_mul(v)))
         }),
-        Reduce::Max => crate::dispatch_all!(dst.dtype, T => {
+        Reduce::Max => crate::dispatch!(all: dst.dtype, T => {
             plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_max(v)))
         }),
-        Reduce::Min => crate::dispatch_all!(dst.dtype, T => {
+        Reduce::Min => crate::dispatch!(all: dst.dtype, T => {
             plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_min(v)))
         }),
     }

@@ -73,7 +73,7 @@ pub fn count_nonzero(t: &TensorRef) -> FooResult<usize> {
     let l = DynLayout::logical(&t.shape, &[&t.strides]);
     let base = Addr::of(t.ptr);
     Ok(
-        crate::dispatch_all!(t.dtype, T => block_counts::<T>(&l, base, n))
+        crate::dispatch!(all: t.dtype, T => block_counts::<T>(&l, base, n))
             .iter()
             .sum(),
     )
@@ -99,7 +99,7 @@ pub fn nonzero(out: &TensorMut, src: &TensorRef) -> FooResult<()> {
         };
     }
     let l = DynLayout::logical(&src.shape, &[&src.strides]);
-    crate::dispatch_all!(src.dtype, T => nonzero_typed::<T>(out, src, &l, n))
+    crate::dispatch!(all: src.dtype, T => nonzero_typed::<T>(out, src, &l, n))
 }
 
 fn nonzero_typed<T: Element>(
@@ -168,7 +168,7 @@ pub fn masked_select(out: &TensorMut, src: &TensorRef, mask: &TensorRef) -> FooR
     }
     let (o, so) = (Addr::of(out.ptr), out.strides[0]);
     let (s, sm, ss) = (Addr::of(src.ptr), l.inner_stride(0), l.inner_stride(1));
-    crate::by_size!(src.dtype.size(), T => for_blocks(n, &|b| {
+    crate::dispatch!(size: src.dtype.size(), T => for_blocks(n, &|b| {
         let (start, end) = block_range(b, n);
         let mut r = offs[b] as isize;
         l.for_each_row(start, end, &mut |off, len, _| {
@@ -211,7 +211,7 @@ pub fn masked_scatter(dst: &TensorMut, mask: &TensorRef, source: &TensorRef) -> 
     }
     let (s, ss) = (Addr::of(source.ptr), source.strides[0]);
     let (d, sm, sd) = (Addr::of(dst.ptr), l.inner_stride(0), l.inner_stride(1));
-    crate::by_size!(dst.dtype.size(), T => for_blocks(n, &|b| {
+    crate::dispatch!(size: dst.dtype.size(), T => for_blocks(n, &|b| {
         let (start, end) = block_range(b, n);
         let mut r = offs[b] as isize;
         l.for_each_row(start, end, &mut |off, len, _| {

@@ -48,15 +48,15 @@ pub fn arange(out: &TensorMut, start: &Scalar, step: &Scalar) -> FooResult<()> {
                 f64::from_scalar(start) as f32,
                 f64::from_scalar(step) as f32,
             );
-            crate::dispatch_all!(out.dtype, T => fill_positions::<T>(out, &|i| T::from_f64((a + s * i as f32) as f64)));
+            crate::dispatch!(all: out.dtype, T => fill_positions::<T>(out, &|i| T::from_f64((a + s * i as f32) as f64)));
         }
         DType::F32 | DType::F64 => {
             let (a, s) = (f64::from_scalar(start), f64::from_scalar(step));
-            crate::dispatch_all!(out.dtype, T => fill_positions::<T>(out, &|i| T::from_f64(a + s * i as f64)));
+            crate::dispatch!(all: out.dtype, T => fill_positions::<T>(out, &|i| T::from_f64(a + s * i as f64)));
         }
         _ => {
             let (a, s) = (i64::from_scalar(start), i64::from_scalar(step));
-            crate::dispatch_all!(out.dtype, T => fill_positions::<T>(out, &|i| T::from_i64(a.wrapping_add(s.wrapping_mul(i as i64)))));
+            crate::dispatch!(all: out.dtype, T => fill_positions::<T>(out, &|i| T::from_i64(a.wrapping_add(s.wrapping_mul(i as i64)))));
         }
     }
     Ok(())
@@ -105,7 +105,7 @@ pub fn linspace(out: &TensorMut, start: &Scalar, end: &Scalar, steps: usize) -> 
         _ => {
             let (a, b) = (i64::from_scalar(start), i64::from_scalar(end));
             let step = (b as f64 - a as f64) / denom as f64;
-            crate::dispatch_all!(out.dtype, T => fill_positions::<T>(out, &|i| {
+            crate::dispatch!(all: out.dtype, T => fill_positions::<T>(out, &|i| {
                 let v = if i < half {
                     a as f64 + step * i as f64
                 } else {
@@ -159,7 +159,7 @@ pub fn tril_triu(out: &TensorMut, src: &TensorRef, k: i64, upper: bool) -> FooRe
     let (co, cs) = (out.strides[nd - 1], src.strides[nd - 1]);
     let (o, s) = (Addr::of(out.ptr), Addr::of(src.ptr));
     let (lo, io) = (l.inner_stride(0), l.inner_stride(1));
-    crate::by_size!(out.dtype.size(), T => parallel_for(l.numel(), (GRAIN / cols).max(1), &|start, end| {
+    crate::dispatch!(size: out.dtype.size(), T => parallel_for(l.numel(), (GRAIN / cols).max(1), &|start, end| {
         l.for_each_row(start, end, &mut |off, len, pos| {
             for t in 0..len {
                 let row = ((pos + t) % rows_n) as i64;

@@ -49,67 +49,6 @@ float_key!(f64, |x: f64| x);
 float_key!(f16, f16::to_f32);
 float_key!(bf16, bf16::to_f32);
 
-/// Runs `$body` with `$T` bound to the Rust type of a sortable (real) dtype.
-macro_rules! dispatch_sortable {
-    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {{
-        match $dtype {
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::U16 => {
-                type $T = u16;
-                $body
-            }
-            DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            DType::U64 => {
-                type $T = u64;
-                $body
-            }
-            DType::F16 => {
-                type $T = f16;
-                $body
-            }
-            DType::BF16 => {
-                type $T = bf16;
-                $body
-            }
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            DType::Bool => {
-                type $T = bool;
-                $body
-            }
-            d => not_implemented!("{}: dtype {} is not sortable", $what, d.name()),
-        }
-    }};
-}
-
 /// The rows of a per-dim op: every position of the other dims, for operands
 /// (values out, indices out, src). Returns the layout and the three strides along `dim`.
 fn rows(
@@ -186,7 +125,7 @@ pub fn sort(
         return Ok(());
     }
     let (l, along) = rows(values, indices, src, dim);
-    dispatch_sortable!(src.dtype, "sort", T => {
+    crate::dispatch!(real: src.dtype, T => {
         per_row::<T>(&l, along, values, indices, src, n, n, &|buf: &mut Vec<(T, i64)>| {
             if descending {
                 buf.sort_by(|a, b| b.0.key_cmp(&a.0));
@@ -195,7 +134,7 @@ pub fn sort(
             }
         });
         Ok(())
-    })
+    }, _ => not_implemented!("sort: dtype {} is not sortable", src.dtype.name()))
 }
 
 /// The `k` largest (or smallest) elements of each row along `dim`, sorted, and their indices.
@@ -217,7 +156,7 @@ pub fn topk(
         return Ok(());
     }
     let (l, along) = rows(values, indices, src, dim);
-    dispatch_sortable!(src.dtype, "topk", T => {
+    crate::dispatch!(real: src.dtype, T => {
         per_row::<T>(&l, along, values, indices, src, n, k, &|buf: &mut Vec<(T, i64)>| {
             let cmp = |a: &(T, i64), b: &(T, i64)| {
                 let o = if largest { b.0.key_cmp(&a.0) } else { a.0.key_cmp(&b.0) };
@@ -246,7 +185,7 @@ pub fn topk(
             buf.sort_by(cmp);
         });
         Ok(())
-    })
+    }, _ => not_implemented!("topk: dtype {} is not sortable", src.dtype.name()))
 }
 
 /// Arranges a row's (value, position) pairs in place.

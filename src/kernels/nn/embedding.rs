@@ -9,7 +9,7 @@ use crate::kernels::core::io::{read_index, require_contiguous, P};
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, not_implemented};
+use crate::{invalid_arg, not_implemented};
 use num_traits::{One, Zero};
 
 /// `grad_weight` `[W, D]`, `grad` `[K, D]`, `indices` `K` integers (all contiguous).
@@ -60,7 +60,7 @@ pub fn embedding_dense_backward(
         pos[fill[i as usize]] = p;
         fill[i as usize] += 1;
     }
-    dispatch_float!(grad.dtype, F => {
+    crate::dispatch!(float: grad.dtype, F => {
         let (pg, po) = (P::r(grad), P::m(grad_weight));
         let avg = (k / w.max(1)).max(1);
         parallel_for(w, (GRAIN / (d * avg).max(1)).max(1), &|r0, r1| {

@@ -15,7 +15,7 @@ use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::parallel_for;
 use crate::kernels::core::simd;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, nn_multiversion, not_implemented};
 use num_traits::{One, Zero};
 
 /// `[N, C, S]` and the group count, checked against the input.
@@ -66,7 +66,7 @@ pub fn group_norm(
     if out.shape != input.shape || out.dtype != input.dtype {
         return invalid_arg!("group_norm: output differs from input in shape or dtype");
     }
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, geo.c, "weight")?.unwrap_or_else(|| vec![M::one(); geo.c]);
         let b: Vec<M> = opt_vec(bias, geo.c, "bias")?.unwrap_or_else(|| vec![M::zero(); geo.c]);
@@ -150,7 +150,7 @@ pub fn group_norm_backward(
 ) -> FooResult<()> {
     let geo = geom(input, groups)?;
     check_backward_operands("group_norm", input, grad_out, grad_input)?;
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let rows = geo.n * geo.g;
         let w: Option<Vec<M>> = opt_vec(weight, geo.c, "weight")?;

@@ -8,7 +8,7 @@ use crate::kernels::core::io::{read_index, read_vec, require_contiguous, P};
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, not_implemented};
+use crate::{invalid_arg, not_implemented};
 use num_traits::{One, Zero};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -73,7 +73,7 @@ pub fn nll_loss(
             n * s
         );
     }
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         let w: Option<Vec<<F as FloatStore>::M>> = weight.map(read_vec).transpose()?;
         if w.as_ref().is_some_and(|w| w.len() != c) {
             return invalid_arg!("weight tensor should be defined either for all {c} classes or no classes");
@@ -176,7 +176,7 @@ pub fn nll_loss_backward(
             n * s
         );
     }
-    dispatch_float!(grad_input.dtype, F => {
+    crate::dispatch!(float: grad_input.dtype, F => {
         let w: Option<Vec<<F as FloatStore>::M>> = weight.map(read_vec).transpose()?;
         let wt = |k: usize| w.as_ref().map_or(<F as FloatStore>::M::one(), |w| w[k]);
         // SAFETY: contiguous grad_input of n * c * s elements, written only here.
@@ -241,7 +241,7 @@ pub fn mse_loss(out: &TensorMut, x: &TensorRef, t: &TensorRef, reduction: i64) -
     require_contiguous("mse_loss target", &t.shape, &t.strides)?;
     require_contiguous("mse_loss output", &out.shape, &out.strides)?;
     let n = x.numel();
-    dispatch_float!(x.dtype, F => {
+    crate::dispatch!(float: x.dtype, F => {
         let (px, pt, po) = (P::r(x), P::r(t), P::m(out));
         if reduction == REDUCTION_NONE {
             parallel_for(n, GRAIN, &|s, e| {
@@ -293,7 +293,7 @@ pub fn mse_loss_backward(
     } else {
         2.0
     };
-    dispatch_float!(x.dtype, F => {
+    crate::dispatch!(float: x.dtype, F => {
         let (pg, px, pt, po) = (P::r(g), P::r(x), P::r(t), P::m(grad_input));
         // In the storage type, each operation rounded (norm included), as the CPU's kernel.
         let r = |v: <F as FloatStore>::M| F::store(v).load();
@@ -343,7 +343,7 @@ pub fn bce_loss(
         require_contiguous("weight", &w.shape, &w.strides)?;
     }
     let n = x.numel();
-    dispatch_float!(x.dtype, F => {
+    crate::dispatch!(float: x.dtype, F => {
         let (px, pt, po) = (P::r(x), P::r(t), P::m(out));
         let pw = w.map(P::r);
         let (bad_x, bad_t) = (AtomicBool::new(false), AtomicBool::new(false));
@@ -415,7 +415,7 @@ pub fn bce_loss_backward(
         require_contiguous("weight", &w.shape, &w.strides)?;
     }
     let n = x.numel();
-    dispatch_float!(x.dtype, F => {
+    crate::dispatch!(float: x.dtype, F => {
         let (pg, px, pt, po) = (P::r(g), P::r(x), P::r(t), P::m(grad_input));
         let pw = w.map(P::r);
         let r = |v: <F as FloatStore>::M| F::store(v).load();

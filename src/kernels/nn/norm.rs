@@ -13,7 +13,7 @@ use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::parallel_for;
 use crate::kernels::core::simd;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, nn_multiversion, not_implemented};
 use num_traits::{One, Zero};
 
 fn rows_cols(t: &TensorRef) -> FooResult<(usize, usize)> {
@@ -75,7 +75,7 @@ pub fn layer_norm(
     if out.shape != input.shape {
         return invalid_arg!("layer_norm: output shape differs from input shape");
     }
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, n, "weight")?.unwrap_or_else(|| vec![M::one(); n]);
         let b: Vec<M> = opt_vec(bias, n, "bias")?.unwrap_or_else(|| vec![M::zero(); n]);
@@ -191,7 +191,7 @@ pub fn layer_norm_backward(
     let (m, n) = rows_cols(input)?;
     require_contiguous("layer_norm input", &input.shape, &input.strides)?;
     check_backward_operands("layer_norm", input, grad_out, grad_input)?;
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, n, "weight")?.unwrap_or_else(|| vec![M::one(); n]);
         let mu: Vec<M> = read_vec(mean)?;
@@ -344,7 +344,7 @@ pub fn batch_norm(
     if out.shape != input.shape {
         return invalid_arg!("batch_norm: output shape differs from input shape");
     }
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, c, "weight")?.unwrap_or_else(|| vec![M::one(); c]);
         let b: Vec<M> = opt_vec(bias, c, "bias")?.unwrap_or_else(|| vec![M::zero(); c]);
@@ -581,7 +581,7 @@ pub fn batch_norm_backward(
             return invalid_arg!("batch_norm backward: bad grad_input");
         }
     }
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, c, "weight")?.unwrap_or_else(|| vec![M::one(); c]);
         let mu: Vec<M> = read_vec(mean)?;

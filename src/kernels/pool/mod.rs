@@ -12,7 +12,6 @@ use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
-use half::{bf16, f16};
 use num_traits::{Float, Zero};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,30 +25,6 @@ pub struct Pool2dParams {
     pub dilation: [i64; 2],
     pub count_include_pad: i32,
     pub divisor_override: i64,
-}
-
-macro_rules! dispatch_float {
-    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {
-        match $dtype {
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            DType::F16 => {
-                type $T = f16;
-                $body
-            }
-            DType::BF16 => {
-                type $T = bf16;
-                $body
-            }
-            d => not_implemented!("{}: dtype {} is not supported", $what, d.name()),
-        }
-    };
 }
 
 /// Planes and per-plane geometry of a pooling call.
@@ -109,7 +84,7 @@ pub fn max_pool2d(
     if indices.dtype != DType::I64 || indices.shape != out.shape || out.dtype != input.dtype {
         return invalid_arg!("max_pool2d: bad output/indices dtype or shape");
     }
-    dispatch_float!(input.dtype, "max_pool2d", T => max_fwd::<T>(&g, out, indices, input, p))
+    crate::dispatch!(float: input.dtype, T => max_fwd::<T>(&g, out, indices, input, p), _ => not_implemented!("max_pool2d: dtype {} is not supported", input.dtype.name()))
 }
 
 fn max_fwd<T: FloatStore>(
@@ -447,7 +422,7 @@ pub fn max_pool2d_backward(
     if indices.shape != grad_output.shape || grad_input.dtype != grad_output.dtype {
         return invalid_arg!("max_pool2d_backward: indices/grad_output mismatch");
     }
-    dispatch_float!(grad_input.dtype, "max_pool2d_backward", T => max_bwd::<T>(&g, grad_input, grad_output, indices))
+    crate::dispatch!(float: grad_input.dtype, T => max_bwd::<T>(&g, grad_input, grad_output, indices), _ => not_implemented!("max_pool2d_backward: dtype {} is not supported", grad_input.dtype.name()))
 }
 
 fn max_bwd<T: FloatStore>(
@@ -516,7 +491,7 @@ pub fn avg_pool2d(out: &TensorMut, input: &TensorRef, p: &Pool2dParams) -> FooRe
     if out.dtype != input.dtype {
         return invalid_arg!("avg_pool2d: output dtype differs from the input's");
     }
-    dispatch_float!(input.dtype, "avg_pool2d", T => avg_fwd::<T>(&g, out, input, p))
+    crate::dispatch!(float: input.dtype, T => avg_fwd::<T>(&g, out, input, p), _ => not_implemented!("avg_pool2d: dtype {} is not supported", input.dtype.name()))
 }
 
 fn avg_fwd<T: FloatStore>(
@@ -576,7 +551,7 @@ pub fn avg_pool2d_backward(
     if grad_input.dtype != grad_output.dtype {
         return invalid_arg!("avg_pool2d_backward: dtype mismatch");
     }
-    dispatch_float!(grad_input.dtype, "avg_pool2d_backward", T => avg_bwd::<T>(&g, grad_input, grad_output, p))
+    crate::dispatch!(float: grad_input.dtype, T => avg_bwd::<T>(&g, grad_input, grad_output, p), _ => not_implemented!("avg_pool2d_backward: dtype {} is not supported", grad_input.dtype.name()))
 }
 
 fn avg_bwd<T: FloatStore>(
@@ -634,7 +609,7 @@ pub fn adaptive_avg_pool2d(out: &TensorMut, input: &TensorRef) -> FooResult<()> 
     if out.dtype != input.dtype {
         return invalid_arg!("adaptive_avg_pool2d: output dtype differs from the input's");
     }
-    dispatch_float!(input.dtype, "adaptive_avg_pool2d", T => adaptive_fwd::<T>(&g, out, input))
+    crate::dispatch!(float: input.dtype, T => adaptive_fwd::<T>(&g, out, input), _ => not_implemented!("adaptive_avg_pool2d: dtype {} is not supported", input.dtype.name()))
 }
 
 fn adaptive_fwd<T: FloatStore>(g: &Planes, out: &TensorMut, input: &TensorRef) -> FooResult<()> {
@@ -683,7 +658,7 @@ pub fn adaptive_avg_pool2d_backward(
     if grad_input.dtype != grad_output.dtype {
         return invalid_arg!("adaptive_avg_pool2d_backward: dtype mismatch");
     }
-    dispatch_float!(grad_input.dtype, "adaptive_avg_pool2d_backward", T => adaptive_bwd::<T>(&g, grad_input, grad_output))
+    crate::dispatch!(float: grad_input.dtype, T => adaptive_bwd::<T>(&g, grad_input, grad_output), _ => not_implemented!("adaptive_avg_pool2d_backward: dtype {} is not supported", grad_input.dtype.name()))
 }
 
 fn adaptive_bwd<T: FloatStore>(g: &Planes, gi: &TensorMut, go: &TensorRef) -> FooResult<()> {

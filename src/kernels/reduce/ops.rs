@@ -1056,20 +1056,6 @@ impl<F: FloatStore> Reducer for LogSumExp<F> {
 
 // ---- entry point -------------------------------------------------------------------------
 
-/// Runs `$body` with `$T` bound to the Rust type of a real (non-complex) dtype.
-macro_rules! dispatch_real {
-    ($dt:expr, $T:ident => $body:expr, _ => $other:expr) => {
-        $crate::dispatch_float!($dt, $T => $body, _ => $crate::dispatch_int!($dt, $T => $body, _ => {
-            if $dt == DType::Bool {
-                type $T = bool;
-                $body
-            } else {
-                $other
-            }
-        }))
-    };
-}
-
 fn expect(what: &str, t: &TensorMut, dt: DType) -> FooResult<()> {
     if t.dtype != dt {
         return Err(FooError::Runtime(format!(
@@ -1118,7 +1104,7 @@ pub fn reduce(
                 ReduceOp::NanSum => FOp::NanSum,
                 _ => FOp::Prod,
             };
-            crate::dispatch_float!(dt, F => {
+            crate::dispatch!(float: dt, F => {
                 expect("output", out, dt)?;
                 engine::run(&FloatAcc::<F> { out: o1, op: fop, _t: P }, &plan, src);
             }, _ => {
@@ -1127,14 +1113,14 @@ pub fn reduce(
                 }
                 expect("output", out, DType::I64)?;
                 let prod = op == ReduceOp::Prod;
-                dispatch_real!(dt, T => engine::run(&IntAcc::<T> { out: o1, prod, _t: P }, &plan, src),
+                crate::dispatch!(real: dt, T => engine::run(&IntAcc::<T> { out: o1, prod, _t: P }, &plan, src),
                     _ => return unsupported(op, dt))
             })
         }
         ReduceOp::Max | ReduceOp::Min => {
             expect("output", out, dt)?;
             let max = op == ReduceOp::Max;
-            dispatch_real!(dt, T => engine::run(&MinMax::<T> { out: o1, max, _t: P }, &plan, src),
+            crate::dispatch!(real: dt, T => engine::run(&MinMax::<T> { out: o1, max, _t: P }, &plan, src),
                 _ => return unsupported(op, dt))
         }
         ReduceOp::ArgMax | ReduceOp::ArgMin => {
@@ -1150,13 +1136,13 @@ pub fn reduce(
                     (0, o1)
                 }
             };
-            dispatch_real!(dt, T => engine::run(&Arg::<T> { vals, idx, max, _t: P }, &plan, src),
+            crate::dispatch!(real: dt, T => engine::run(&Arg::<T> { vals, idx, max, _t: P }, &plan, src),
                 _ => return unsupported(op, dt))
         }
         ReduceOp::Var | ReduceOp::Std => {
             let correction = param(params, 0, 1.0);
             let std = op == ReduceOp::Std;
-            crate::dispatch_float!(dt, F => {
+            crate::dispatch!(float: dt, F => {
                 expect("output", out, dt)?;
                 if let Some(o) = out2 { expect("mean", o, dt)?; }
                 engine::run(&Var::<F> { out: o1, mean_out: o2, correction, std, _t: P }, &plan, src);
@@ -1177,7 +1163,7 @@ pub fn reduce(
             } else {
                 NormKind::P(p)
             };
-            crate::dispatch_float!(dt, F => {
+            crate::dispatch!(float: dt, F => {
                 expect("output", out, dt)?;
                 let p = <F as FloatStore>::M::from_f64c(p);
                 engine::run(&Norm::<F> { out: o1, kind, p }, &plan, src);
@@ -1186,10 +1172,10 @@ pub fn reduce(
         ReduceOp::All | ReduceOp::Any => {
             expect("output", out, DType::Bool)?;
             let all = op == ReduceOp::All;
-            dispatch_real!(dt, T => engine::run(&AllAny::<T> { out: o1, all, _t: P }, &plan, src),
+            crate::dispatch!(real: dt, T => engine::run(&AllAny::<T> { out: o1, all, _t: P }, &plan, src),
                 _ => return unsupported(op, dt))
         }
-        ReduceOp::LogSumExp => crate::dispatch_float!(dt, F => {
+        ReduceOp::LogSumExp => crate::dispatch!(float: dt, F => {
             expect("output", out, dt)?;
             engine::run(&LogSumExp::<F> { out: o1, _t: P }, &plan, src);
         }, _ => return unsupported(op, dt)),

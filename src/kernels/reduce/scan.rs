@@ -144,7 +144,7 @@ pub fn scan(op: ScanOp, out: &TensorMut, input: &TensorRef, dim: usize) -> FooRe
         )));
     }
     match dt {
-        DType::F32 | DType::F64 => crate::dispatch_float!(dt, F => {
+        DType::F32 | DType::F64 => crate::dispatch!(float: dt, F => {
             let init = if prod { 1.0 } else { 0.0 };
             if prod {
                 drive(out, input, dim, init, |a: f64, x: F| a * x.to_f64(), F::from_f64);
@@ -160,7 +160,7 @@ pub fn scan(op: ScanOp, out: &TensorMut, input: &TensorRef, dim: usize) -> FooRe
                 dt.name()
             )))
         }
-        _ => crate::dispatch_all!(dt, T => {
+        _ => crate::dispatch!(all: dt, T => {
             if prod {
                 drive(out, input, dim, 1i64, |a: i64, x: T| a.wrapping_mul(x.to_i64()), |a| a);
             } else {

@@ -23,7 +23,7 @@ use crate::kernels::core::io::{read_vec, write_vec, P};
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, nn_multiversion, not_implemented};
 use num_traits::{One, Zero};
 
 /// Blocks of rows for the bias-gradient column sums (a fixed count: results do not depend on
@@ -287,7 +287,7 @@ pub fn lstm_cell(
     hidden_bias: Option<&TensorRef>,
 ) -> FooResult<()> {
     let (b, h) = gate_dims(input_gates, 4, "_thnn_fused_lstm_cell")?;
-    dispatch_float!(input_gates.dtype, F => {
+    crate::dispatch!(float: input_gates.dtype, F => {
         type M = <F as FloatStore>::M;
         let a = LstmFwd::<M> {
             ig: Mat::of_ref::<F>(input_gates, b, 4 * h, "input_gates")?,
@@ -392,7 +392,7 @@ pub fn lstm_cell_backward(
     workspace: &TensorRef,
 ) -> FooResult<()> {
     let (b, h) = gate_dims(workspace, 4, "_thnn_fused_lstm_cell_backward_impl")?;
-    dispatch_float!(workspace.dtype, F => {
+    crate::dispatch!(float: workspace.dtype, F => {
         type M = <F as FloatStore>::M;
         let row_cost = 4 * h * 2;
         let (nb, per) = blocks(b, row_cost, grad_bias.is_some());
@@ -529,7 +529,7 @@ pub fn gru_cell(
     hidden_bias: Option<&TensorRef>,
 ) -> FooResult<()> {
     let (b, h) = gate_dims(input_gates, 3, "_thnn_fused_gru_cell")?;
-    dispatch_float!(input_gates.dtype, F => {
+    crate::dispatch!(float: input_gates.dtype, F => {
         type M = <F as FloatStore>::M;
         let a = GruFwd::<M> {
             ig: Mat::of_ref::<F>(input_gates, b, 3 * h, "input_gates")?,
@@ -631,7 +631,7 @@ pub fn gru_cell_backward(
         GRU_WORKSPACE_GATES,
         "_thnn_fused_gru_cell_backward",
     )?;
-    dispatch_float!(workspace.dtype, F => {
+    crate::dispatch!(float: workspace.dtype, F => {
         type M = <F as FloatStore>::M;
         let row_cost = 3 * h * 2;
         let (nb, per) = blocks(b, row_cost, grad_input_bias.is_some() || grad_hidden_bias.is_some());
