@@ -8,7 +8,7 @@
 //! by [`parallel_for`], which is compiled once for all ops.
 
 use super::element::Element;
-use super::layout::{coalesce, Layout, GRAIN};
+use super::layout::{coalesce, for_each_row, Layout, GRAIN};
 use super::parallel::parallel_for;
 use super::tiles::{drive_tiles, wants_tiles};
 use crate::error::{FooError, FooResult};
@@ -34,59 +34,6 @@ fn check_operand<T: Element>(
         )));
     }
     Ok(())
-}
-
-/// Calls `row(offsets, len)` for every row of the linear range `start..end` of `l`'s index
-/// space: `offsets[k]` is operand k's element offset of the row's first element, and the row
-/// runs `len` elements along the innermost dim.
-pub fn for_each_row<const N: usize>(
-    l: &Layout<N>,
-    start: usize,
-    end: usize,
-    row: &mut dyn FnMut([isize; N], usize),
-) {
-    if start >= end {
-        // Nothing to visit; the index split below would also divide by a zero-size dim (a
-        // reduction of a [5, 0] tensor asks for its empty range of reduced elements).
-        return;
-    }
-    let nd = l.shape.len();
-    if nd == 0 {
-        if start < end {
-            row([0; N], 1);
-        }
-        return;
-    }
-    let inner = l.shape[nd - 1];
-    // Multi-index of `start` (outer dims) and position within the row.
-    let mut idx = vec![0usize; nd];
-    let mut rem = start;
-    for d in (0..nd).rev() {
-        idx[d] = rem % l.shape[d];
-        rem /= l.shape[d];
-    }
-    let mut pos = start;
-    while pos < end {
-        let len = (inner - idx[nd - 1]).min(end - pos);
-        let mut offsets = [0isize; N];
-        for (k, o) in offsets.iter_mut().enumerate() {
-            *o = idx
-                .iter()
-                .zip(&l.strides[k])
-                .map(|(&i, &s)| i as isize * s)
-                .sum();
-        }
-        row(offsets, len);
-        pos += len;
-        // Advance the counter by `len` (to the next row start, or past the end).
-        idx[nd - 1] += len;
-        let mut d = nd - 1;
-        while d > 0 && idx[d] >= l.shape[d] {
-            idx[d] = 0;
-            idx[d - 1] += 1;
-            d -= 1;
-        }
-    }
 }
 
 /// Pointer plus element offset, as the integer address the closures capture (raw pointers are
@@ -521,17 +468,6 @@ mod tests {
         let mut o = Owned::<f64>::zeros(&[n]);
         map2(&o.m(), &a.r(), &s.bcast(&[n]), move |x: f64, y: f64| x * y).unwrap();
         assert!(o.data.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f64));
-    }
-
-    #[test]
-    fn empty_range_of_an_empty_layout() {
-        let l = Layout::<1> {
-            shape: smallvec::smallvec![5, 0],
-            strides: [smallvec::smallvec![0, 1]],
-        };
-        let mut rows = 0;
-        for_each_row(&l, 0, 0, &mut |_, _| rows += 1);
-        assert_eq!(rows, 0);
     }
 
     #[test]

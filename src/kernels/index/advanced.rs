@@ -14,10 +14,11 @@
 //! Every destination element therefore receives its updates in the same order whatever the
 //! thread count: results are deterministic, duplicates accumulate without races.
 
-use super::iter::{Addr, Bounds, DynLayout, FirstError};
+use super::iter::{Addr, Bounds, FirstError};
 use crate::dtype::{DType, Kind};
 use crate::error::FooResult;
 use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::DynLayout;
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{Scalar, TensorMut, TensorRef};

@@ -4,11 +4,12 @@
 //! parallel pass counts the selected elements per block, a prefix sum gives every block its
 //! output offset, and a second parallel pass writes. Results are deterministic.
 
-use super::iter::{unravel, Addr, DynLayout};
+use super::iter::{unravel, Addr};
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::invalid_arg;
 use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::DynLayout;
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};

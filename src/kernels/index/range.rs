@@ -1,9 +1,10 @@
 //! Range factories (arange, linspace) with ATen's CPU arithmetic, and tril/triu.
 
-use super::iter::{Addr, DynLayout};
+use super::iter::Addr;
 use crate::dtype::{DType, Kind};
 use crate::error::FooResult;
 use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::DynLayout;
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{Scalar, TensorMut, TensorRef};

@@ -3,9 +3,10 @@
 //! Order is ATen's: NaN compares greater than every number (last ascending, first descending),
 //! -0.0 equals 0.0.
 
-use super::iter::{Addr, DynLayout};
+use super::iter::Addr;
 use crate::dtype::DType;
 use crate::error::FooResult;
+use crate::kernels::core::layout::DynLayout;
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};

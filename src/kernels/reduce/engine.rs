@@ -16,8 +16,7 @@
 use crate::error::FooResult;
 use crate::invalid_arg;
 use crate::kernels::core::element::Element;
-use crate::kernels::core::layout::{coalesce, Layout, GRAIN};
-use crate::kernels::core::map::for_each_row;
+use crate::kernels::core::layout::{coalesce, for_each_row, Layout, GRAIN};
 use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 

@@ -9,8 +9,7 @@ use crate::error::{FooError, FooResult};
 use crate::invalid_arg;
 use crate::kernels::core::element::Element;
 use crate::kernels::core::float::FloatStore;
-use crate::kernels::core::layout::{coalesce, GRAIN};
-use crate::kernels::core::map::for_each_row;
+use crate::kernels::core::layout::{coalesce, for_each_row, GRAIN};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// `foo_scan`'s op codes.
