@@ -10,6 +10,7 @@
 use super::core::float::{FloatStore, Math};
 use super::core::layout::coalesce;
 use super::core::map::drive_rows;
+use super::core::parallel::SendPtr;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::tensor::{TensorMut, TensorRef};
@@ -26,10 +27,6 @@ pub fn unscale(grad: &TensorMut, inv_scale: f32) -> FooResult<bool> {
     ))
 }
 
-/// The `*mut T` of an element offset (raw pointers are not `Sync`; the address is).
-#[derive(Clone, Copy)]
-struct Addr(usize);
-
 fn unscale_impl<F: FloatStore>(g: &TensorMut, inv_scale: f32) -> FooResult<bool> {
     if g.numel() == 0 {
         return Ok(false);
@@ -39,9 +36,9 @@ fn unscale_impl<F: FloatStore>(g: &TensorMut, inv_scale: f32) -> FooResult<bool>
     let found = AtomicBool::new(false);
     let l = coalesce(&g.shape, [&g.strides]);
     let inner = l.strides[0].last().copied().unwrap_or(0);
-    let base = Addr(g.ptr as usize);
+    let base = SendPtr::<F>::of(g.ptr);
     drive_rows(&l, &|off, len| {
-        let row = (base.0 as *mut F).wrapping_offset(off[0]);
+        let row = base.at(off[0]);
         let mut bad = false;
         for i in 0..len as isize {
             let p = row.wrapping_offset(i * inner);

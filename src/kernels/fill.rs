@@ -4,6 +4,7 @@
 use super::core::element::Element;
 use super::core::layout::coalesce;
 use super::core::map::drive_rows;
+use super::core::parallel::SendPtr;
 use crate::error::FooResult;
 use crate::tensor::{Scalar, TensorMut};
 
@@ -15,10 +16,10 @@ pub fn fill(dst: &TensorMut, value: &Scalar) -> FooResult<()> {
     let l = coalesce(&dst.shape, [&dst.strides]);
     crate::dispatch!(all: dst.dtype, T => {
         let v = T::from_scalar(value);
-        let base = dst.ptr as usize;
+        let base = SendPtr::<T>::of(dst.ptr);
         let stride = l.strides[0].last().copied().unwrap_or(1);
         drive_rows(&l, &|off, len| {
-            let p = (base as *mut T).wrapping_offset(off[0]);
+            let p = base.at(off[0]);
             // SAFETY: rows of a live, writable tensor without internal overlap.
             unsafe {
                 if stride == 1 {

@@ -12,7 +12,7 @@
 use super::core::copy::copy;
 use super::core::element::Element;
 use super::core::gemm::{bf16, gemm_raw, GemmElem, Mat, GEMM_SPLIT_FLOPS};
-use super::core::parallel::parallel_for;
+use super::core::parallel::{parallel_for, SendPtr};
 use super::core::reduced::{store_f32, to_f32_vec};
 use crate::dtype::{DType, Kind};
 use crate::error::FooResult;
@@ -149,10 +149,6 @@ fn widened(
     store_f32(out, &acc)
 }
 
-/// Integer address of a pointer (raw pointers are not `Sync`; the memory outlives the kernel).
-#[derive(Clone, Copy)]
-struct Addr(usize);
-
 fn gemm_batched<T: GemmElem>(
     out: &TensorMut,
     a: &TensorRef,
@@ -183,20 +179,20 @@ fn gemm_batched<T: GemmElem>(
         return Ok(());
     }
     let (o, pa, pb) = (
-        Addr(out.ptr as usize),
-        Addr(a.ptr as usize),
-        Addr(b.ptr as usize),
+        SendPtr::<T>::of(out.ptr),
+        SendPtr::<T>::of(a.ptr),
+        SendPtr::<T>::of(b.ptr),
     );
     let (os, as_, bs_) = (&out.strides, &a.strides, &b.strides);
     let one = |i: usize, parallel: bool| {
-        let op = (o.0 as *mut T).wrapping_offset(i as isize * os[0]);
+        let op = o.at(i as isize * os[0]);
         let lhs = Mat {
-            ptr: (pa.0 as *const T).wrapping_offset(i as isize * as_[0]),
+            ptr: pa.at(i as isize * as_[0]),
             rs: as_[1],
             cs: as_[2],
         };
         let rhs = Mat {
-            ptr: (pb.0 as *const T).wrapping_offset(i as isize * bs_[0]),
+            ptr: pb.at(i as isize * bs_[0]),
             rs: bs_[1],
             cs: bs_[2],
         };
@@ -234,19 +230,19 @@ fn for_each_3d(t: &TensorMut, f: &(dyn Fn(isize) + Sync)) {
 }
 
 fn scale<T: GemmElem>(out: &TensorMut, v: T) {
-    let o = Addr(out.ptr as usize);
+    let o = SendPtr::<T>::of(out.ptr);
     for_each_3d(out, &|off| {
-        let p = (o.0 as *mut T).wrapping_offset(off);
+        let p = o.at(off);
         // SAFETY: `off` is an in-bounds element of the output, visited exactly once.
         unsafe { *p = *p * v };
     });
 }
 
 fn fill<T: GemmElem>(out: &TensorMut, v: T) {
-    let o = Addr(out.ptr as usize);
+    let o = SendPtr::<T>::of(out.ptr);
     for_each_3d(out, &|off| {
         // SAFETY: as in `scale`.
-        unsafe { *(o.0 as *mut T).wrapping_offset(off) = v };
+        unsafe { *o.at(off) = v };
     });
 }
 
@@ -329,11 +325,11 @@ fn exact_matmul<T: Element, A: ExactAcc<T>>(
     let (m, k, n) = (a.shape[1], a.shape[2], b.shape[2]);
     let use_c = c.zip(beta);
     let (o, pa, pb) = (
-        Addr(out.ptr as usize),
-        Addr(a.ptr as usize),
-        Addr(b.ptr as usize),
+        SendPtr::<T>::of(out.ptr),
+        SendPtr::<T>::of(a.ptr),
+        SendPtr::<T>::of(b.ptr),
     );
-    let pc = Addr(use_c.map_or(0, |(c, _)| c.ptr as usize));
+    let pc = SendPtr::<T>::of(use_c.map_or(std::ptr::null(), |(c, _)| c.ptr));
     let cs = use_c.map(|(c, beta)| (c.strides.clone(), beta));
     let (os, as_, bs_) = (&out.strides, &a.strides, &b.strides);
     parallel_for(out.shape[0] * m, (1 << 15) / (n * k).max(1) + 1, &|s, e| {
@@ -343,10 +339,8 @@ fn exact_matmul<T: Element, A: ExactAcc<T>>(
             acc.iter_mut().for_each(|x| *x = A::ZERO);
             for p in 0..k as isize {
                 // SAFETY: (bi, i, p) is in bounds of `a`.
-                let av = A::load(unsafe {
-                    *(pa.0 as *const T).wrapping_offset(bi * as_[0] + i * as_[1] + p * as_[2])
-                });
-                let brow = (pb.0 as *const T).wrapping_offset(bi * bs_[0] + p * bs_[1]);
+                let av = A::load(unsafe { *pa.at(bi * as_[0] + i * as_[1] + p * as_[2]) });
+                let brow = pb.at(bi * bs_[0] + p * bs_[1]);
                 for (j, x) in acc.iter_mut().enumerate() {
                     // SAFETY: (bi, p, j) is in bounds of `b`.
                     let bv = A::load(unsafe { *brow.wrapping_offset(j as isize * bs_[2]) });
@@ -358,15 +352,11 @@ fn exact_matmul<T: Element, A: ExactAcc<T>>(
                 let mut v = x.scale(alpha);
                 if let Some((cs, beta)) = &cs {
                     // SAFETY: (bi, i, j) is in bounds of `c`.
-                    let cv = A::load(unsafe {
-                        *(pc.0 as *const T).wrapping_offset(bi * cs[0] + i * cs[1] + j * cs[2])
-                    });
+                    let cv = A::load(unsafe { *pc.at(bi * cs[0] + i * cs[1] + j * cs[2]) });
                     v = v.add(cv.scale(*beta));
                 }
                 // SAFETY: (bi, i, j) is in bounds of the output; rows are disjoint per chunk.
-                unsafe {
-                    *(o.0 as *mut T).wrapping_offset(bi * os[0] + i * os[1] + j * os[2]) = v.store()
-                };
+                unsafe { *o.at(bi * os[0] + i * os[1] + j * os[2]) = v.store() };
             }
         }
     });
@@ -389,13 +379,13 @@ fn int_matmul<T: Element>(
 
 /// Whether every element of a 3-D operand is finite (complex: both parts).
 fn all_finite<T: GemmElem>(t: &TensorRef) -> bool {
-    let p = Addr(t.ptr as usize);
+    let p = SendPtr::<T>::of(t.ptr);
     let (s0, s1, s2) = (t.strides[0], t.strides[1], t.strides[2]);
     (0..t.shape[0] as isize).all(|q| {
         (0..t.shape[1] as isize).all(|i| {
             (0..t.shape[2] as isize).all(|j| {
                 // SAFETY: (q, i, j) is in bounds of `t`.
-                unsafe { *(p.0 as *const T).wrapping_offset(q * s0 + i * s1 + j * s2) }.finite()
+                unsafe { *p.at(q * s0 + i * s1 + j * s2) }.finite()
             })
         })
     })

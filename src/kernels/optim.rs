@@ -12,7 +12,7 @@ use super::core::element::Element;
 use super::core::float::{FloatStore, Math};
 use super::core::io::read_scalar;
 use super::core::layout::GRAIN;
-use super::core::parallel::parallel_for;
+use super::core::parallel::{parallel_for, SendPtr};
 use crate::error::FooResult;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
@@ -62,23 +62,9 @@ pub fn read_step(step: &TensorRef) -> FooResult<f64> {
     Ok(f64::from_scalar(&read_scalar(step)?) as f32 as f64)
 }
 
-/// The element address of a dense tensor, shareable across threads (each chunk writes its own
-/// elements only).
-#[derive(Clone, Copy)]
-struct Base(usize);
-
-impl Base {
-    /// # Safety
-    /// `start..end` must lie inside the tensor this base was taken from, and no other thread may
-    /// touch those elements while the slice lives.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn slice<'a, T>(self, start: usize, end: usize) -> &'a mut [T] {
-        // SAFETY: the caller's contract.
-        unsafe { std::slice::from_raw_parts_mut((self.0 as *mut T).add(start), end - start) }
-    }
-}
-
-fn check_dense(name: &str, like: &TensorMut, t: &TensorMut) -> FooResult<Base> {
+/// The address of `t`, a dense tensor like `like` (each parallel chunk then takes its own range
+/// of elements).
+fn check_dense(name: &str, like: &TensorMut, t: &TensorMut) -> FooResult<SendPtr<u8>> {
     if t.dtype != like.dtype || t.numel() != like.numel() || !t.is_contiguous() {
         return invalid_arg!(
             "fused optimizer: {name} must be a contiguous {} tensor of {} elements like its parameter",
@@ -86,7 +72,7 @@ fn check_dense(name: &str, like: &TensorMut, t: &TensorMut) -> FooResult<Base> {
             like.numel()
         );
     }
-    Ok(Base(t.ptr as usize))
+    Ok(SendPtr::of(t.ptr))
 }
 
 fn unsupported<T>(p: &TensorMut) -> FooResult<T> {
@@ -134,11 +120,11 @@ pub fn adam(
             // (`vmax` is touched only under amsgrad, when it is a tensor of its own).
             let (p, g, m, v, vmax) = unsafe {
                 (
-                    p.slice::<F>(s, e),
-                    g.slice::<F>(s, e),
-                    m.slice::<F>(s, e),
-                    v.slice::<F>(s, e),
-                    if flags.ams { vmax.slice::<F>(s, e) } else { &mut [] },
+                    p.cast::<F>().slice_mut(s, e - s),
+                    g.cast::<F>().slice_mut(s, e - s),
+                    m.cast::<F>().slice_mut(s, e - s),
+                    v.cast::<F>().slice_mut(s, e - s),
+                    if flags.ams { vmax.cast::<F>().slice_mut(s, e - s) } else { &mut [] },
                 )
             };
             adam_dense::<F>(p, g, m, v, vmax, &k, flags);
@@ -340,9 +326,9 @@ pub fn sgd(
             // above); `buf` is touched only with momentum, when it is a tensor of its own.
             let (p, g, buf) = unsafe {
                 (
-                    p.slice::<F>(s, e),
-                    g.slice::<F>(s, e),
-                    if k.momentum_on { buf.slice::<F>(s, e) } else { &mut [] },
+                    p.cast::<F>().slice_mut(s, e - s),
+                    g.cast::<F>().slice_mut(s, e - s),
+                    if k.momentum_on { buf.cast::<F>().slice_mut(s, e - s) } else { &mut [] },
                 )
             };
             sgd_dense::<F>(p, g, buf, &k, l2, scale);
@@ -443,7 +429,7 @@ pub fn adagrad(
             // SAFETY: disjoint ranges of dense, non-overlapping tensors of `n` elements (checked
             // above).
             let (p, g, sum) =
-                unsafe { (p.slice::<F>(s, e), g.slice::<F>(s, e), sum.slice::<F>(s, e)) };
+                unsafe { (p.cast::<F>().slice_mut(s, e - s), g.cast::<F>().slice_mut(s, e - s), sum.cast::<F>().slice_mut(s, e - s)) };
             adagrad_dense::<F>(p, g, sum, &k, l2, scale);
         });
         Ok(())

@@ -5,7 +5,7 @@ use super::core::float::{FloatStore, Math};
 use super::core::int::IntElem;
 use super::core::layout::GRAIN;
 use super::core::map::map3;
-use super::core::parallel::parallel_for;
+use super::core::parallel::{parallel_for, SendPtr};
 use crate::error::FooResult;
 use crate::not_implemented;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
@@ -104,19 +104,14 @@ fn dense_chunks<F: FloatStore>(
     chunk: &(dyn Fn(*mut F, *const F, *const F, *const F, usize) + Sync),
 ) {
     let (po, pa, pb, pc) = (
-        out.ptr as usize,
-        a.ptr as usize,
-        b.ptr as usize,
-        c.ptr as usize,
+        SendPtr::<F>::of(out.ptr),
+        SendPtr::<F>::of(a.ptr),
+        SendPtr::<F>::of(b.ptr),
+        SendPtr::<F>::of(c.ptr),
     );
     parallel_for(out.numel(), GRAIN, &|s, e| {
-        chunk(
-            (po as *mut F).wrapping_add(s),
-            (pa as *const F).wrapping_add(s),
-            (pb as *const F).wrapping_add(s),
-            (pc as *const F).wrapping_add(s),
-            e - s,
-        )
+        let s = s as isize;
+        chunk(po.at(s), pa.at(s), pb.at(s), pc.at(s), e - s as usize)
     });
 }
 

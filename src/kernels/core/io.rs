@@ -3,6 +3,7 @@
 
 use super::element::Element;
 use super::float::Math;
+use super::parallel::SendPtr;
 use crate::error::FooResult;
 use crate::invalid_arg;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
@@ -15,41 +16,13 @@ pub(crate) fn require_contiguous(what: &str, shape: &[usize], strides: &[isize])
     Ok(())
 }
 
-/// A read pointer as an integer (raw pointers are not `Sync`).
-#[derive(Clone, Copy)]
-pub(crate) struct P(pub usize);
-
-impl P {
-    pub fn r(t: &TensorRef) -> Self {
-        P(t.ptr as usize)
-    }
-    pub fn m(t: &TensorMut) -> Self {
-        P(t.ptr as usize)
-    }
-    /// # Safety
-    /// `off..off + len` must be in bounds of the described memory, and nobody writes it meanwhile.
-    #[inline(always)]
-    pub unsafe fn slice<'a, T>(self, off: usize, len: usize) -> &'a [T] {
-        // SAFETY: caller's contract.
-        unsafe { std::slice::from_raw_parts((self.0 as *const T).add(off), len) }
-    }
-    /// # Safety
-    /// As `slice`, and the range is written by this caller only.
-    #[inline(always)]
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn slice_mut<'a, T>(self, off: usize, len: usize) -> &'a mut [T] {
-        // SAFETY: caller's contract.
-        unsafe { std::slice::from_raw_parts_mut((self.0 as *mut T).add(off), len) }
-    }
-}
-
 /// A small float vector (weights, statistics) of any float dtype, read in math type `M`.
 pub(crate) fn read_vec<M: Math>(t: &TensorRef) -> FooResult<Vec<M>> {
     require_contiguous("parameter", &t.shape, &t.strides)?;
     let n = t.numel();
     crate::dispatch!(float: t.dtype, F => {
         // SAFETY: contiguous live tensor of n elements of F.
-        let s: &[F] = unsafe { P::r(t).slice(0, n) };
+        let s: &[F] = unsafe { SendPtr::of(t.ptr).slice(0, n) };
         Ok(s.iter().map(|v| M::from_f64c(v.to_f64())).collect())
     }, _ => invalid_arg!("nn kernel: parameter of dtype {} is not floating point", t.dtype.name()))
 }
@@ -66,7 +39,7 @@ pub(crate) fn write_vec<M: Math>(t: &TensorMut, v: &[M]) -> FooResult<()> {
     }
     crate::dispatch!(float: t.dtype, F => {
         // SAFETY: contiguous live tensor of v.len() elements of F, written only here.
-        let s: &mut [F] = unsafe { P::m(t).slice_mut(0, v.len()) };
+        let s: &mut [F] = unsafe { SendPtr::of(t.ptr).slice_mut(0, v.len()) };
         for (o, x) in s.iter_mut().zip(v) {
             *o = F::from_f64(x.to_f64c());
         }
@@ -80,7 +53,7 @@ pub(crate) fn read_index(t: &TensorRef) -> FooResult<Vec<i64>> {
     let n = t.numel();
     crate::dispatch!(int: t.dtype, I => {
         // SAFETY: contiguous live tensor of n elements of I.
-        let s: &[I] = unsafe { P::r(t).slice(0, n) };
+        let s: &[I] = unsafe { SendPtr::of(t.ptr).slice(0, n) };
         Ok(s.iter().map(|v| v.to_i64()).collect())
     }, _ => invalid_arg!("nn kernel: index of dtype {} is not an integer type", t.dtype.name()))
 }

@@ -9,7 +9,7 @@
 
 use super::element::Element;
 use super::layout::{coalesce, for_each_row, Layout, GRAIN};
-use super::parallel::parallel_for;
+use super::parallel::{parallel_for, SendPtr};
 use super::tiles::{drive_tiles, wants_tiles};
 use crate::error::{FooError, FooResult};
 use crate::tensor::{TensorMut, TensorRef};
@@ -34,21 +34,6 @@ fn check_operand<T: Element>(
         )));
     }
     Ok(())
-}
-
-/// Pointer plus element offset, as the integer address the closures capture (raw pointers are
-/// not `Sync`; the memory is valid for the whole kernel by the callers' contracts).
-#[derive(Clone, Copy)]
-struct Base(usize);
-
-impl Base {
-    fn of(ptr: *const u8) -> Self {
-        Base(ptr as usize)
-    }
-    #[inline(always)]
-    fn at<T>(self, offset: isize) -> *mut T {
-        (self.0 as *mut T).wrapping_offset(offset)
-    }
 }
 
 /// Runs `body(row offsets, len)` over every row of `l`, in parallel above GRAIN.
@@ -129,20 +114,25 @@ pub fn map1<A: Element, O: Element>(
         // SAFETY: the layout came from the operands' shapes and strides; the glue keeps the
         // output from overlapping itself or the input; rows hand `len` dense elements over.
         unsafe {
-            drive_tiles(&l, [out.ptr as usize, a.ptr as usize], sizes, &|p, len| {
-                dense1(
-                    std::slice::from_raw_parts_mut(p[0] as *mut O, len),
-                    std::slice::from_raw_parts(p[1] as *const A, len),
-                    &f,
-                )
-            })
+            drive_tiles(
+                &l,
+                [SendPtr::of(out.ptr), SendPtr::of(a.ptr)],
+                sizes,
+                &|p, len| {
+                    dense1(
+                        std::slice::from_raw_parts_mut(p[0] as *mut O, len),
+                        std::slice::from_raw_parts(p[1] as *const A, len),
+                        &f,
+                    )
+                },
+            )
         };
         return Ok(());
     }
     let [so, sa] = inner_strides(&l);
-    let (po, pa) = (Base::of(out.ptr), Base::of(a.ptr));
+    let (po, pa) = (SendPtr::<O>::of(out.ptr), SendPtr::<A>::of(a.ptr));
     drive_rows(&l, &|off, len| {
-        let (o, x) = (po.at::<O>(off[0]), pa.at::<A>(off[1]));
+        let (o, x) = (po.at(off[0]), pa.at(off[1]));
         // SAFETY: every (row offset + i * inner stride), i < len, addresses an element of the
         // operand (the layout came from its shape/strides); `out` does not overlap itself.
         unsafe {
@@ -180,7 +170,7 @@ pub fn map2<A: Element, B: Element, O: Element>(
     }
     let l = coalesce(&out.shape, [&out.strides, &a.strides, &b.strides]);
     if wants_tiles(&l) {
-        let bases = [out.ptr as usize, a.ptr as usize, b.ptr as usize];
+        let bases = [SendPtr::of(out.ptr), SendPtr::of(a.ptr), SendPtr::of(b.ptr)];
         let sizes = [size_of::<O>(), size_of::<A>(), size_of::<B>()];
         // SAFETY: as in map1.
         unsafe {
@@ -196,7 +186,11 @@ pub fn map2<A: Element, B: Element, O: Element>(
         return Ok(());
     }
     let [so, sa, sb] = inner_strides(&l);
-    let (po, pa, pb) = (Base::of(out.ptr), Base::of(a.ptr), Base::of(b.ptr));
+    let (po, pa, pb) = (
+        SendPtr::<O>::of(out.ptr),
+        SendPtr::<A>::of(a.ptr),
+        SendPtr::<B>::of(b.ptr),
+    );
     if l.shape.len() == 2 && so == 1 && sa == 1 && sb == 1 {
         // Rows with dense insides (broadcast vectors, row slices): whole chunks of rows per
         // call.
@@ -205,9 +199,9 @@ pub fn map2<A: Element, B: Element, O: Element>(
         parallel_for(rows, (GRAIN / len.max(1)).max(1), &|s, e| {
             let r = s as isize;
             let (o, x, y) = (
-                po.at::<O>(r * outer[0]),
-                pa.at::<A>(r * outer[1]),
-                pb.at::<B>(r * outer[2]),
+                po.at(r * outer[0]),
+                pa.at(r * outer[1]),
+                pb.at(r * outer[2]),
             );
             // SAFETY: rows s..e of the operands, in bounds by their shapes and strides; the
             // output's rows are disjoint and written by this chunk only.
@@ -216,7 +210,7 @@ pub fn map2<A: Element, B: Element, O: Element>(
         return Ok(());
     }
     drive_rows(&l, &|off, len| {
-        let (o, x, y) = (po.at::<O>(off[0]), pa.at::<A>(off[1]), pb.at::<B>(off[2]));
+        let (o, x, y) = (po.at(off[0]), pa.at(off[1]), pb.at(off[2]));
         // SAFETY: as in map1.
         unsafe {
             let o_dense = so == 1;
@@ -275,18 +269,13 @@ pub fn map3<A: Element, B: Element, C: Element, O: Element>(
     );
     let [so, sa, sb, sc] = inner_strides(&l);
     let (po, pa, pb, pc) = (
-        Base::of(out.ptr),
-        Base::of(a.ptr),
-        Base::of(b.ptr),
-        Base::of(c.ptr),
+        SendPtr::<O>::of(out.ptr),
+        SendPtr::<A>::of(a.ptr),
+        SendPtr::<B>::of(b.ptr),
+        SendPtr::<C>::of(c.ptr),
     );
     drive_rows(&l, &|off, len| {
-        let (o, x, y, z) = (
-            po.at::<O>(off[0]),
-            pa.at::<A>(off[1]),
-            pb.at::<B>(off[2]),
-            pc.at::<C>(off[3]),
-        );
+        let (o, x, y, z) = (po.at(off[0]), pa.at(off[1]), pb.at(off[2]), pc.at(off[3]));
         // SAFETY: as in map1.
         unsafe {
             if so == 1 && sa == 1 && sb == 1 && (sc == 1 || sc == 0) {

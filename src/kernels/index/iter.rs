@@ -106,21 +106,6 @@ impl FirstError {
     }
 }
 
-/// A device address the parallel closures capture (raw pointers are not `Sync`; callers
-/// guarantee the memory is valid for the whole kernel).
-#[derive(Clone, Copy, Debug)]
-pub struct Addr(pub usize);
-
-impl Addr {
-    pub fn of(ptr: *const u8) -> Self {
-        Addr(ptr as usize)
-    }
-    #[inline(always)]
-    pub fn at<T>(self, offset: isize) -> *mut T {
-        (self.0 as *mut T).wrapping_offset(offset)
-    }
-}
-
 /// Multi-index of row-major linear position `p` in `shape`, written into `coords`.
 pub fn unravel(mut p: usize, shape: &[usize], coords: &mut [i64]) {
     for d in (0..shape.len()).rev() {

@@ -3,12 +3,11 @@
 //! Order is ATen's: NaN compares greater than every number (last ascending, first descending),
 //! -0.0 equals 0.0.
 
-use super::iter::Addr;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::core::layout::DynLayout;
 use crate::kernels::core::layout::GRAIN;
-use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use half::{bf16, f16};
@@ -206,9 +205,9 @@ fn per_row<T: SortKey>(
     order: &Order<'_, T>,
 ) {
     let (v, ix, s) = (
-        Addr::of(values.ptr),
-        Addr::of(indices.ptr),
-        Addr::of(src.ptr),
+        SendPtr::<u8>::of(values.ptr),
+        SendPtr::<u8>::of(indices.ptr),
+        SendPtr::<u8>::of(src.ptr),
     );
     let inner = [l.inner_stride(0), l.inner_stride(1), l.inner_stride(2)];
     parallel_for(l.numel(), (GRAIN / n.max(1)).max(1), &|start, end| {
@@ -222,15 +221,18 @@ fn per_row<T: SortKey>(
                 );
                 buf.clear();
                 // SAFETY: row elements of the live src (layout from its shape/strides).
-                buf.extend(
-                    (0..n).map(|j| (unsafe { *s.at::<T>(so + j as isize * along[2]) }, j as i64)),
-                );
+                buf.extend((0..n).map(|j| {
+                    (
+                        unsafe { *s.cast::<T>().at(so + j as isize * along[2]) },
+                        j as i64,
+                    )
+                }));
                 order(&mut buf);
                 for (j, &(x, i)) in buf.iter().take(k).enumerate() {
                     // SAFETY: j < k = the outputs' size along dim; rows are disjoint per chunk.
                     unsafe {
-                        *v.at::<T>(vo + j as isize * along[0]) = x;
-                        *ix.at::<i64>(io + j as isize * along[1]) = i;
+                        *v.cast::<T>().at(vo + j as isize * along[0]) = x;
+                        *ix.cast::<i64>().at(io + j as isize * along[1]) = i;
                     }
                 }
             }

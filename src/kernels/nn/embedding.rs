@@ -5,9 +5,9 @@
 
 use crate::error::FooResult;
 use crate::kernels::core::float::{FloatStore, Math};
-use crate::kernels::core::io::{read_index, require_contiguous, P};
+use crate::kernels::core::io::{read_index, require_contiguous};
 use crate::kernels::core::layout::GRAIN;
-use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use num_traits::{One, Zero};
@@ -61,7 +61,7 @@ pub fn embedding_dense_backward(
         fill[i as usize] += 1;
     }
     crate::dispatch!(float: grad.dtype, F => {
-        let (pg, po) = (P::r(grad), P::m(grad_weight));
+        let (pg, po) = (SendPtr::<F>::of(grad.ptr), SendPtr::<F>::of(grad_weight.ptr));
         let avg = (k / w.max(1)).max(1);
         parallel_for(w, (GRAIN / (d * avg).max(1)).max(1), &|r0, r1| {
             let mut acc = vec![<F as FloatStore>::M::zero(); d];

@@ -6,10 +6,9 @@
 
 use crate::dtype::DType;
 use crate::error::FooResult;
-use crate::kernels::conv::Addr;
 use crate::kernels::core::float::{FloatStore, Math};
 use crate::kernels::core::layout::GRAIN;
-use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use num_traits::{Float, Zero};
@@ -95,9 +94,9 @@ fn max_fwd<T: FloatStore>(
     p: &Pool2dParams,
 ) -> FooResult<()> {
     let a = MaxArgs {
-        xo: Addr::of(input.ptr),
-        oo: Addr::of(out.ptr),
-        io: Addr::of(indices.ptr),
+        xo: SendPtr::of(input.ptr),
+        oo: SendPtr::of(out.ptr),
+        io: SendPtr::of(indices.ptr),
         xs: [
             input.strides[0],
             input.strides[1],
@@ -121,10 +120,10 @@ fn max_fwd<T: FloatStore>(
 
 /// Everything [`max_planes`] needs (plain data, so the multiversioned function takes one
 /// reference).
-struct MaxArgs {
-    xo: Addr,
-    oo: Addr,
-    io: Addr,
+struct MaxArgs<T> {
+    xo: SendPtr<T>,
+    oo: SendPtr<T>,
+    io: SendPtr<i64>,
     xs: [isize; 4],
     c: usize,
     ih: i64,
@@ -134,7 +133,7 @@ struct MaxArgs {
     p: Pool2dParams,
 }
 
-impl MaxArgs {
+impl<T> MaxArgs<T> {
     /// The first in-bounds tap of a window starting at `start` (windows are never empty: the
     /// glue checks padding <= kernel / 2).
     #[inline(always)]
@@ -183,11 +182,11 @@ impl MaxArgs {
 
 // One dispatch per chunk of planes: with narrow rows (16 outputs in a CNN), a dispatched call
 // per window tap and row cost more than the taps themselves.
-crate::nn_multiversion!(fn max_planes<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) => max_planes_body);
+crate::nn_multiversion!(fn max_planes<T: FloatStore>(a: &MaxArgs<T>, s: usize, e: usize) => max_planes_body);
 
 /// Max pooling of planes `s..e`.
 #[inline(always)]
-fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
+fn max_planes_body<T: FloatStore>(a: &MaxArgs<T>, s: usize, e: usize) {
     let [kh, kw] = a.p.kernel;
     let [sh, sw] = a.p.stride;
     let [ph, pw] = a.p.padding;
@@ -208,10 +207,10 @@ fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
                 // written by this chunk only.
                 unsafe {
                     max_2x2_row::<T>(
-                        a.xo.at::<T>(r0),
-                        a.xo.at::<T>(r0 + xs[2]),
-                        std::slice::from_raw_parts_mut(a.oo.at::<T>(o), a.ow),
-                        std::slice::from_raw_parts_mut(a.io.at::<i64>(o), a.ow),
+                        a.xo.at(r0),
+                        a.xo.at(r0 + xs[2]),
+                        std::slice::from_raw_parts_mut(a.oo.at(o), a.ow),
+                        std::slice::from_raw_parts_mut(a.io.at(o), a.ow),
                         2 * y as i64 * iw,
                         iw,
                     )
@@ -219,10 +218,10 @@ fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
                 continue;
             }
             let h0 = y as i64 * sh - ph;
-            let first_h = MaxArgs::first(h0, dh);
+            let first_h = MaxArgs::<T>::first(h0, dh);
             for (xw, (bv, av)) in best.iter_mut().zip(arg.iter_mut()).enumerate() {
                 *bv = T::M::neg_infinity();
-                *av = first_h * iw + MaxArgs::first(xw as i64 * sw - pw, dw);
+                *av = first_h * iw + MaxArgs::<T>::first(xw as i64 * sw - pw, dw);
             }
             // Taps in the CPU backend's order (row-major in the window), so ties and NaNs pick
             // the same index: a later tap wins only if strictly greater or NaN.
@@ -246,16 +245,14 @@ fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
                         // row h, inside the plane for k < n (see `cols`).
                         let x = unsafe {
                             std::slice::from_raw_parts(
-                                a.xo.at::<T>(at) as *const T,
+                                a.xo.at(at) as *const T,
                                 (n - 1) * step as usize + 1,
                             )
                         };
                         max_taps_body::<T>(x, step as usize, best, arg, flat, sw);
                     } else {
                         // SAFETY: as above, for a zero stride (an expanded view).
-                        unsafe {
-                            max_taps_raw::<T, 0>(a.xo.at::<T>(at), step, best, arg, flat, sw)
-                        };
+                        unsafe { max_taps_raw::<T, 0>(a.xo.at(at), step, best, arg, flat, sw) };
                     }
                 }
             }
@@ -264,8 +261,8 @@ fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
             // chunk only.
             let (orow, irow) = unsafe {
                 (
-                    std::slice::from_raw_parts_mut(a.oo.at::<T>(o), a.ow),
-                    std::slice::from_raw_parts_mut(a.io.at::<i64>(o), a.ow),
+                    std::slice::from_raw_parts_mut(a.oo.at(o), a.ow),
+                    std::slice::from_raw_parts_mut(a.io.at(o), a.ow),
                 )
             };
             for ((dst, di), (&bv, &av)) in orow.iter_mut().zip(irow).zip(best.iter().zip(&arg)) {
@@ -431,7 +428,11 @@ fn max_bwd<T: FloatStore>(
     go: &TensorRef,
     idx: &TensorRef,
 ) -> FooResult<()> {
-    let (gio, goo, io) = (Addr::of(gi.ptr), Addr::of(go.ptr), Addr::of(idx.ptr));
+    let (gio, goo, io) = (
+        SendPtr::<T>::of(gi.ptr),
+        SendPtr::<T>::of(go.ptr),
+        SendPtr::<i64>::of(idx.ptr),
+    );
     let (ip, op) = (g.ih * g.iw, g.oh * g.ow);
     let bad = AtomicBool::new(false);
     parallel_for(g.n * g.c, grain(ip + op), &|s, e| {
@@ -440,9 +441,9 @@ fn max_bwd<T: FloatStore>(
             // of grad_output/indices.
             let (dst, src, ind) = unsafe {
                 (
-                    std::slice::from_raw_parts_mut(gio.at::<T>((b * ip) as isize), ip),
-                    std::slice::from_raw_parts(goo.at::<T>((b * op) as isize) as *const T, op),
-                    std::slice::from_raw_parts(io.at::<i64>((b * op) as isize) as *const i64, op),
+                    std::slice::from_raw_parts_mut(gio.at((b * ip) as isize), ip),
+                    std::slice::from_raw_parts(goo.at((b * op) as isize) as *const T, op),
+                    std::slice::from_raw_parts(io.at((b * op) as isize) as *const i64, op),
                 )
             };
             dst.fill(T::store(T::M::zero()));
@@ -500,7 +501,7 @@ fn avg_fwd<T: FloatStore>(
     input: &TensorRef,
     p: &Pool2dParams,
 ) -> FooResult<()> {
-    let (xo, oo) = (Addr::of(input.ptr), Addr::of(out.ptr));
+    let (xo, oo) = (SendPtr::<T>::of(input.ptr), SendPtr::<T>::of(out.ptr));
     let xs = &input.strides;
     let per = g.oh * g.ow;
     parallel_for(
@@ -520,9 +521,9 @@ fn avg_fwd<T: FloatStore>(
                                         // SAFETY: (hh, ww) is inside the plane.
                                         sum = sum
                                             + unsafe {
-                                                *xo.at::<T>(
-                                                    x + hh as isize * xs[2] + ww as isize * xs[3],
-                                                )
+                                                *xo.at(x
+                                                    + hh as isize * xs[2]
+                                                    + ww as isize * xs[3])
                                             }
                                             .load();
                                     }
@@ -531,7 +532,7 @@ fn avg_fwd<T: FloatStore>(
                             }
                         };
                         // SAFETY: element of the contiguous output, written by this chunk only.
-                        unsafe { *oo.at::<T>((b * per + y * g.ow + xw) as isize) = T::store(v) };
+                        unsafe { *oo.at((b * per + y * g.ow + xw) as isize) = T::store(v) };
                     }
                 }
             }
@@ -560,14 +561,14 @@ fn avg_bwd<T: FloatStore>(
     go: &TensorRef,
     p: &Pool2dParams,
 ) -> FooResult<()> {
-    let (gio, goo) = (Addr::of(gi.ptr), Addr::of(go.ptr));
+    let (gio, goo) = (SendPtr::<T>::of(gi.ptr), SendPtr::<T>::of(go.ptr));
     let gs = &go.strides;
     let ip = g.ih * g.iw;
     parallel_for(g.n * g.c, grain(ip + g.oh * g.ow * 4), &|s, e| {
         for b in s..e {
             let src = plane_offset(b, g.c, gs);
             // SAFETY: plane b of the contiguous grad_input, written by this chunk only.
-            let dst = unsafe { std::slice::from_raw_parts_mut(gio.at::<T>((b * ip) as isize), ip) };
+            let dst = unsafe { std::slice::from_raw_parts_mut(gio.at((b * ip) as isize), ip) };
             dst.fill(T::store(T::M::zero()));
             for y in 0..g.oh {
                 for xw in 0..g.ow {
@@ -577,8 +578,8 @@ fn avg_bwd<T: FloatStore>(
                         continue;
                     };
                     // SAFETY: (y, xw) is inside the grad_output plane.
-                    let v = unsafe { *goo.at::<T>(src + y as isize * gs[2] + xw as isize * gs[3]) }
-                        .load();
+                    let v =
+                        unsafe { *goo.at(src + y as isize * gs[2] + xw as isize * gs[3]) }.load();
                     let delta = v / T::M::from_f64c(div as f64);
                     for hh in h0..h1 {
                         for ww in w0..w1 {
@@ -613,7 +614,7 @@ pub fn adaptive_avg_pool2d(out: &TensorMut, input: &TensorRef) -> FooResult<()> 
 }
 
 fn adaptive_fwd<T: FloatStore>(g: &Planes, out: &TensorMut, input: &TensorRef) -> FooResult<()> {
-    let (xo, oo) = (Addr::of(input.ptr), Addr::of(out.ptr));
+    let (xo, oo) = (SendPtr::<T>::of(input.ptr), SendPtr::<T>::of(out.ptr));
     let xs = &input.strides;
     let per = g.oh * g.ow;
     parallel_for(g.n * g.c, grain(g.ih * g.iw + per), &|s, e| {
@@ -628,16 +629,14 @@ fn adaptive_fwd<T: FloatStore>(g: &Planes, out: &TensorMut, input: &TensorRef) -
                         for ww in w0..w1 {
                             // SAFETY: (hh, ww) is inside the plane.
                             sum = sum
-                                + unsafe {
-                                    *xo.at::<T>(x + hh as isize * xs[2] + ww as isize * xs[3])
-                                }
-                                .load();
+                                + unsafe { *xo.at(x + hh as isize * xs[2] + ww as isize * xs[3]) }
+                                    .load();
                         }
                     }
                     let v =
                         sum / T::M::from_f64c((h1 - h0) as f64) / T::M::from_f64c((w1 - w0) as f64);
                     // SAFETY: element of the contiguous output, written by this chunk only.
-                    unsafe { *oo.at::<T>((b * per + y * g.ow + xw) as isize) = T::store(v) };
+                    unsafe { *oo.at((b * per + y * g.ow + xw) as isize) = T::store(v) };
                 }
             }
         }
@@ -662,22 +661,22 @@ pub fn adaptive_avg_pool2d_backward(
 }
 
 fn adaptive_bwd<T: FloatStore>(g: &Planes, gi: &TensorMut, go: &TensorRef) -> FooResult<()> {
-    let (gio, goo) = (Addr::of(gi.ptr), Addr::of(go.ptr));
+    let (gio, goo) = (SendPtr::<T>::of(gi.ptr), SendPtr::<T>::of(go.ptr));
     let gs = &go.strides;
     let ip = g.ih * g.iw;
     parallel_for(g.n * g.c, grain(ip + g.oh * g.ow), &|s, e| {
         for b in s..e {
             let src = plane_offset(b, g.c, gs);
             // SAFETY: plane b of the contiguous grad_input, written by this chunk only.
-            let dst = unsafe { std::slice::from_raw_parts_mut(gio.at::<T>((b * ip) as isize), ip) };
+            let dst = unsafe { std::slice::from_raw_parts_mut(gio.at((b * ip) as isize), ip) };
             dst.fill(T::store(T::M::zero()));
             for y in 0..g.oh {
                 let (h0, h1) = (start_index(y, g.oh, g.ih), end_index(y, g.oh, g.ih));
                 for xw in 0..g.ow {
                     let (w0, w1) = (start_index(xw, g.ow, g.iw), end_index(xw, g.ow, g.iw));
                     // SAFETY: (y, xw) is inside the grad_output plane.
-                    let v = unsafe { *goo.at::<T>(src + y as isize * gs[2] + xw as isize * gs[3]) }
-                        .load();
+                    let v =
+                        unsafe { *goo.at(src + y as isize * gs[2] + xw as isize * gs[3]) }.load();
                     let delta =
                         v / T::M::from_f64c((h1 - h0) as f64) / T::M::from_f64c((w1 - w0) as f64);
                     for hh in h0..h1 {

@@ -8,7 +8,7 @@
 
 use crate::kernels::core::element::Element;
 use crate::kernels::core::layout::GRAIN;
-use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::parallel::par_rows_mut;
 use crate::kernels::core::philox;
 use crate::kernels::core::vmath;
 use crate::tensor::TensorMut;
@@ -70,21 +70,22 @@ pub fn generate_batches<T: Element, B: Batch<T>>(
 ) {
     debug_assert!((1..=4).contains(&w));
     let n = out.numel();
-    let base = out.ptr as usize;
+    if n == 0 {
+        return;
+    }
+    // SAFETY: `out` is a live, dense, writable tensor of n > 0 elements of T that nothing else
+    // reads or writes during the call.
+    let out = unsafe { std::slice::from_raw_parts_mut(out.ptr as *mut T, n) };
     let key = [seed as u32, (seed >> 32) as u32];
-    parallel_for(n.div_ceil(BATCH), (GRAIN / BATCH).max(1), &|bs, be| {
+    par_rows_mut(out, BATCH, (GRAIN / BATCH).max(1), &|bs, rows| {
         // Up to 4 words per element, plus up to 3 leading words of a partly used block.
         let mut buf = [0u32; 4 * (BATCH + 1)];
-        for b in bs..be {
+        for (b, o) in (bs..).zip(rows.chunks_mut(BATCH)) {
             let e0 = b * BATCH;
-            let len = BATCH.min(n - e0);
             let word = offset.wrapping_add((e0 * w) as u64);
             let lane0 = (word % 4) as usize;
             let blocks = (lane0 + BATCH * w).div_ceil(4);
             philox::fill_blocks(word / 4, key, &mut buf[..blocks * 4]);
-            // SAFETY: elements e0 .. e0 + len lie inside the dense output, and batches are
-            // disjoint, so this is the only live reference to them.
-            let o = unsafe { std::slice::from_raw_parts_mut((base as *mut T).add(e0), len) };
             fill(make, &buf[lane0..lane0 + BATCH * w], o);
         }
     });

@@ -10,6 +10,7 @@ use crate::invalid_arg;
 use crate::kernels::core::element::Element;
 use crate::kernels::core::float::FloatStore;
 use crate::kernels::core::layout::{coalesce, for_each_row, GRAIN};
+use crate::kernels::core::parallel::SendPtr;
 use crate::tensor::{TensorMut, TensorRef};
 
 /// `foo_scan`'s op codes.
@@ -51,13 +52,13 @@ fn drive<I: Copy, O: Copy, A: Copy + Send + Sync>(
         l.strides[1].last().copied().unwrap_or(0),
         l.strides[0].last().copied().unwrap_or(0),
     );
-    let (po, pi) = (out.ptr as usize, input.ptr as usize);
+    let (po, pi) = (SendPtr::<O>::of(out.ptr), SendPtr::<I>::of(input.ptr));
     let grain = (GRAIN / n).max(1);
     super::engine::par(lines * n, lines, grain, &|s, e| {
         let mut acc: Vec<A> = Vec::new();
         for_each_row(&l, s, e, &mut |off, len| {
-            let o = (po as *mut O).wrapping_offset(off[0]);
-            let x = (pi as *const I).wrapping_offset(off[1]);
+            let o = po.at(off[0]);
+            let x = pi.at(off[1]) as *const I;
             // SAFETY: every address is an element of `out` / `input` (offsets from their
             // shapes and strides); `out` does not overlap `input` (the glue stages it).
             unsafe {

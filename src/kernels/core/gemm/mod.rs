@@ -7,7 +7,7 @@ pub mod bf16;
 pub mod nt;
 
 use super::element::Element;
-use super::parallel::parallel_for;
+use super::parallel::{parallel_for, SendPtr};
 use num_complex::{Complex32, Complex64};
 use std::ops::{Add, Mul};
 
@@ -198,17 +198,12 @@ unsafe fn gemm_nt<T: GemmElem>(
             parallel,
         )
     };
-    let (d, t) = (Addr(dst as usize), &t);
+    let (d, t) = (SendPtr::new(dst), &t);
     parallel_for(m, (1 << 14) / n + 1, &|i0, i1| {
         for i in i0..i1 {
             // SAFETY: row i of the caller's row-major output (n elements, dst_cs == 1), written
             // only here.
-            let row = unsafe {
-                std::slice::from_raw_parts_mut(
-                    (d.0 as *mut T).wrapping_offset(i as isize * dst_rs),
-                    n,
-                )
-            };
+            let row = unsafe { std::slice::from_raw_parts_mut(d.at(i as isize * dst_rs), n) };
             for (j, v) in row.iter_mut().enumerate() {
                 let p = t[j * m + i];
                 *v = if read_dst { *v + p } else { p };
@@ -304,24 +299,24 @@ unsafe fn gemm_split<T: GemmElem>(
     let step = len.div_ceil(parts).next_multiple_of(16);
     let blocks = len.div_ceil(step);
     let (d, a, b) = (
-        Addr(dst as usize),
-        Addr(lhs.ptr as usize),
-        Addr(rhs.ptr as usize),
+        SendPtr::new(dst),
+        SendPtr::of(lhs.ptr),
+        SendPtr::of(rhs.ptr),
     );
     parallel_for(blocks, 1, &|s, e| {
         for blk in s..e {
             let (start, end) = (blk * step, ((blk + 1) * step).min(len));
             let off = start as isize;
             let (dst, lhs, rhs, mm, nn) = if by_cols {
-                let dst = (d.0 as *mut T).wrapping_offset(off * dst_cs);
+                let dst = d.at(off * dst_cs);
                 let rhs = Mat {
-                    ptr: (b.0 as *const T).wrapping_offset(off * rhs.cs),
+                    ptr: b.at(off * rhs.cs) as *const T,
                     ..rhs
                 };
                 (
                     dst,
                     Mat {
-                        ptr: a.0 as *const T,
+                        ptr: a.get() as *const T,
                         ..lhs
                     },
                     rhs,
@@ -329,16 +324,16 @@ unsafe fn gemm_split<T: GemmElem>(
                     end - start,
                 )
             } else {
-                let dst = (d.0 as *mut T).wrapping_offset(off * dst_rs);
+                let dst = d.at(off * dst_rs);
                 let lhs = Mat {
-                    ptr: (a.0 as *const T).wrapping_offset(off * lhs.rs),
+                    ptr: a.at(off * lhs.rs) as *const T,
                     ..lhs
                 };
                 (
                     dst,
                     lhs,
                     Mat {
-                        ptr: b.0 as *const T,
+                        ptr: b.get() as *const T,
                         ..rhs
                     },
                     end - start,
@@ -355,7 +350,3 @@ unsafe fn gemm_split<T: GemmElem>(
         }
     });
 }
-
-/// Integer address of a pointer (raw pointers are not `Sync`; the memory outlives the kernel).
-#[derive(Clone, Copy)]
-struct Addr(usize);
