@@ -1,6 +1,6 @@
 //! C ABI of the linalg family (see kernels::linalg).
 
-use super::{guard, tensor_mut, tensor_ref};
+use super::{guard, opt_ref, tensor_mut, tensor_ref};
 use crate::error::FooError;
 use crate::kernels::core::gemm::GEMM_RAYON_FLOPS;
 use crate::kernels::linalg::matmul;
@@ -27,12 +27,8 @@ pub unsafe extern "C" fn foo_matmul(
     guard(|| {
         // SAFETY: caller's contract.
         let (o, a, b) = unsafe { (tensor_mut(out)?, tensor_ref(a)?, tensor_ref(b)?) };
-        // SAFETY: caller's contract; null means absent.
-        let c = if c.is_null() {
-            None
-        } else {
-            Some(unsafe { tensor_ref(c)? })
-        };
+        // SAFETY: caller's contract (`c` is null, meaning absent, or a live tensor).
+        let c = unsafe { opt_ref(c)? };
         // SAFETY: caller's contract; null is checked.
         let (beta, alpha) = unsafe { (beta.as_ref(), alpha.as_ref()) };
         let (beta, alpha) = beta

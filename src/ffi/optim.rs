@@ -2,7 +2,7 @@
 //! lists as arrays of `n` descriptors, skips the whole step when `found_inf` holds 1.0 (AMP
 //! found an inf or NaN), and divides gradients by `grad_scale` when one is given.
 
-use super::{guard, tensor_mut, tensor_ref};
+use super::{guard, opt_ref, tensor_mut};
 use crate::error::{FooError, FooResult};
 use crate::kernels::amp::read_scalar_f32;
 use crate::kernels::optim::{self, AdagradArgs, AdamArgs, SgdArgs};
@@ -16,16 +16,14 @@ unsafe fn amp_inputs(
     grad_scale: *const FooTensor,
     found_inf: *const FooTensor,
 ) -> FooResult<(bool, Option<f32>)> {
-    // SAFETY: caller's contract (null checked).
-    let skip = match unsafe { found_inf.as_ref() } {
-        Some(_) => read_scalar_f32("found_inf", &unsafe { tensor_ref(found_inf)? })? == 1.0,
+    // SAFETY: caller's contract (`found_inf` is null or a live tensor).
+    let skip = match unsafe { opt_ref(found_inf)? } {
+        Some(t) => read_scalar_f32("found_inf", &t)? == 1.0,
         None => false,
     };
-    // SAFETY: as above.
-    let scale = match unsafe { grad_scale.as_ref() } {
-        Some(_) => Some(read_scalar_f32("grad_scale", &unsafe {
-            tensor_ref(grad_scale)?
-        })?),
+    // SAFETY: as above, for `grad_scale`.
+    let scale = match unsafe { opt_ref(grad_scale)? } {
+        Some(t) => Some(read_scalar_f32("grad_scale", &t)?),
         None => None,
     };
     Ok((skip, scale))

@@ -453,7 +453,7 @@ unsafe fn panel<M: Math, const R: usize, const TA: bool, const F: bool>(
     ldc: usize,
     acc: bool,
 ) {
-    // SAFETY (all calls below): the tiles cover rows i..i+R and columns j..j+W <= n of C
+    // SAFETY: (every call below) the tiles cover rows i..i+R and columns j..j+W <= n of C
     // (caller's contract).
     unsafe {
         let ai = if TA { a.add(i) } else { a.add(i * lda) };

@@ -322,7 +322,7 @@ unsafe fn dense3<A: Element, B: Element, C: Element, O: Element>(
     // A copy on the stack: through the reference, the compiler reloads the closure's captured
     // constants after every store to `o` (it cannot rule out that they overlap).
     let f = *f;
-    // SAFETY (whole body): the caller's contract; in place, `A` is `O` (same memory).
+    // SAFETY: (the whole body) the caller's contract; in place, `A` is `O` (same memory).
     unsafe {
         let y = std::slice::from_raw_parts(y, len);
         let inplace =

@@ -220,12 +220,10 @@ fn per_row<T: SortKey>(
                     off[2] + t * inner[2],
                 );
                 buf.clear();
-                // SAFETY: row elements of the live src (layout from its shape/strides).
                 buf.extend((0..n).map(|j| {
-                    (
-                        unsafe { *s.cast::<T>().at(so + j as isize * along[2]) },
-                        j as i64,
-                    )
+                    // SAFETY: row elements of the live src (layout from its shape/strides).
+                    let x = unsafe { *s.cast::<T>().at(so + j as isize * along[2]) };
+                    (x, j as i64)
                 }));
                 order(&mut buf);
                 for (j, &(x, i)) in buf.iter().take(k).enumerate() {

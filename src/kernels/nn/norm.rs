@@ -268,8 +268,8 @@ fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
     let inv_n = F::M::one() / F::M::from_f64c(n as f64);
     let mut xh = vec![F::M::zero(); n];
     let mut gb = vec![F::M::zero(); n];
-    // SAFETY: this block's own 2 * n partial sums (blocks are disjoint), when there are any.
     let (pw, pb): (&mut [F::M], &mut [F::M]) = if a.nb > 0 {
+        // SAFETY: this block's own 2 * n partial sums (blocks are disjoint).
         unsafe {
             (
                 a.parts.cast().slice_mut(2 * blk * n, n),
