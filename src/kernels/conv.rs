@@ -1353,7 +1353,7 @@ fn plane_sum<M: Math>(x: &[M]) -> M {
     total
 }
 
-crate::nn_multiversion!(fn plane_sum_into<M: Math>(x: &[M], total: &mut M) => plane_sum_body);
+crate::multiversion!(fn plane_sum_into<M: Math>(x: &[M], total: &mut M) => plane_sum_body);
 
 #[inline(always)]
 fn plane_sum_body<M: Math>(x: &[M], total: &mut M) {

@@ -226,7 +226,7 @@ fn prepared_grad<F: FloatStore, const SCALE: bool, const L2: bool>(
     }
 }
 
-crate::nn_multiversion!(fn adam_dense<F: FloatStore>(p: &mut [F], g: &mut [F], m: &mut [F], v: &mut [F], vmax: &mut [F], k: &AdamCoefficients<F::M>, flags: AdamFlags) => adam_dense_body);
+crate::multiversion!(fn adam_dense<F: FloatStore>(p: &mut [F], g: &mut [F], m: &mut [F], v: &mut [F], vmax: &mut [F], k: &AdamCoefficients<F::M>, flags: AdamFlags) => adam_dense_body);
 
 #[inline(always)]
 fn adam_dense_body<F: FloatStore>(
@@ -352,7 +352,7 @@ struct SgdCoefficients<M> {
     momentum_on: bool,
 }
 
-crate::nn_multiversion!(fn sgd_dense<F: FloatStore>(p: &mut [F], g: &mut [F], buf: &mut [F], k: &SgdCoefficients<F::M>, l2: bool, scale: bool) => sgd_dense_body);
+crate::multiversion!(fn sgd_dense<F: FloatStore>(p: &mut [F], g: &mut [F], buf: &mut [F], k: &SgdCoefficients<F::M>, l2: bool, scale: bool) => sgd_dense_body);
 
 #[inline(always)]
 fn sgd_dense_body<F: FloatStore>(
@@ -446,7 +446,7 @@ struct AdagradCoefficients<M> {
     scale: M,
 }
 
-crate::nn_multiversion!(fn adagrad_dense<F: FloatStore>(p: &mut [F], g: &mut [F], sum: &mut [F], k: &AdagradCoefficients<F::M>, l2: bool, scale: bool) => adagrad_dense_body);
+crate::multiversion!(fn adagrad_dense<F: FloatStore>(p: &mut [F], g: &mut [F], sum: &mut [F], k: &AdagradCoefficients<F::M>, l2: bool, scale: bool) => adagrad_dense_body);
 
 #[inline(always)]
 fn adagrad_dense_body<F: FloatStore>(

@@ -65,8 +65,8 @@ fn dense2_body<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &
     }
 }
 
-crate::nn_multiversion!(fn dense1<A: Copy, O: Sized, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) => dense1_body);
-crate::nn_multiversion!(fn dense2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) => dense2_body);
+crate::multiversion!(fn dense1<A: Copy, O: Sized, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) => dense1_body);
+crate::multiversion!(fn dense2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) => dense2_body);
 
 crate::unsafe_multiversion!(
     /// `rows` rows of `len` elements, row r of each operand at `ptr + r * outer[k]`, all inner

@@ -52,23 +52,8 @@ pub fn store_f32(out: &TensorMut, src: &[f32]) -> FooResult<()> {
         return Ok(());
     }
     match out.dtype {
-        DType::BF16 if out.is_contiguous() => {
-            // SAFETY: a live, writable, contiguous n-element bfloat16 tensor (n > 0), which
-            // nothing else reads or writes during the call.
-            let dst = unsafe { std::slice::from_raw_parts_mut(out.ptr as *mut bf16, n) };
-            par_chunks_mut(dst, GRAIN, &|a, d| {
-                d.convert_from_f32_slice(&src[a..a + d.len()])
-            });
-            Ok(())
-        }
-        DType::F16 if out.is_contiguous() => {
-            // SAFETY: as for bfloat16.
-            let dst = unsafe { std::slice::from_raw_parts_mut(out.ptr as *mut f16, n) };
-            par_chunks_mut(dst, GRAIN, &|a, d| {
-                d.convert_from_f32_slice(&src[a..a + d.len()])
-            });
-            Ok(())
-        }
+        DType::BF16 if out.is_contiguous() => store_dense::<bf16>(out, src),
+        DType::F16 if out.is_contiguous() => store_dense::<f16>(out, src),
         _ => {
             let view = TensorRef {
                 ptr: src.as_ptr() as *const u8,
@@ -79,6 +64,22 @@ pub fn store_f32(out: &TensorMut, src: &[f32]) -> FooResult<()> {
             super::copy::copy(out, &view)
         }
     }
+}
+
+/// [`store_f32`] into a contiguous float16/bfloat16 `out` of `src.len() > 0` elements, in
+/// parallel chunks of the output.
+fn store_dense<H: Send>(out: &TensorMut, src: &[f32]) -> FooResult<()>
+where
+    [H]: HalfFloatSliceExt,
+{
+    // SAFETY: `out` is a live, writable, contiguous tensor of `src.len() > 0` elements of `H`
+    // (the caller checked its dtype and layout), which nothing else reads or writes during the
+    // call.
+    let dst = unsafe { std::slice::from_raw_parts_mut(out.ptr as *mut H, src.len()) };
+    par_chunks_mut(dst, GRAIN, &|a, d| {
+        d.convert_from_f32_slice(&src[a..a + d.len()])
+    });
+    Ok(())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::kernels::core::simd;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, multiversion, not_implemented};
 use num_traits::{One, Zero};
 
 /// `[N, C, S]` and the group count, checked against the input.
@@ -91,7 +91,7 @@ struct GnArgs<'a, M> {
     eps: M,
 }
 
-nn_multiversion!(fn gn_rows<F: FloatStore>(a: &GnArgs<F::M>, s: usize, e: usize) => gn_body);
+multiversion!(fn gn_rows<F: FloatStore>(a: &GnArgs<F::M>, s: usize, e: usize) => gn_body);
 
 #[inline(always)]
 fn gn_body<F: FloatStore>(a: &GnArgs<F::M>, s: usize, e: usize) {
@@ -201,7 +201,7 @@ struct GnBwd<'a, M> {
     rs: &'a [M],
 }
 
-nn_multiversion!(fn gn_bwd_rows<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) => gn_bwd_body);
+multiversion!(fn gn_bwd_rows<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) => gn_bwd_body);
 
 #[inline(always)]
 fn gn_bwd_body<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) {

@@ -13,7 +13,7 @@ use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::kernels::core::simd;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, multiversion, not_implemented};
 use num_traits::{One, Zero};
 
 fn rows_cols(t: &TensorRef) -> FooResult<(usize, usize)> {
@@ -142,7 +142,7 @@ fn range_overflows<M: Math>(xm: &[M]) -> bool {
     (hi - lo).is_infinite()
 }
 
-nn_multiversion!(fn ln_rows<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) => ln_body);
+multiversion!(fn ln_rows<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) => ln_body);
 
 #[inline(always)]
 fn ln_body<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) {
@@ -259,7 +259,7 @@ struct LnBwd<'a, M> {
     nb: usize,
 }
 
-nn_multiversion!(fn ln_bwd_rows<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) => ln_bwd_body);
+multiversion!(fn ln_bwd_rows<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) => ln_bwd_body);
 
 #[inline(always)]
 fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
@@ -460,7 +460,7 @@ struct BnArgs<'a, M> {
     wide: bool,
 }
 
-nn_multiversion!(fn bn_train_channels<F: FloatStore>(a: &BnArgs<F::M>, ps: SendPtr<u8>, eps: f64, c0: usize, c1: usize) => bn_train_body);
+multiversion!(fn bn_train_channels<F: FloatStore>(a: &BnArgs<F::M>, ps: SendPtr<u8>, eps: f64, c0: usize, c1: usize) => bn_train_body);
 
 #[inline(always)]
 fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: SendPtr<u8>, eps: f64, c0: usize, c1: usize) {
@@ -540,7 +540,7 @@ fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: SendPtr<u8>, eps: f64, c0:
     }
 }
 
-nn_multiversion!(fn bn_affine_rows<F: FloatStore>(a: &BnArgs<F::M>, r0: usize, r1: usize) => bn_affine_body);
+multiversion!(fn bn_affine_rows<F: FloatStore>(a: &BnArgs<F::M>, r0: usize, r1: usize) => bn_affine_body);
 
 #[inline(always)]
 fn bn_affine_body<F: FloatStore>(a: &BnArgs<F::M>, r0: usize, r1: usize) {
@@ -635,7 +635,7 @@ struct BnBwd<'a, M> {
     training: bool,
 }
 
-nn_multiversion!(fn bn_bwd_channels<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) => bn_bwd_body);
+multiversion!(fn bn_bwd_channels<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) => bn_bwd_body);
 
 #[inline(always)]
 fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {

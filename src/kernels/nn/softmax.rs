@@ -12,7 +12,7 @@ use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::kernels::core::simd::{self, FastExp};
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, multiversion, not_implemented};
 use num_traits::{Float, One, Zero};
 
 /// Math type with the vectorizable exp.
@@ -120,7 +120,7 @@ fn fwd<I: Store, O: Store<N = I::N>>(pi: SendPtr<u8>, po: SendPtr<u8>, g: Geom, 
     });
 }
 
-nn_multiversion!(fn fwd_units<I: Store, O: Store>(pi: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool, s: usize, e: usize) => fwd_body);
+multiversion!(fn fwd_units<I: Store, O: Store>(pi: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool, s: usize, e: usize) => fwd_body);
 
 #[inline(always)]
 fn fwd_body<I: Store, O: Store>(
@@ -343,7 +343,7 @@ fn bwd<I: Store, O: Store<N = I::N>>(
     });
 }
 
-nn_multiversion!(fn bwd_units<I: Store, O: Store>(pg: SendPtr<u8>, py: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool, s: usize, e: usize) => bwd_body);
+multiversion!(fn bwd_units<I: Store, O: Store>(pg: SendPtr<u8>, py: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool, s: usize, e: usize) => bwd_body);
 
 #[inline(always)]
 fn bwd_body<I: Store, O: Store>(

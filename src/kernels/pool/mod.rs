@@ -182,7 +182,7 @@ impl<T> MaxArgs<T> {
 
 // One dispatch per chunk of planes: with narrow rows (16 outputs in a CNN), a dispatched call
 // per window tap and row cost more than the taps themselves.
-crate::nn_multiversion!(fn max_planes<T: FloatStore>(a: &MaxArgs<T>, s: usize, e: usize) => max_planes_body);
+crate::multiversion!(fn max_planes<T: FloatStore>(a: &MaxArgs<T>, s: usize, e: usize) => max_planes_body);
 
 /// Max pooling of planes `s..e`.
 #[inline(always)]

@@ -23,7 +23,7 @@ use crate::kernels::core::io::{read_vec, write_vec};
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, multiversion, not_implemented};
 use num_traits::{One, Zero};
 
 /// Blocks of rows for the bias-gradient column sums (a fixed count: results do not depend on
@@ -322,7 +322,7 @@ struct LstmFwd<M> {
     h: usize,
 }
 
-nn_multiversion!(fn lstm_fwd_rows<F: FloatStore>(a: &LstmFwd<F::M>, s: usize, e: usize) => lstm_fwd_body);
+multiversion!(fn lstm_fwd_rows<F: FloatStore>(a: &LstmFwd<F::M>, s: usize, e: usize) => lstm_fwd_body);
 
 #[inline(always)]
 fn lstm_fwd_body<F: FloatStore>(a: &LstmFwd<F::M>, s: usize, e: usize) {
@@ -437,7 +437,7 @@ struct LstmBwd {
     h: usize,
 }
 
-nn_multiversion!(fn lstm_bwd_rows<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) => lstm_bwd_body);
+multiversion!(fn lstm_bwd_rows<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) => lstm_bwd_body);
 
 #[inline(always)]
 fn lstm_bwd_body<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) {
@@ -562,7 +562,7 @@ struct GruFwd<M> {
     h: usize,
 }
 
-nn_multiversion!(fn gru_fwd_rows<F: FloatStore>(a: &GruFwd<F::M>, s: usize, e: usize) => gru_fwd_body);
+multiversion!(fn gru_fwd_rows<F: FloatStore>(a: &GruFwd<F::M>, s: usize, e: usize) => gru_fwd_body);
 
 #[inline(always)]
 fn gru_fwd_body<F: FloatStore>(a: &GruFwd<F::M>, s: usize, e: usize) {
@@ -679,7 +679,7 @@ struct GruBwd {
     h: usize,
 }
 
-nn_multiversion!(fn gru_bwd_rows<F: FloatStore>(a: &GruBwd, blk: usize, s: usize, e: usize) => gru_bwd_body);
+multiversion!(fn gru_bwd_rows<F: FloatStore>(a: &GruBwd, blk: usize, s: usize, e: usize) => gru_bwd_body);
 
 #[inline(always)]
 fn gru_bwd_body<F: FloatStore>(a: &GruBwd, blk: usize, s: usize, e: usize) {
