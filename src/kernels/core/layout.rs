@@ -1,6 +1,6 @@
 //! Iteration layouts, the one place dims are coalesced: drop size-1 dims, order dims by the
 //! output's memory order (or keep the logical order), merge dims that are contiguous in every
-//! operand ([`merge_dims`]), walk the result row by row ([`walk_rows`]); and ndarray views over
+//! operand (`merge_dims`), walk the result row by row (`walk_rows`); and ndarray views over
 //! raw device pointers (including zero strides from broadcasting and negative strides from flips).
 //! [`Layout`] has a fixed operand count (the elementwise engine, reductions, scans); [`DynLayout`]
 //! any number (indexing with a list of index tensors).
