@@ -2,10 +2,11 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use foo_rs::kernels::binary::{binary, BinaryOp};
+use foo_rs::kernels::core::copy::copy;
+use foo_rs::kernels::fill::fill;
 use foo_rs::kernels::random::{random, RandomOp};
 use foo_rs::kernels::reduce::{reduce, ReduceOp};
 use foo_rs::kernels::unary::{unary, UnaryOp};
-use foo_rs::kernels::{copy::copy, fill::fill};
 use foo_rs::runtime::rng;
 use foo_rs::tensor::{contiguous_strides, Scalar, Strides, TensorMut, TensorRef};
 use foo_rs::DType;

@@ -1,5 +1,5 @@
 """F.scaled_dot_product_attention on foo: foo's `_fused_sdp_choice` picks the fused kernel
-(`_scaled_dot_product_fused_attention_overrideable`, Rust: kernels/nn/attention.rs) for what it
+(`_scaled_dot_product_fused_attention_overrideable`, Rust: kernels/attention/) for what it
 supports and the math path for the rest; values, gradients, layouts and errors match the CPU's
 scaled_dot_product_attention; dropout draws from foo's generator, the same mask in forward and
 backward; results do not depend on the thread count."""

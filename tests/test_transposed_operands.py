@@ -1,4 +1,4 @@
-"""Elementwise ops and copies with a transposed operand (the tiled path of kernels::tiles)
+"""Elementwise ops and copies with a transposed operand (the tiled path of kernels::core::tiles)
 against torch's CPU backend, in strict mode: every element size, ragged tile edges, negative
 strides, broadcast partners and several threads' worth of rows."""
 

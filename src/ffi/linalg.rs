@@ -1,11 +1,10 @@
 //! C ABI of the linalg family (see kernels::linalg).
 
-use super::args::{OptTensorIn, TensorIn, TensorOut};
+use super::args::{OptTensorIn, ScalarIn, TensorIn, TensorOut};
 use super::guard;
-use crate::error::FooError;
-use crate::kernels::linalg::{matmul, GEMM_RAYON_FLOPS};
+use crate::kernels::core::gemm::GEMM_RAYON_FLOPS;
+use crate::kernels::linalg::matmul;
 use crate::runtime::pool;
-use crate::tensor::Scalar;
 
 /// `out = beta * c + alpha * (a @ b)` over 3-D descriptors `[B,M,K] x [B,K,N] -> [B,M,N]`;
 /// `c` may be null (then `beta` is ignored), or broadcast (zero strides) to `[B,M,N]`;
@@ -21,22 +20,18 @@ pub unsafe extern "C" fn foo_matmul(
     a: TensorIn,
     b: TensorIn,
     c: OptTensorIn,
-    beta: *const Scalar,
-    alpha: *const Scalar,
+    beta: ScalarIn,
+    alpha: ScalarIn,
 ) -> i32 {
     guard(|| {
         let (out, a, b) = (out.get()?, a.get()?, b.get()?);
         let c = c.get()?;
-        // SAFETY: caller's contract; null is checked.
-        let (beta, alpha) = (beta.as_ref(), alpha.as_ref());
-        let (beta, alpha) = beta
-            .zip(alpha)
-            .ok_or_else(|| FooError::InvalidArgument("null scalar".into()))?;
+        let (beta, alpha) = (beta.get()?, alpha.get()?);
         let work = a
             .numel()
             .saturating_mul(b.shape.last().copied().unwrap_or(0));
         // Large products run on a pool worker so that `gemm` splits them itself; the rest
-        // split from this thread (see `kernels::linalg::gemm_raw`).
+        // split from this thread (see `kernels::core::gemm::gemm_raw`).
         pool::install(work >= GEMM_RAYON_FLOPS, || {
             matmul(&out, &a, &b, c.as_ref(), beta, alpha)
         })

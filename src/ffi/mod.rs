@@ -280,7 +280,7 @@ pub extern "C" fn foo_is_pinned(ptr: *const c_void) -> bool {
 /// Both descriptors must describe live memory (dst writable) for the duration of the call.
 #[no_mangle]
 pub unsafe extern "C" fn foo_copy(dst: TensorOut, src: TensorIn) -> i32 {
-    guard(|| kernels::copy::copy(&dst.get()?, &src.get()?))
+    guard(|| kernels::core::copy::copy(&dst.get()?, &src.get()?))
 }
 
 /// # Safety
@@ -302,7 +302,7 @@ pub unsafe extern "C" fn foo_fill(dst: TensorOut, value: *const Scalar) -> i32 {
 pub unsafe extern "C" fn foo_read_scalar(src: TensorIn, value: *mut Scalar) -> i32 {
     guard(|| {
         let s = src.get()?;
-        out(value, kernels::fill::read_scalar(&s)?)
+        out(value, kernels::core::io::read_scalar(&s)?)
     })
 }
 

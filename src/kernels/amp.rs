@@ -7,28 +7,25 @@
 //! * [`update_scale`]: backs the scale off after a step with inf/NaN gradients, grows it after
 //!   `growth_interval` consecutive clean steps (never past float32's range).
 
-use super::float::{FloatStore, Math};
-use super::layout::coalesce;
-use super::map::drive_rows;
+use super::core::float::{FloatStore, Math};
+use super::core::layout::coalesce;
+use super::core::map::drive_rows;
+use super::core::parallel::SendPtr;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, not_implemented};
+use crate::{invalid_arg, not_implemented};
 use num_traits::Float;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `grad *= inv_scale` in place; returns whether `grad` held an inf or NaN.
 pub fn unscale(grad: &TensorMut, inv_scale: f32) -> FooResult<bool> {
-    dispatch_float!(grad.dtype, F => unscale_impl::<F>(grad, inv_scale),
+    crate::dispatch!(float: grad.dtype, F => unscale_impl::<F>(grad, inv_scale),
     _ => not_implemented!(
         "_amp_foreach_non_finite_check_and_unscale_: gradients must be floating point, got {}",
         grad.dtype.name()
     ))
 }
-
-/// The `*mut T` of an element offset (raw pointers are not `Sync`; the address is).
-#[derive(Clone, Copy)]
-struct Addr(usize);
 
 fn unscale_impl<F: FloatStore>(g: &TensorMut, inv_scale: f32) -> FooResult<bool> {
     if g.numel() == 0 {
@@ -39,9 +36,9 @@ fn unscale_impl<F: FloatStore>(g: &TensorMut, inv_scale: f32) -> FooResult<bool>
     let found = AtomicBool::new(false);
     let l = coalesce(&g.shape, [&g.strides]);
     let inner = l.strides[0].last().copied().unwrap_or(0);
-    let base = Addr(g.ptr as usize);
+    let base = SendPtr::<F>::of(g.ptr);
     drive_rows(&l, &|off, len| {
-        let row = (base.0 as *mut F).wrapping_offset(off[0]);
+        let row = base.at(off[0]);
         let mut bad = false;
         for i in 0..len as isize {
             let p = row.wrapping_offset(i * inner);
@@ -149,7 +146,7 @@ pub fn next_scale(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
     use half::{bf16, f16};
 
     #[test]

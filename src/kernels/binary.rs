@@ -2,13 +2,13 @@
 //! comparisons and logical ops (bool output), bitwise ops and shifts, masked_fill, and the
 //! activation backward kernels (grad, saved tensor) -> grad_input.
 
-use super::element::Element;
-use super::float::{FloatStore, Math};
-use super::int::IntElem;
-use super::map::map2;
+use super::core::element::Element;
+use super::core::float::{FloatStore, Math};
+use super::core::int::IntElem;
+use super::core::map::map2;
 use crate::error::{FooError, FooResult};
+use crate::not_implemented;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
-use crate::{dispatch_float, dispatch_int, not_implemented};
 use num_traits::{Float, One, Zero};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -104,16 +104,16 @@ pub fn binary(
     p: &[Scalar],
 ) -> FooResult<()> {
     if op == BinaryOp::MaskedFill {
-        return crate::dispatch_all!(a.dtype, T => {
+        return crate::dispatch!(all: a.dtype, T => {
             let v = p.first().map(T::from_scalar).unwrap_or_default();
             map2(out, a, b, move |x: T, m: bool| if m { v } else { x })
         });
     }
     if op.is_predicate() {
-        return crate::dispatch_all!(a.dtype, T => predicate::<T>(op, out, a, b));
+        return crate::dispatch!(all: a.dtype, T => predicate::<T>(op, out, a, b));
     }
-    dispatch_float!(a.dtype, F => float_binary::<F>(op, out, a, b, p),
-    _ => dispatch_int!(a.dtype, I => int_binary::<I>(op, out, a, b, p),
+    crate::dispatch!(float: a.dtype, F => float_binary::<F>(op, out, a, b, p),
+    _ => crate::dispatch!(int: a.dtype, I => int_binary::<I>(op, out, a, b, p),
         _ => match a.dtype {
             crate::DType::Bool => bool_binary(op, out, a, b),
             other => crate::unsupported!("foo {op:?} has no kernel for dtype {}", other.name()),
@@ -456,7 +456,7 @@ fn bool_binary(op: BinaryOp, out: &TensorMut, a: &TensorRef, b: &TensorRef) -> F
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn arithmetic_and_division_modes() {

@@ -13,13 +13,13 @@
 mod depthwise;
 mod grid;
 
-use super::linalg::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
-use super::parallel::parallel_for;
-use super::scratch::{with_scratch, with_scratch2};
-use super::transpose::transpose;
+use super::core::gemm::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
+use super::core::parallel::{parallel_for, SendPtr};
+use super::core::scratch::{with_scratch, with_scratch2};
+use super::core::transpose::transpose;
 use crate::dtype::DType;
 use crate::error::FooResult;
-use crate::kernels::float::Math;
+use crate::kernels::core::float::Math;
 use crate::runtime::pool::install;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
@@ -160,7 +160,7 @@ impl Geometry {
         threads > 1 && self.n >= threads
     }
     /// Per-sample GEMMs this large (unsplit samples) run on a pool worker, so that `gemm`
-    /// splits them with rayon (see `linalg::GEMM_RAYON_FLOPS`); smaller ones split from the
+    /// splits them with rayon (see `core::gemm::GEMM_RAYON_FLOPS`); smaller ones split from the
     /// calling thread.
     fn rayon_gemms(&self, split: bool) -> bool {
         !split && self.og() * self.ck() * self.op() >= GEMM_RAYON_FLOPS
@@ -185,25 +185,12 @@ fn valid_range(out_len: usize, stride: isize, offset: isize, in_len: usize) -> (
     ((lo as usize).min(hi), hi)
 }
 
-/// Integer address of a pointer (raw pointers are not `Sync`; memory outlives the kernel).
-#[derive(Clone, Copy)]
-pub(crate) struct Addr(usize);
-
-impl Addr {
-    pub(crate) fn of<T>(p: *const T) -> Self {
-        Addr(p as usize)
-    }
-    pub(crate) fn at<T>(self, off: isize) -> *mut T {
-        (self.0 as *mut T).wrapping_offset(off)
-    }
-}
-
 /// Fills `col` (`ck x op`, row-major) from channels `c0..c0+cg` of one sample at `x`
 /// (element strides `xs` for C, D, H, W).
-fn im2col<T: GemmElem>(g: &Geometry, x: Addr, xs: &[isize], c0: usize, col: &mut [T]) {
+fn im2col<T: GemmElem>(g: &Geometry, x: SendPtr<T>, xs: &[isize], c0: usize, col: &mut [T]) {
     assert!(col.len() >= g.ck() * g.op());
     // SAFETY: col holds the ck x op matrix, rows op apart.
-    unsafe { im2col_ld::<T>(g, x, xs, c0, Addr::of(col.as_mut_ptr()), g.op()) };
+    unsafe { im2col_ld::<T>(g, x, xs, c0, SendPtr::of(col.as_mut_ptr()), g.op()) };
 }
 
 /// [`im2col`] into the first `op` columns of a row-major matrix at `col` whose rows are `ld`
@@ -214,10 +201,10 @@ fn im2col<T: GemmElem>(g: &Geometry, x: Addr, xs: &[isize], c0: usize, col: &mut
 /// accessed by anyone else meanwhile.
 unsafe fn im2col_ld<T: GemmElem>(
     g: &Geometry,
-    x: Addr,
+    x: SendPtr<T>,
     xs: &[isize],
     c0: usize,
-    col: Addr,
+    col: SendPtr<T>,
     ld: usize,
 ) {
     let [od, oh, ow] = g.osp;
@@ -226,14 +213,11 @@ unsafe fn im2col_ld<T: GemmElem>(
     if ow < SHORT_ROW && g.kk() * p <= GATHER_MAP_MAX {
         let map = gather_map(g, xs);
         for ci in 0..g.cg() {
-            let xc = x.at::<T>((c0 + ci) as isize * xs[0]) as *const T;
+            let xc = x.at((c0 + ci) as isize * xs[0]) as *const T;
             for (t, taps) in map.chunks_exact(p).enumerate() {
                 // SAFETY: row `ci * kk + t` of the caller's matrix (the function's contract).
                 let dst = unsafe {
-                    std::slice::from_raw_parts_mut(
-                        col.at::<T>(((ci * g.kk() + t) * ld) as isize),
-                        p,
-                    )
+                    std::slice::from_raw_parts_mut(col.at(((ci * g.kk() + t) * ld) as isize), p)
                 };
                 for (d, &off) in dst.iter_mut().zip(taps) {
                     // SAFETY: `off` is an in-bounds element offset of channel c0 + ci (checked
@@ -264,9 +248,8 @@ unsafe fn im2col_ld<T: GemmElem>(
                     let offw = e as isize * g.dilation[2] - g.padding[2];
                     let (w0, w1) = valid_range(ow, g.stride[2], offw, g.isp[2]);
                     // SAFETY: row `row` of the caller's matrix (the function's contract).
-                    let dst = unsafe {
-                        std::slice::from_raw_parts_mut(col.at::<T>((row * ld) as isize), p)
-                    };
+                    let dst =
+                        unsafe { std::slice::from_raw_parts_mut(col.at((row * ld) as isize), p) };
                     row += 1;
                     if d0 == d1 || h0 == h1 || w0 == w1 {
                         dst.fill(T::ZERO);
@@ -291,10 +274,7 @@ unsafe fn im2col_ld<T: GemmElem>(
                                 // SAFETY: input rows h0+offh..h1+offh of this plane, from column
                                 // w0+offw to w1-1+offw: inside the dense plane by valid_range.
                                 let src = unsafe {
-                                    std::slice::from_raw_parts(
-                                        x.at::<T>(base) as *const T,
-                                        end - start,
-                                    )
+                                    std::slice::from_raw_parts(x.at(base) as *const T, end - start)
                                 };
                                 drow[start..end].copy_from_slice(src);
                             }
@@ -318,13 +298,13 @@ unsafe fn im2col_ld<T: GemmElem>(
                             if step == 1 {
                                 // SAFETY: the run (c, d, h, w0..w1) is inside the input and dense.
                                 let src = unsafe {
-                                    std::slice::from_raw_parts(x.at::<T>(base) as *const T, w1 - w0)
+                                    std::slice::from_raw_parts(x.at(base) as *const T, w1 - w0)
                                 };
                                 r[w0..w1].copy_from_slice(src);
                             } else {
                                 for (i, v) in r[w0..w1].iter_mut().enumerate() {
                                     // SAFETY: (c, d, h, w) is inside the input by `valid_range`.
-                                    *v = unsafe { *x.at::<T>(base + i as isize * step) };
+                                    *v = unsafe { *x.at(base + i as isize * step) };
                                 }
                             }
                         }
@@ -495,8 +475,8 @@ fn forward_impl<T: depthwise::DwFloat>(
         let wt = unsafe { std::slice::from_raw_parts(weight.ptr as *const T, g.o * g.kk()) };
         depthwise::forward(
             g,
-            Addr::of(out.ptr),
-            Addr::of(input.ptr),
+            SendPtr::of(out.ptr),
+            SendPtr::of(input.ptr),
             &input.strides,
             wt,
             bias.as_deref(),
@@ -512,7 +492,11 @@ fn forward_impl<T: depthwise::DwFloat>(
         return Ok(());
     }
     let (og, ck, p) = (g.og(), g.ck(), g.op());
-    let (xo, wo, oo) = (Addr::of(input.ptr), Addr::of(weight.ptr), Addr::of(out.ptr));
+    let (xo, wo, oo) = (
+        SendPtr::of(input.ptr),
+        SendPtr::of(weight.ptr),
+        SendPtr::of(out.ptr),
+    );
     let xs = &input.strides;
     // Pointwise convolutions read the input as the column matrix when its spatial dims are dense.
     let direct = g.is_pointwise()
@@ -537,11 +521,11 @@ fn forward_impl<T: depthwise::DwFloat>(
     };
     let xs4 = [xs[1], xs[2], xs[3], xs[4]];
     let sample = |ni: usize, bufs: &mut [Vec<T>; 3]| {
-        let xn = Addr(xo.at::<T>(ni as isize * xs[0]) as usize);
+        let xn = SendPtr::new(xo.at(ni as isize * xs[0]));
         if let Some(gr) = &grid {
             let [xp, cols, acc] = bufs;
             for (gi, wpk) in packed.iter().enumerate() {
-                let xg = Addr(xn.at::<T>((gi * g.cg()) as isize * xs[1]) as usize);
+                let xg = SendPtr::new(xn.at((gi * g.cg()) as isize * xs[1]));
                 // SAFETY: channels gi*cg.. of sample ni of the input, with its strides.
                 let c = unsafe { gr.columns(xg, xs4, xp, cols) };
                 gr.multiply(wpk, c, acc, !split);
@@ -549,7 +533,7 @@ fn forward_impl<T: depthwise::DwFloat>(
                 // only here.
                 let dst = unsafe {
                     std::slice::from_raw_parts_mut(
-                        oo.at::<T>(((ni * g.o + gi * og) * p) as isize),
+                        oo.at(((ni * g.o + gi * og) * p) as isize),
                         og * p,
                     )
                 };
@@ -559,7 +543,7 @@ fn forward_impl<T: depthwise::DwFloat>(
         }
         let col = &mut bufs[0];
         for gi in 0..g.groups {
-            let dst = oo.at::<T>(((ni * g.o + gi * og) * p) as isize);
+            let dst = oo.at(((ni * g.o + gi * og) * p) as isize);
             let read_dst = if let Some(b) = &bias {
                 for oc in 0..og {
                     // SAFETY: row `oc` of this sample/group block of the contiguous output.
@@ -572,7 +556,7 @@ fn forward_impl<T: depthwise::DwFloat>(
             };
             let rhs = if direct {
                 Mat {
-                    ptr: xn.at::<T>((gi * g.cg()) as isize * xs[1]) as *const T,
+                    ptr: xn.at((gi * g.cg()) as isize * xs[1]) as *const T,
                     rs: xs[1],
                     cs: 1,
                 }
@@ -586,7 +570,7 @@ fn forward_impl<T: depthwise::DwFloat>(
                 }
             };
             let lhs = Mat {
-                ptr: wo.at::<T>((gi * og * ck) as isize) as *const T,
+                ptr: wo.at((gi * og * ck) as isize) as *const T,
                 rs: ck as isize,
                 cs: 1,
             };
@@ -626,9 +610,13 @@ fn forward_batched<T: GemmElem>(
 ) {
     let (og, ck, p) = (g.og(), g.ck(), g.op());
     let chunk = batch_chunk(g);
-    let (xo, wo, oo) = (Addr::of(input.ptr), Addr::of(weight.ptr), Addr::of(out.ptr));
+    let (xo, wo, oo) = (
+        SendPtr::of(input.ptr),
+        SendPtr::of(weight.ptr),
+        SendPtr::of(out.ptr),
+    );
     let xs = &input.strides;
-    // Kept scratch (see kernels::scratch): im2col writes every element of col, the GEMM every
+    // Kept scratch (see kernels::core::scratch): im2col writes every element of col, the GEMM every
     // element of res.
     with_scratch2(
         ck * chunk * p,
@@ -638,10 +626,10 @@ fn forward_batched<T: GemmElem>(
                 for s in (0..g.n).step_by(chunk) {
                     let e = (s + chunk).min(g.n);
                     let k = (e - s) * p;
-                    let cola = Addr(col.as_mut_ptr() as usize);
+                    let cola = SendPtr::new(col.as_mut_ptr());
                     parallel_for(e - s, 1, &|i0, i1| {
                         for i in i0..i1 {
-                            let xn = Addr(xo.at::<T>((s + i) as isize * xs[0]) as usize);
+                            let xn = SendPtr::new(xo.at((s + i) as isize * xs[0]));
                             // SAFETY: columns i*p..(i+1)*p of every row of the [ck, k] column matrix:
                             // this sample's part, written only here.
                             unsafe {
@@ -650,14 +638,14 @@ fn forward_batched<T: GemmElem>(
                                     xn,
                                     &xs[1..],
                                     gi * g.cg(),
-                                    Addr(cola.at::<T>((i * p) as isize) as usize),
+                                    SendPtr::new(cola.at((i * p) as isize)),
                                     k,
                                 )
                             };
                         }
                     });
                     let lhs = Mat {
-                        ptr: wo.at::<T>((gi * og * ck) as isize) as *const T,
+                        ptr: wo.at((gi * og * ck) as isize) as *const T,
                         rs: ck as isize,
                         cs: 1,
                     };
@@ -678,7 +666,7 @@ fn forward_batched<T: GemmElem>(
                             // written only here.
                             let dst = unsafe {
                                 std::slice::from_raw_parts_mut(
-                                    oo.at::<T>((((s + i) * g.o + gi * og) * p) as isize),
+                                    oo.at((((s + i) * g.o + gi * og) * p) as isize),
                                     og * p,
                                 )
                             };
@@ -712,7 +700,11 @@ fn backward_input_batched<T: GemmElem>(
 ) {
     let (og, cg, ck, p, ip) = (g.og(), g.cg(), g.ck(), g.op(), g.ip());
     let chunk = batch_chunk(g);
-    let (gio, goo, wo) = (Addr::of(gi_t.ptr), Addr::of(go_t.ptr), Addr::of(weight.ptr));
+    let (gio, goo, wo) = (
+        SendPtr::of(gi_t.ptr),
+        SendPtr::of(go_t.ptr),
+        SendPtr::of(weight.ptr),
+    );
     // Kept scratch: the copies write every element of goc, the GEMM every element of col.
     with_scratch2(
         ck * chunk * p,
@@ -722,7 +714,7 @@ fn backward_input_batched<T: GemmElem>(
                 let e = (s + chunk).min(g.n);
                 let k = (e - s) * p;
                 for gi in 0..g.groups {
-                    let gca = Addr(goc.as_mut_ptr() as usize);
+                    let gca = SendPtr::new(goc.as_mut_ptr());
                     parallel_for(e - s, 1, &|i0, i1| {
                         for i in i0..i1 {
                             for o in 0..og {
@@ -730,12 +722,12 @@ fn backward_input_batched<T: GemmElem>(
                                 // (read), and its place in the [og, k] chunk matrix (written only here).
                                 unsafe {
                                     let src = std::slice::from_raw_parts(
-                                        goo.at::<T>((((s + i) * g.o + gi * og + o) * p) as isize)
+                                        goo.at((((s + i) * g.o + gi * og + o) * p) as isize)
                                             as *const T,
                                         p,
                                     );
                                     std::slice::from_raw_parts_mut(
-                                        gca.at::<T>((o * k + i * p) as isize),
+                                        gca.at((o * k + i * p) as isize),
                                         p,
                                     )
                                     .copy_from_slice(src);
@@ -744,7 +736,7 @@ fn backward_input_batched<T: GemmElem>(
                         }
                     });
                     let lhs = Mat {
-                        ptr: wo.at::<T>((gi * og * ck) as isize) as *const T,
+                        ptr: wo.at((gi * og * ck) as isize) as *const T,
                         rs: 1,
                         cs: ck as isize,
                     };
@@ -764,7 +756,7 @@ fn backward_input_batched<T: GemmElem>(
                             // SAFETY: sample s+i of the contiguous grad_input, written only here.
                             let gin = unsafe {
                                 std::slice::from_raw_parts_mut(
-                                    gio.at::<T>(((s + i) * g.c * ip) as isize),
+                                    gio.at(((s + i) * g.c * ip) as isize),
                                     g.c * ip,
                                 )
                             };
@@ -846,8 +838,8 @@ fn backward_input_impl<T: depthwise::DwFloat>(
         let wt = unsafe { std::slice::from_raw_parts(weight.ptr as *const T, g.o * g.kk()) };
         depthwise::backward_input(
             g,
-            Addr::of(gi_t.ptr),
-            Addr::of(go_t.ptr),
+            SendPtr::of(gi_t.ptr),
+            SendPtr::of(go_t.ptr),
             wt,
             bias.as_deref(),
         );
@@ -858,7 +850,11 @@ fn backward_input_impl<T: depthwise::DwFloat>(
         return Ok(());
     }
     let (og, cg, ck, p, ip) = (g.og(), g.cg(), g.ck(), g.op(), g.ip());
-    let (gio, goo, wo) = (Addr::of(gi_t.ptr), Addr::of(go_t.ptr), Addr::of(weight.ptr));
+    let (gio, goo, wo) = (
+        SendPtr::of(gi_t.ptr),
+        SendPtr::of(go_t.ptr),
+        SendPtr::of(weight.ptr),
+    );
     let direct = g.is_pointwise();
     let split = g.split_samples();
     let grid = g.input_grid();
@@ -882,13 +878,12 @@ fn backward_input_impl<T: depthwise::DwFloat>(
     let gos = [p as isize, (osp[1] * osp[2]) as isize, osp[2] as isize, 1];
     let sample = |ni: usize, bufs: &mut [Vec<T>; 3]| {
         // SAFETY: sample `ni` of the contiguous grad_input, written only by this call.
-        let gin = unsafe {
-            std::slice::from_raw_parts_mut(gio.at::<T>((ni * g.c * ip) as isize), g.c * ip)
-        };
+        let gin =
+            unsafe { std::slice::from_raw_parts_mut(gio.at((ni * g.c * ip) as isize), g.c * ip) };
         if let Some(gr) = &grid {
             let [xp, cols, acc] = bufs;
             for (gi, wpk) in packed.iter().enumerate() {
-                let src = Addr(goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as usize);
+                let src = SendPtr::new(goo.at(((ni * g.o + gi * og) * p) as isize));
                 // SAFETY: group gi's [og, osp] block of sample ni of the contiguous
                 // grad_output.
                 let c = unsafe { gr.columns(src, gos, xp, cols) };
@@ -904,12 +899,12 @@ fn backward_input_impl<T: depthwise::DwFloat>(
         }
         for gi in 0..g.groups {
             let lhs = Mat {
-                ptr: wo.at::<T>((gi * og * ck) as isize) as *const T,
+                ptr: wo.at((gi * og * ck) as isize) as *const T,
                 rs: 1,
                 cs: ck as isize,
             };
             let rhs = Mat {
-                ptr: goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as *const T,
+                ptr: goo.at(((ni * g.o + gi * og) * p) as isize) as *const T,
                 rs: p as isize,
                 cs: 1,
             };
@@ -1000,16 +995,16 @@ unsafe fn gemm_pooled<T: GemmElem>(
     lhs: Mat<T>,
     rhs: Mat<T>,
 ) {
-    let (d, a, b) = (Addr::of(dst), Addr::of(lhs.ptr), Addr::of(rhs.ptr));
+    let (d, a, b) = (SendPtr::of(dst), SendPtr::of(lhs.ptr), SendPtr::of(rhs.ptr));
     let ([lr, lc], [rr, rc]) = ([lhs.rs, lhs.cs], [rhs.rs, rhs.cs]);
     install(true, move || {
         let lhs = Mat {
-            ptr: a.at::<T>(0) as *const T,
+            ptr: a.at(0) as *const T,
             rs: lr,
             cs: lc,
         };
         let rhs = Mat {
-            ptr: b.at::<T>(0) as *const T,
+            ptr: b.at(0) as *const T,
             rs: rr,
             cs: rc,
         };
@@ -1019,7 +1014,7 @@ unsafe fn gemm_pooled<T: GemmElem>(
                 m,
                 n,
                 k,
-                d.at::<T>(0),
+                d.at(0),
                 dst_rs,
                 dst_cs,
                 read_dst,
@@ -1069,7 +1064,7 @@ fn backward_weight_batched<T: GemmElem>(
 ) {
     let (og, ck, p) = (g.og(), g.ck(), g.op());
     let chunk = batch_chunk(g);
-    let (xo, goo) = (Addr::of(input.ptr), Addr::of(go_t.ptr));
+    let (xo, goo) = (SendPtr::of(input.ptr), SendPtr::of(go_t.ptr));
     let xs = &input.strides;
     let kmax = chunk * p;
     // Kept scratch: im2col and the transposes write every element of col and got, and each
@@ -1081,13 +1076,13 @@ fn backward_weight_batched<T: GemmElem>(
                     let e = (s + chunk).min(g.n);
                     let k = (e - s) * p;
                     let (cola, gota) = (
-                        Addr(col.as_mut_ptr() as usize),
-                        Addr(got.as_mut_ptr() as usize),
+                        SendPtr::new(col.as_mut_ptr()),
+                        SendPtr::new(got.as_mut_ptr()),
                     );
                     parallel_for(e - s, 1, &|i0, i1| {
                         for i in i0..i1 {
                             let ni = s + i;
-                            let xn = Addr(xo.at::<T>(ni as isize * xs[0]) as usize);
+                            let xn = SendPtr::new(xo.at(ni as isize * xs[0]));
                             // SAFETY: columns i*p..(i+1)*p of every row of the [ck, k] column matrix:
                             // this sample's part, written only here.
                             unsafe {
@@ -1096,7 +1091,7 @@ fn backward_weight_batched<T: GemmElem>(
                                     xn,
                                     &xs[1..],
                                     gi * g.cg(),
-                                    Addr(cola.at::<T>((i * p) as isize) as usize),
+                                    SendPtr::new(cola.at((i * p) as isize)),
                                     k,
                                 )
                             };
@@ -1104,14 +1099,14 @@ fn backward_weight_batched<T: GemmElem>(
                             // written only here.
                             let t = unsafe {
                                 std::slice::from_raw_parts_mut(
-                                    gota.at::<T>((i * p * og) as isize),
+                                    gota.at((i * p * og) as isize),
                                     p * og,
                                 )
                             };
                             // SAFETY: group gi's [og, p] block of sample ni of the contiguous grad_output.
                             let go = unsafe {
                                 std::slice::from_raw_parts(
-                                    goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as *const T,
+                                    goo.at(((ni * g.o + gi * og) * p) as isize) as *const T,
                                     og * p,
                                 )
                             };
@@ -1161,9 +1156,9 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
         depthwise::backward_weight(
             g,
             gw,
-            Addr::of(input.ptr),
+            SendPtr::of(input.ptr),
             &input.strides,
-            Addr::of(go_t.ptr),
+            SendPtr::of(go_t.ptr),
         );
         return Ok(());
     }
@@ -1171,7 +1166,7 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
         backward_weight_batched(g, gw, input, go_t);
         return Ok(());
     }
-    let (xo, goo) = (Addr::of(input.ptr), Addr::of(go_t.ptr));
+    let (xo, goo) = (SendPtr::of(input.ptr), SendPtr::of(go_t.ptr));
     let xs = &input.strides;
     let split = g.split_samples();
     // Accumulates the samples `s..e` into `acc`: per group an [og, ck] block stored column-major
@@ -1186,15 +1181,15 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
     let accumulate_grid = |gr: &Grid, s: usize, e: usize, acc: &mut [T], parallel: bool| {
         let (mut xp, mut cols, mut got) = (Vec::new(), Vec::new(), Vec::new());
         for ni in s..e {
-            let xn = Addr(xo.at::<T>(ni as isize * xs[0]) as usize);
+            let xn = SendPtr::new(xo.at(ni as isize * xs[0]));
             for gi in 0..g.groups {
-                let xg = Addr(xn.at::<T>((gi * g.cg()) as isize * xs[1]) as usize);
+                let xg = SendPtr::new(xn.at((gi * g.cg()) as isize * xs[1]));
                 // SAFETY: channels gi*cg.. of sample ni of the input, with its strides.
                 let c = unsafe { gr.columns(xg, xs4, &mut xp, &mut cols) };
                 // SAFETY: group gi's [og, p] block of sample ni of the contiguous grad_output.
                 let go = unsafe {
                     std::slice::from_raw_parts(
-                        goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as *const T,
+                        goo.at(((ni * g.o + gi * og) * p) as isize) as *const T,
                         og * p,
                     )
                 };
@@ -1215,13 +1210,13 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
         let mut col = vec![T::ZERO; ck * p];
         let mut got = vec![T::ZERO; og * p];
         for ni in s..e {
-            let xn = Addr(xo.at::<T>(ni as isize * xs[0]) as usize);
+            let xn = SendPtr::new(xo.at(ni as isize * xs[0]));
             for gi in 0..g.groups {
                 im2col(g, xn, &xs[1..], gi * g.cg(), &mut col);
                 // SAFETY: group gi's [og, p] block of sample ni of the contiguous grad_output.
                 let go = unsafe {
                     std::slice::from_raw_parts(
-                        goo.at::<T>(((ni * g.o + gi * og) * p) as isize) as *const T,
+                        goo.at(((ni * g.o + gi * og) * p) as isize) as *const T,
                         og * p,
                     )
                 };
@@ -1335,18 +1330,18 @@ pub fn conv_backward_bias(grad_bias: &TensorMut, grad_output: &TensorRef) -> Foo
 fn bias_impl<T: GemmElem + Math>(gb: &TensorMut, go: &TensorRef) -> FooResult<()> {
     let (n, o) = (go.shape[0], go.shape[1]);
     let p: usize = go.shape[2..].iter().product();
-    let (gbo, goo) = (Addr::of(gb.ptr), Addr::of(go.ptr));
+    let (gbo, goo) = (SendPtr::of(gb.ptr), SendPtr::of(go.ptr));
     let s = gb.strides[0];
     parallel_for(o, (1 << 14) / (n * p).max(1) + 1, &|a, b| {
         for oc in a..b {
             // SAFETY: the [p] planes (ni, oc) of the contiguous grad_output.
             let plane = |ni: usize| unsafe {
-                std::slice::from_raw_parts(goo.at::<T>(((ni * o + oc) * p) as isize) as *const T, p)
+                std::slice::from_raw_parts(goo.at(((ni * o + oc) * p) as isize) as *const T, p)
             };
             // Each plane is summed in T with many lanes (vectorized), the planes in f64.
             let sum: f64 = (0..n).map(|ni| plane_sum(plane(ni)).to_f64c()).sum();
             // SAFETY: element oc of grad_bias, written by this chunk only.
-            unsafe { *gbo.at::<T>(oc as isize * s) = T::from_f64c(sum) };
+            unsafe { *gbo.at(oc as isize * s) = T::from_f64c(sum) };
         }
     });
     Ok(())
@@ -1358,17 +1353,17 @@ fn plane_sum<M: Math>(x: &[M]) -> M {
     total
 }
 
-crate::nn_multiversion!(fn plane_sum_into<M: Math>(x: &[M], total: &mut M) => plane_sum_body);
+crate::multiversion!(fn plane_sum_into<M: Math>(x: &[M], total: &mut M) => plane_sum_body);
 
 #[inline(always)]
 fn plane_sum_body<M: Math>(x: &[M], total: &mut M) {
-    *total = crate::kernels::nn::simd::sum(x);
+    *total = crate::kernels::core::simd::sum(x);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     fn data(n: usize, seed: u64) -> Vec<f64> {
         (0..n)

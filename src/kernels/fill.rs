@@ -1,11 +1,12 @@
-//! `fill_` / `zero_` and `_local_scalar_dense` (reading one element back as a scalar).
+//! `fill_` / `zero_` (`_local_scalar_dense`, reading one element back, is
+//! [`super::core::io::read_scalar`]).
 
-use super::element::Element;
-use super::layout::coalesce;
-use super::map::drive_rows;
+use super::core::element::Element;
+use super::core::layout::coalesce;
+use super::core::map::drive_rows;
+use super::core::parallel::SendPtr;
 use crate::error::FooResult;
-use crate::invalid_arg;
-use crate::tensor::{Scalar, TensorMut, TensorRef};
+use crate::tensor::{Scalar, TensorMut};
 
 /// Sets every element of `dst` to `value` converted to `dst`'s dtype.
 pub fn fill(dst: &TensorMut, value: &Scalar) -> FooResult<()> {
@@ -13,12 +14,12 @@ pub fn fill(dst: &TensorMut, value: &Scalar) -> FooResult<()> {
         return Ok(());
     }
     let l = coalesce(&dst.shape, [&dst.strides]);
-    crate::dispatch_all!(dst.dtype, T => {
+    crate::dispatch!(all: dst.dtype, T => {
         let v = T::from_scalar(value);
-        let base = dst.ptr as usize;
+        let base = SendPtr::<T>::of(dst.ptr);
         let stride = l.strides[0].last().copied().unwrap_or(1);
         drive_rows(&l, &|off, len| {
-            let p = (base as *mut T).wrapping_offset(off[0]);
+            let p = base.at(off[0]);
             // SAFETY: rows of a live, writable tensor without internal overlap.
             unsafe {
                 if stride == 1 {
@@ -34,25 +35,12 @@ pub fn fill(dst: &TensorMut, value: &Scalar) -> FooResult<()> {
     Ok(())
 }
 
-/// Reads element 0 of a one-element tensor.
-pub fn read_scalar(src: &TensorRef) -> FooResult<Scalar> {
-    if src.numel() != 1 {
-        return invalid_arg!(
-            "a Tensor with {} elements cannot be converted to Scalar",
-            src.numel()
-        );
-    }
-    Ok(crate::dispatch_all!(src.dtype, T => {
-        // SAFETY: a one-element tensor's data pointer addresses one valid T (possibly unaligned
-        // inside a byte storage view, so read unaligned).
-        unsafe { (src.ptr as *const T).read_unaligned() }.to_scalar()
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dtype::DType;
+    use crate::kernels::core::io::read_scalar;
+    use crate::tensor::TensorRef;
 
     #[test]
     fn fill_strided_and_read_back() {
@@ -72,17 +60,5 @@ mod tests {
             dtype: DType::I32,
         };
         assert_eq!(read_scalar(&one).unwrap(), Scalar::from_i64(7));
-    }
-
-    #[test]
-    fn read_scalar_rejects_many() {
-        let data = [1.0f32, 2.0];
-        let t = TensorRef {
-            ptr: data.as_ptr() as *const u8,
-            shape: smallvec::smallvec![2],
-            strides: smallvec::smallvec![1],
-            dtype: DType::F32,
-        };
-        assert!(read_scalar(&t).is_err());
     }
 }

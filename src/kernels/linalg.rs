@@ -1,4 +1,5 @@
-//! Matrix products (mm, bmm, addmm, baddbmm, addmv, mv, dot) on a tuned GEMM.
+//! Matrix products (mm, bmm, addmm, baddbmm, addmv, mv, dot) on the GEMM engine of
+//! [`super::core::gemm`].
 //!
 //! One entry point, [`matmul`]: `out[b] = beta * c[b] + alpha * (a[b] @ b[b])` over 3-D operands
 //! `[B, M, K] x [B, K, N] -> [B, M, N]` with arbitrary strides (zero strides for broadcast batch
@@ -6,78 +7,18 @@
 //! The glue turns mm/mv/dot/addmv into this shape with metadata-only views. float32/float64 and
 //! complex64/complex128 run on `gemm`; integer dtypes on a simple exact kernel (wrapping
 //! arithmetic, as the CPU's integer GEMM); float16/bfloat16 are widened to float32
-//! ([`super::reduced`]), multiplied by the float32 GEMM and rounded once.
+//! ([`super::core::reduced`]), multiplied by the float32 GEMM and rounded once.
 
-use super::element::Element;
-use super::gemm_nt;
-use super::parallel::parallel_for;
-use super::reduced::{store_f32, to_f32_vec};
+use super::core::copy::copy;
+use super::core::element::Element;
+use super::core::gemm::{bf16, gemm_raw, GemmElem, Mat, GEMM_SPLIT_FLOPS};
+use super::core::parallel::{parallel_for, SendPtr};
+use super::core::reduced::{store_f32, to_f32_vec};
 use crate::dtype::{DType, Kind};
 use crate::error::FooResult;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use num_complex::{Complex32, Complex64};
-use std::ops::{Add, Mul};
-
-/// Element types `gemm` multiplies natively.
-pub trait GemmElem: Element + Add<Output = Self> + Mul<Output = Self> {
-    const ZERO: Self;
-    const ONE: Self;
-    /// Neither inf nor nan (complex: in either part).
-    fn finite(self) -> bool;
-}
-
-macro_rules! gemm_elem {
-    ($t:ty, $zero:expr, $one:expr) => {
-        impl GemmElem for $t {
-            const ZERO: Self = $zero;
-            const ONE: Self = $one;
-            #[inline(always)]
-            fn finite(self) -> bool {
-                self.is_finite()
-            }
-        }
-    };
-}
-gemm_elem!(f32, 0.0, 1.0);
-gemm_elem!(f64, 0.0, 1.0);
-gemm_elem!(
-    Complex32,
-    Complex32::new(0.0, 0.0),
-    Complex32::new(1.0, 0.0)
-);
-gemm_elem!(
-    Complex64,
-    Complex64::new(0.0, 0.0),
-    Complex64::new(1.0, 0.0)
-);
-
-/// Multiply-adds below which a matrix product stays on one thread. Handing a call to the pool
-/// costs about 12 us here (measured: a 64x64x64 mm takes 3.8 us on the calling thread, 16 us via
-/// the pool), as much as 2.5M multiply-adds on one core, so only clearly larger products go
-/// parallel (`gemm` itself does not split below 48 * 48 * 256 per block either).
-pub const GEMM_PARALLEL_FLOPS: usize = 1 << 22;
-
-/// Multiply-adds from which a product called from a plain thread is split into one
-/// single-threaded `gemm` call per thread over column (or row) blocks of the output, with
-/// `pool::fork_join`: the caller starts at once and a helper joins within a microsecond when
-/// one is polling, so this pays off from a few microseconds of work.
-pub const GEMM_SPLIT_FLOPS: usize = 1 << 18;
-
-/// Multiply-adds from which the FFI runs a product on a pool worker, so that `gemm` splits it
-/// with rayon itself (its blocking shares packed panels between threads, which matters only
-/// for large products).
-pub const GEMM_RAYON_FLOPS: usize = 1 << 27;
-
-/// `a @ w.t()` transposes `w` into a scratch matrix first ([`gemm_nt::with_transposed`]) from
-/// this many rows of `a`, for a `w` of fewer than [`NT_PACK_ELEMENTS`] elements (twice that
-/// from twice the rows). Measured on 2
-/// threads against `gemm` reading `w.t()` in place: 128 x 64 x 256 0.050 -> 0.036 ms,
-/// 256 x 1024 x 256 0.95 -> 0.70 ms, 512 x 768 x 768 3.5 -> 3.0 ms; but 64 x 256 x 256
-/// 0.068 -> 0.087 ms, and a `w` beyond the caches (768 x 3072) 3.5 -> 5.2 ms at 128 rows.
-pub const NT_PACK_ROWS: usize = 128;
-/// See [`NT_PACK_ROWS`].
-pub const NT_PACK_ELEMENTS: usize = 1 << 20;
 
 /// bfloat16 products of at most this many multiply-adds are widened to float32 even where the
 /// CPU multiplies bfloat16 natively: ATen hands a bfloat16 product to oneDNN (whose AVX512-BF16
@@ -85,291 +26,6 @@ pub const NT_PACK_ELEMENTS: usize = 1 << 20;
 /// `mkldnn_gemm_min_size` (16 * 16 * 16, `checksize` in mkldnn/Matmul.cpp) and widens smaller
 /// ones; foo follows, so both give the same values on either side of the threshold.
 pub const BF16_NATIVE_MIN_MACS: usize = 16 * 16 * 16;
-
-/// A strided matrix: element `(i, j)` is at `ptr + i * rs + j * cs` (elements of `T`).
-#[derive(Clone, Copy, Debug)]
-pub struct Mat<T> {
-    pub ptr: *const T,
-    pub rs: isize,
-    pub cs: isize,
-}
-
-/// `dst = (read_dst ? dst : 0) + alpha * lhs @ rhs` with `lhs: m x k`, `rhs: k x n`.
-/// `parallel` lets `gemm` use the current rayon pool (it still decides by size); only honoured
-/// on a pool worker (under `runtime::pool`), so `gemm` never spreads onto rayon's global pool.
-///
-/// # Safety
-/// The three matrices must describe live memory of the given extents; `dst` must be writable,
-/// have no internal overlap and not overlap `lhs`/`rhs`.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gemm_raw<T: GemmElem>(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut T,
-    dst_rs: isize,
-    dst_cs: isize,
-    read_dst: bool,
-    lhs: Mat<T>,
-    rhs: Mat<T>,
-    alpha: T,
-    parallel: bool,
-) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    // `a @ w.t()` with many rows: `w` transposed once, then the row-major product.
-    if lhs.cs == 1
-        && rhs.rs == 1
-        && k > 1
-        && (m >= NT_PACK_ROWS && n * k < NT_PACK_ELEMENTS
-            || m >= 2 * NT_PACK_ROWS && n * k <= 2 * NT_PACK_ELEMENTS)
-    {
-        // SAFETY: `rhs` is `w.t()`: `w` is n x k with rows rhs.cs apart, inside the caller's
-        // operand; the scratch is a dense k x n matrix.
-        unsafe {
-            gemm_nt::with_transposed(rhs.ptr, rhs.cs, n, k, |wt| {
-                let rhs = Mat {
-                    ptr: wt.as_ptr(),
-                    rs: n as isize,
-                    cs: 1,
-                };
-                gemm_core(
-                    m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, parallel,
-                )
-            })
-        };
-        return;
-    }
-    // SAFETY: forwarded.
-    if unsafe {
-        gemm_nt(
-            m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, parallel,
-        )
-    } {
-        return;
-    }
-    // SAFETY: forwarded.
-    unsafe {
-        gemm_core(
-            m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, parallel,
-        )
-    }
-}
-
-/// `a @ w.t()` with row-major `a`, `w` and output (the linear layer) and fewer output rows than
-/// columns: `gemm` packs the column-major right operand slowly in that orientation, 4x1024 @
-/// 1024x1024 took 3-7 ms against 0.1 ms for `a @ b`, 65x1024 8.6 ms against 1.4 ms (measured,
-/// one thread; with more rows than columns it is as fast as `a @ b`). The transposed product
-/// `w @ a.t()` is computed instead, the orientation `gemm` does fast, into a scratch matrix that
-/// is then transposed into the output (`m * n` copies against `m * n * k` multiply-adds).
-/// Returns false for every other layout.
-///
-/// # Safety
-/// As [`gemm_raw`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_nt<T: GemmElem>(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut T,
-    dst_rs: isize,
-    dst_cs: isize,
-    read_dst: bool,
-    lhs: Mat<T>,
-    rhs: Mat<T>,
-    alpha: T,
-    parallel: bool,
-) -> bool {
-    let nt = dst_cs == 1 && lhs.cs == 1 && rhs.rs == 1 && rhs.cs == k as isize;
-    if !nt || m < 2 || m >= n || k < 2 {
-        return false;
-    }
-    let mut t = vec![T::ZERO; n * m];
-    let w = Mat {
-        ptr: rhs.ptr,
-        rs: rhs.cs,
-        cs: 1,
-    };
-    let at = Mat {
-        ptr: lhs.ptr,
-        rs: 1,
-        cs: lhs.rs,
-    };
-    // SAFETY: t is an owned row-major [n, m] matrix; w and at are the caller's operands read
-    // transposed.
-    unsafe {
-        gemm_core(
-            n,
-            m,
-            k,
-            t.as_mut_ptr(),
-            m as isize,
-            1,
-            false,
-            w,
-            at,
-            alpha,
-            parallel,
-        )
-    };
-    let (d, t) = (Addr(dst as usize), &t);
-    parallel_for(m, (1 << 14) / n + 1, &|i0, i1| {
-        for i in i0..i1 {
-            // SAFETY: row i of the caller's row-major output (n elements, dst_cs == 1), written
-            // only here.
-            let row = unsafe {
-                std::slice::from_raw_parts_mut(
-                    (d.0 as *mut T).wrapping_offset(i as isize * dst_rs),
-                    n,
-                )
-            };
-            for (j, v) in row.iter_mut().enumerate() {
-                let p = t[j * m + i];
-                *v = if read_dst { *v + p } else { p };
-            }
-        }
-    });
-    true
-}
-
-/// [`gemm_raw`] for any layout, as `gemm` (or [`gemm_split`]) does it.
-///
-/// # Safety
-/// As [`gemm_raw`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_core<T: GemmElem>(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut T,
-    dst_rs: isize,
-    dst_cs: isize,
-    read_dst: bool,
-    lhs: Mat<T>,
-    rhs: Mat<T>,
-    alpha: T,
-    parallel: bool,
-) {
-    let in_pool = rayon::current_thread_index().is_some();
-    let threads = crate::runtime::pool::num_threads();
-    if parallel && !in_pool && threads > 1 && m * n * k >= GEMM_SPLIT_FLOPS {
-        // SAFETY: forwarded; the blocks partition dst.
-        unsafe {
-            gemm_split(
-                m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, threads,
-            )
-        };
-        return;
-    }
-    let par = if parallel && in_pool && m * n * k >= GEMM_PARALLEL_FLOPS {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
-    };
-    // SAFETY: caller's contract; gemm computes dst := 1 * dst + alpha * lhs @ rhs (its `alpha`
-    // scales dst, its `beta` the product) and ignores dst when read_dst is false.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst,
-            dst_cs,
-            dst_rs,
-            read_dst,
-            lhs.ptr,
-            lhs.cs,
-            lhs.rs,
-            rhs.ptr,
-            rhs.cs,
-            rhs.rs,
-            T::ONE,
-            alpha,
-            false,
-            false,
-            false,
-            par,
-        )
-    }
-}
-
-/// [`gemm_raw`] as `parts` single-threaded products over blocks of the output's longer side,
-/// run with [`parallel_for`] from the calling thread.
-///
-/// # Safety
-/// As [`gemm_raw`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_split<T: GemmElem>(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut T,
-    dst_rs: isize,
-    dst_cs: isize,
-    read_dst: bool,
-    lhs: Mat<T>,
-    rhs: Mat<T>,
-    alpha: T,
-    parts: usize,
-) {
-    let by_cols = n >= m;
-    let len = if by_cols { n } else { m };
-    // Blocks in multiples of 16 rows/columns (whole microkernel tiles), at most `parts`.
-    let step = len.div_ceil(parts).next_multiple_of(16);
-    let blocks = len.div_ceil(step);
-    let (d, a, b) = (
-        Addr(dst as usize),
-        Addr(lhs.ptr as usize),
-        Addr(rhs.ptr as usize),
-    );
-    parallel_for(blocks, 1, &|s, e| {
-        for blk in s..e {
-            let (start, end) = (blk * step, ((blk + 1) * step).min(len));
-            let off = start as isize;
-            let (dst, lhs, rhs, mm, nn) = if by_cols {
-                let dst = (d.0 as *mut T).wrapping_offset(off * dst_cs);
-                let rhs = Mat {
-                    ptr: (b.0 as *const T).wrapping_offset(off * rhs.cs),
-                    ..rhs
-                };
-                (
-                    dst,
-                    Mat {
-                        ptr: a.0 as *const T,
-                        ..lhs
-                    },
-                    rhs,
-                    m,
-                    end - start,
-                )
-            } else {
-                let dst = (d.0 as *mut T).wrapping_offset(off * dst_rs);
-                let lhs = Mat {
-                    ptr: (a.0 as *const T).wrapping_offset(off * lhs.rs),
-                    ..lhs
-                };
-                (
-                    dst,
-                    lhs,
-                    Mat {
-                        ptr: b.0 as *const T,
-                        ..rhs
-                    },
-                    end - start,
-                    n,
-                )
-            };
-            // SAFETY: a block of rows or columns of dst (disjoint between blocks) and the
-            // matching rows of lhs or columns of rhs, inside the caller's matrices.
-            unsafe {
-                gemm_core(
-                    mm, nn, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, false,
-                )
-            };
-        }
-    });
-}
 
 fn check3(what: &str, t_shape: &[usize], want: [usize; 3]) -> FooResult<()> {
     if t_shape != want {
@@ -414,18 +70,16 @@ pub fn matmul(
             DType::F64 => gemm_batched::<f64>(out, a, b, c, beta, alpha),
             DType::C64 => complex_matmul::<Complex32>(out, a, b, c, beta, alpha),
             DType::C128 => complex_matmul::<Complex64>(out, a, b, c, beta, alpha),
-            // AVX512-BF16 CPUs multiply bfloat16 natively (see gemm_bf16); others widen. Small
+            // AVX512-BF16 CPUs multiply bfloat16 natively (see core::gemm::bf16); others widen. Small
             // products widen everywhere, as the CPU's do (see BF16_NATIVE_MIN_MACS).
-            DType::BF16
-                if super::gemm_bf16::available() && bs * m * k * n > BF16_NATIVE_MIN_MACS =>
-            {
-                super::gemm_bf16::matmul(out, a, b, c, beta, alpha)
+            DType::BF16 if bf16::available() && bs * m * k * n > BF16_NATIVE_MIN_MACS => {
+                bf16::matmul(out, a, b, c, beta, alpha)
             }
             DType::F16 | DType::BF16 => widened(out, a, b, c, beta, alpha),
             _ => not_implemented!("matmul: dtype {} is not supported", dtype.name()),
         },
         Kind::Signed | Kind::Unsigned => {
-            crate::dispatch_all!(dtype, T => int_matmul::<T>(out, a, b, c, beta, alpha))
+            crate::dispatch!(all: dtype, T => int_matmul::<T>(out, a, b, c, beta, alpha))
         }
         Kind::Bool => not_implemented!("\"addmm_impl_cpu_\" not implemented for 'Bool'"),
     }
@@ -495,10 +149,6 @@ fn widened(
     store_f32(out, &acc)
 }
 
-/// Integer address of a pointer (raw pointers are not `Sync`; the memory outlives the kernel).
-#[derive(Clone, Copy)]
-struct Addr(usize);
-
 fn gemm_batched<T: GemmElem>(
     out: &TensorMut,
     a: &TensorRef,
@@ -515,7 +165,7 @@ fn gemm_batched<T: GemmElem>(
     if let Some(c) = use_c {
         let in_place = std::ptr::eq(c.ptr, out.ptr as *const u8) && c.strides == out.strides;
         if !in_place {
-            super::copy::copy(out, c)?;
+            copy(out, c)?;
         }
         if beta_v != T::ONE {
             scale::<T>(out, beta_v);
@@ -529,20 +179,20 @@ fn gemm_batched<T: GemmElem>(
         return Ok(());
     }
     let (o, pa, pb) = (
-        Addr(out.ptr as usize),
-        Addr(a.ptr as usize),
-        Addr(b.ptr as usize),
+        SendPtr::<T>::of(out.ptr),
+        SendPtr::<T>::of(a.ptr),
+        SendPtr::<T>::of(b.ptr),
     );
     let (os, as_, bs_) = (&out.strides, &a.strides, &b.strides);
     let one = |i: usize, parallel: bool| {
-        let op = (o.0 as *mut T).wrapping_offset(i as isize * os[0]);
+        let op = o.at(i as isize * os[0]);
         let lhs = Mat {
-            ptr: (pa.0 as *const T).wrapping_offset(i as isize * as_[0]),
+            ptr: pa.at(i as isize * as_[0]),
             rs: as_[1],
             cs: as_[2],
         };
         let rhs = Mat {
-            ptr: (pb.0 as *const T).wrapping_offset(i as isize * bs_[0]),
+            ptr: pb.at(i as isize * bs_[0]),
             rs: bs_[1],
             cs: bs_[2],
         };
@@ -580,19 +230,19 @@ fn for_each_3d(t: &TensorMut, f: &(dyn Fn(isize) + Sync)) {
 }
 
 fn scale<T: GemmElem>(out: &TensorMut, v: T) {
-    let o = Addr(out.ptr as usize);
+    let o = SendPtr::<T>::of(out.ptr);
     for_each_3d(out, &|off| {
-        let p = (o.0 as *mut T).wrapping_offset(off);
+        let p = o.at(off);
         // SAFETY: `off` is an in-bounds element of the output, visited exactly once.
         unsafe { *p = *p * v };
     });
 }
 
 fn fill<T: GemmElem>(out: &TensorMut, v: T) {
-    let o = Addr(out.ptr as usize);
+    let o = SendPtr::<T>::of(out.ptr);
     for_each_3d(out, &|off| {
         // SAFETY: as in `scale`.
-        unsafe { *(o.0 as *mut T).wrapping_offset(off) = v };
+        unsafe { *o.at(off) = v };
     });
 }
 
@@ -675,11 +325,11 @@ fn exact_matmul<T: Element, A: ExactAcc<T>>(
     let (m, k, n) = (a.shape[1], a.shape[2], b.shape[2]);
     let use_c = c.zip(beta);
     let (o, pa, pb) = (
-        Addr(out.ptr as usize),
-        Addr(a.ptr as usize),
-        Addr(b.ptr as usize),
+        SendPtr::<T>::of(out.ptr),
+        SendPtr::<T>::of(a.ptr),
+        SendPtr::<T>::of(b.ptr),
     );
-    let pc = Addr(use_c.map_or(0, |(c, _)| c.ptr as usize));
+    let pc = SendPtr::<T>::of(use_c.map_or(std::ptr::null(), |(c, _)| c.ptr));
     let cs = use_c.map(|(c, beta)| (c.strides.clone(), beta));
     let (os, as_, bs_) = (&out.strides, &a.strides, &b.strides);
     parallel_for(out.shape[0] * m, (1 << 15) / (n * k).max(1) + 1, &|s, e| {
@@ -689,10 +339,8 @@ fn exact_matmul<T: Element, A: ExactAcc<T>>(
             acc.iter_mut().for_each(|x| *x = A::ZERO);
             for p in 0..k as isize {
                 // SAFETY: (bi, i, p) is in bounds of `a`.
-                let av = A::load(unsafe {
-                    *(pa.0 as *const T).wrapping_offset(bi * as_[0] + i * as_[1] + p * as_[2])
-                });
-                let brow = (pb.0 as *const T).wrapping_offset(bi * bs_[0] + p * bs_[1]);
+                let av = A::load(unsafe { *pa.at(bi * as_[0] + i * as_[1] + p * as_[2]) });
+                let brow = pb.at(bi * bs_[0] + p * bs_[1]);
                 for (j, x) in acc.iter_mut().enumerate() {
                     // SAFETY: (bi, p, j) is in bounds of `b`.
                     let bv = A::load(unsafe { *brow.wrapping_offset(j as isize * bs_[2]) });
@@ -704,15 +352,11 @@ fn exact_matmul<T: Element, A: ExactAcc<T>>(
                 let mut v = x.scale(alpha);
                 if let Some((cs, beta)) = &cs {
                     // SAFETY: (bi, i, j) is in bounds of `c`.
-                    let cv = A::load(unsafe {
-                        *(pc.0 as *const T).wrapping_offset(bi * cs[0] + i * cs[1] + j * cs[2])
-                    });
+                    let cv = A::load(unsafe { *pc.at(bi * cs[0] + i * cs[1] + j * cs[2]) });
                     v = v.add(cv.scale(*beta));
                 }
                 // SAFETY: (bi, i, j) is in bounds of the output; rows are disjoint per chunk.
-                unsafe {
-                    *(o.0 as *mut T).wrapping_offset(bi * os[0] + i * os[1] + j * os[2]) = v.store()
-                };
+                unsafe { *o.at(bi * os[0] + i * os[1] + j * os[2]) = v.store() };
             }
         }
     });
@@ -735,13 +379,13 @@ fn int_matmul<T: Element>(
 
 /// Whether every element of a 3-D operand is finite (complex: both parts).
 fn all_finite<T: GemmElem>(t: &TensorRef) -> bool {
-    let p = Addr(t.ptr as usize);
+    let p = SendPtr::<T>::of(t.ptr);
     let (s0, s1, s2) = (t.strides[0], t.strides[1], t.strides[2]);
     (0..t.shape[0] as isize).all(|q| {
         (0..t.shape[1] as isize).all(|i| {
             (0..t.shape[2] as isize).all(|j| {
                 // SAFETY: (q, i, j) is in bounds of `t`.
-                unsafe { *(p.0 as *const T).wrapping_offset(q * s0 + i * s1 + j * s2) }.finite()
+                unsafe { *p.at(q * s0 + i * s1 + j * s2) }.finite()
             })
         })
     })
@@ -771,10 +415,14 @@ fn complex_matmul<T: GemmElem + ExactAcc<T>>(
     )
 }
 
+#[cfg(all(test, target_arch = "x86_64"))]
+mod bf16_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::gemm::NT_PACK_ROWS;
+    use crate::kernels::core::map::testing::Owned;
 
     fn naive(a: &[f64], b: &[f64], bs: usize, m: usize, k: usize, n: usize) -> Vec<f64> {
         let mut out = vec![0.0; bs * m * n];

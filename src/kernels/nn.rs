@@ -6,13 +6,13 @@
 //! kernels do) and works row by row: a row is loaded into a small buffer of the math type
 //! (`FloatStore::M`: f32 for f16/bf16/f32, f64 for f64), reduced and written back. The row
 //! loops are compiled twice more with AVX2/AVX-512 enabled and picked at run time
-//! ([`simd`]), so the polynomial `exp` and the multi-lane sums vectorize.
+//! ([`super::core::simd`]), so the polynomial `exp` and the multi-lane sums vectorize. Small
+//! parameter and statistic tensors are read and written through [`super::core::io`].
 
 pub mod embedding;
 pub mod group_norm;
 pub mod loss;
 pub mod norm;
-pub mod simd;
 pub mod softmax;
 
 pub use embedding::embedding_dense_backward;
@@ -22,88 +22,3 @@ pub use loss::{
 };
 pub use norm::{batch_norm, batch_norm_backward, layer_norm, layer_norm_backward};
 pub use softmax::{softmax, softmax_backward};
-
-use crate::error::FooResult;
-use crate::invalid_arg;
-use crate::tensor::{TensorMut, TensorRef};
-
-/// Fails unless `t` is contiguous with `dtype`-independent shape `shape` (when given).
-pub(crate) fn require_contiguous(what: &str, shape: &[usize], strides: &[isize]) -> FooResult<()> {
-    if !crate::tensor::is_contiguous(shape, strides) {
-        return invalid_arg!("nn kernel: {what} must be contiguous");
-    }
-    Ok(())
-}
-
-/// A read pointer as an integer (raw pointers are not `Sync`).
-#[derive(Clone, Copy)]
-pub(crate) struct P(pub usize);
-
-impl P {
-    pub fn r(t: &TensorRef) -> Self {
-        P(t.ptr as usize)
-    }
-    pub fn m(t: &TensorMut) -> Self {
-        P(t.ptr as usize)
-    }
-    /// # Safety
-    /// `off..off + len` must be in bounds of the described memory, and nobody writes it meanwhile.
-    #[inline(always)]
-    pub unsafe fn slice<'a, T>(self, off: usize, len: usize) -> &'a [T] {
-        // SAFETY: caller's contract.
-        unsafe { std::slice::from_raw_parts((self.0 as *const T).add(off), len) }
-    }
-    /// # Safety
-    /// As `slice`, and the range is written by this caller only.
-    #[inline(always)]
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn slice_mut<'a, T>(self, off: usize, len: usize) -> &'a mut [T] {
-        // SAFETY: caller's contract.
-        unsafe { std::slice::from_raw_parts_mut((self.0 as *mut T).add(off), len) }
-    }
-}
-
-/// A small float vector (weights, statistics) of any float dtype, read in math type `M`.
-pub(crate) fn read_vec<M: crate::kernels::float::Math>(t: &TensorRef) -> FooResult<Vec<M>> {
-    use crate::kernels::element::Element;
-    require_contiguous("parameter", &t.shape, &t.strides)?;
-    let n = t.numel();
-    crate::dispatch_float!(t.dtype, F => {
-        // SAFETY: contiguous live tensor of n elements of F.
-        let s: &[F] = unsafe { P::r(t).slice(0, n) };
-        Ok(s.iter().map(|v| M::from_f64c(v.to_f64())).collect())
-    }, _ => invalid_arg!("nn kernel: parameter of dtype {} is not floating point", t.dtype.name()))
-}
-
-/// Writes `v` into a small float tensor of any float dtype.
-pub(crate) fn write_vec<M: crate::kernels::float::Math>(t: &TensorMut, v: &[M]) -> FooResult<()> {
-    use crate::kernels::element::Element;
-    require_contiguous("statistic", &t.shape, &t.strides)?;
-    if t.numel() != v.len() {
-        return invalid_arg!(
-            "nn kernel: statistic has {} elements, expected {}",
-            t.numel(),
-            v.len()
-        );
-    }
-    crate::dispatch_float!(t.dtype, F => {
-        // SAFETY: contiguous live tensor of v.len() elements of F, written only here.
-        let s: &mut [F] = unsafe { P::m(t).slice_mut(0, v.len()) };
-        for (o, x) in s.iter_mut().zip(v) {
-            *o = F::from_f64(x.to_f64c());
-        }
-        Ok(())
-    }, _ => invalid_arg!("nn kernel: statistic of dtype {} is not floating point", t.dtype.name()))
-}
-
-/// Target / index values as i64 (int64, int32 or uint8 tensors), contiguous.
-pub(crate) fn read_index(t: &TensorRef) -> FooResult<Vec<i64>> {
-    use crate::kernels::element::Element;
-    require_contiguous("index", &t.shape, &t.strides)?;
-    let n = t.numel();
-    crate::dispatch_int!(t.dtype, I => {
-        // SAFETY: contiguous live tensor of n elements of I.
-        let s: &[I] = unsafe { P::r(t).slice(0, n) };
-        Ok(s.iter().map(|v| v.to_i64()).collect())
-    }, _ => invalid_arg!("nn kernel: index of dtype {} is not an integer type", t.dtype.name()))
-}

@@ -8,14 +8,14 @@
 //! One parameter at a time, dense: every tensor of a parameter is contiguous with the same
 //! element count and dtype (the glue makes contiguous copies otherwise).
 
-use super::element::Element;
-use super::fill::read_scalar;
-use super::float::{FloatStore, Math};
-use super::layout::GRAIN;
-use super::parallel::parallel_for;
+use super::core::element::Element;
+use super::core::float::{FloatStore, Math};
+use super::core::io::read_scalar;
+use super::core::layout::GRAIN;
+use super::core::parallel::{parallel_for, SendPtr};
 use crate::error::FooResult;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, not_implemented};
+use crate::{invalid_arg, not_implemented};
 use num_traits::{Float, One};
 
 /// Adam's and AdamW's hyper-parameters (`_fused_adam(w)_`'s keyword arguments).
@@ -62,23 +62,9 @@ pub fn read_step(step: &TensorRef) -> FooResult<f64> {
     Ok(f64::from_scalar(&read_scalar(step)?) as f32 as f64)
 }
 
-/// The element address of a dense tensor, shareable across threads (each chunk writes its own
-/// elements only).
-#[derive(Clone, Copy)]
-struct Base(usize);
-
-impl Base {
-    /// # Safety
-    /// `start..end` must lie inside the tensor this base was taken from, and no other thread may
-    /// touch those elements while the slice lives.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn slice<'a, T>(self, start: usize, end: usize) -> &'a mut [T] {
-        // SAFETY: the caller's contract.
-        unsafe { std::slice::from_raw_parts_mut((self.0 as *mut T).add(start), end - start) }
-    }
-}
-
-fn check_dense(name: &str, like: &TensorMut, t: &TensorMut) -> FooResult<Base> {
+/// The address of `t`, a dense tensor like `like` (each parallel chunk then takes its own range
+/// of elements).
+fn check_dense(name: &str, like: &TensorMut, t: &TensorMut) -> FooResult<SendPtr<u8>> {
     if t.dtype != like.dtype || t.numel() != like.numel() || !t.is_contiguous() {
         return invalid_arg!(
             "fused optimizer: {name} must be a contiguous {} tensor of {} elements like its parameter",
@@ -86,7 +72,7 @@ fn check_dense(name: &str, like: &TensorMut, t: &TensorMut) -> FooResult<Base> {
             like.numel()
         );
     }
-    Ok(Base(t.ptr as usize))
+    Ok(SendPtr::of(t.ptr))
 }
 
 fn unsupported<T>(p: &TensorMut) -> FooResult<T> {
@@ -126,7 +112,7 @@ pub fn adam(
     };
     // Without amsgrad the loop never touches `vmax`; any address will do.
     let vmax = vmax.unwrap_or(p);
-    dispatch_float!(param.dtype, F => {
+    crate::dispatch!(float: param.dtype, F => {
         let k = AdamCoefficients::<<F as FloatStore>::M>::new(step, args, grad_scale);
         parallel_for(n, GRAIN / 4, &|s, e| {
             // SAFETY: `s..e` is this chunk's range of elements of dense tensors of `n` elements
@@ -134,11 +120,11 @@ pub fn adam(
             // (`vmax` is touched only under amsgrad, when it is a tensor of its own).
             let (p, g, m, v, vmax) = unsafe {
                 (
-                    p.slice::<F>(s, e),
-                    g.slice::<F>(s, e),
-                    m.slice::<F>(s, e),
-                    v.slice::<F>(s, e),
-                    if flags.ams { vmax.slice::<F>(s, e) } else { &mut [] },
+                    p.cast::<F>().slice_mut(s, e - s),
+                    g.cast::<F>().slice_mut(s, e - s),
+                    m.cast::<F>().slice_mut(s, e - s),
+                    v.cast::<F>().slice_mut(s, e - s),
+                    if flags.ams { vmax.cast::<F>().slice_mut(s, e - s) } else { &mut [] },
                 )
             };
             adam_dense::<F>(p, g, m, v, vmax, &k, flags);
@@ -240,7 +226,7 @@ fn prepared_grad<F: FloatStore, const SCALE: bool, const L2: bool>(
     }
 }
 
-crate::nn_multiversion!(fn adam_dense<F: FloatStore>(p: &mut [F], g: &mut [F], m: &mut [F], v: &mut [F], vmax: &mut [F], k: &AdamCoefficients<F::M>, flags: AdamFlags) => adam_dense_body);
+crate::multiversion!(fn adam_dense<F: FloatStore>(p: &mut [F], g: &mut [F], m: &mut [F], v: &mut [F], vmax: &mut [F], k: &AdamCoefficients<F::M>, flags: AdamFlags) => adam_dense_body);
 
 #[inline(always)]
 fn adam_dense_body<F: FloatStore>(
@@ -320,7 +306,7 @@ pub fn sgd(
     };
     let n = param.numel();
     let l2 = args.weight_decay != 0.0;
-    dispatch_float!(param.dtype, F => {
+    crate::dispatch!(float: param.dtype, F => {
         let c = <<F as FloatStore>::M as Math>::from_f64c;
         let k = SgdCoefficients {
             wd: c(args.weight_decay),
@@ -340,9 +326,9 @@ pub fn sgd(
             // above); `buf` is touched only with momentum, when it is a tensor of its own.
             let (p, g, buf) = unsafe {
                 (
-                    p.slice::<F>(s, e),
-                    g.slice::<F>(s, e),
-                    if k.momentum_on { buf.slice::<F>(s, e) } else { &mut [] },
+                    p.cast::<F>().slice_mut(s, e - s),
+                    g.cast::<F>().slice_mut(s, e - s),
+                    if k.momentum_on { buf.cast::<F>().slice_mut(s, e - s) } else { &mut [] },
                 )
             };
             sgd_dense::<F>(p, g, buf, &k, l2, scale);
@@ -366,7 +352,7 @@ struct SgdCoefficients<M> {
     momentum_on: bool,
 }
 
-crate::nn_multiversion!(fn sgd_dense<F: FloatStore>(p: &mut [F], g: &mut [F], buf: &mut [F], k: &SgdCoefficients<F::M>, l2: bool, scale: bool) => sgd_dense_body);
+crate::multiversion!(fn sgd_dense<F: FloatStore>(p: &mut [F], g: &mut [F], buf: &mut [F], k: &SgdCoefficients<F::M>, l2: bool, scale: bool) => sgd_dense_body);
 
 #[inline(always)]
 fn sgd_dense_body<F: FloatStore>(
@@ -429,7 +415,7 @@ pub fn adagrad(
     let sum = check_dense("state_sum", param, state_sum)?;
     let n = param.numel();
     let l2 = args.weight_decay != 0.0;
-    dispatch_float!(param.dtype, F => {
+    crate::dispatch!(float: param.dtype, F => {
         let c = <<F as FloatStore>::M as Math>::from_f64c;
         let k = AdagradCoefficients {
             neg_clr: c(-(args.lr / (1.0 + (step - 1.0) * args.lr_decay))),
@@ -443,7 +429,7 @@ pub fn adagrad(
             // SAFETY: disjoint ranges of dense, non-overlapping tensors of `n` elements (checked
             // above).
             let (p, g, sum) =
-                unsafe { (p.slice::<F>(s, e), g.slice::<F>(s, e), sum.slice::<F>(s, e)) };
+                unsafe { (p.cast::<F>().slice_mut(s, e - s), g.cast::<F>().slice_mut(s, e - s), sum.cast::<F>().slice_mut(s, e - s)) };
             adagrad_dense::<F>(p, g, sum, &k, l2, scale);
         });
         Ok(())
@@ -460,7 +446,7 @@ struct AdagradCoefficients<M> {
     scale: M,
 }
 
-crate::nn_multiversion!(fn adagrad_dense<F: FloatStore>(p: &mut [F], g: &mut [F], sum: &mut [F], k: &AdagradCoefficients<F::M>, l2: bool, scale: bool) => adagrad_dense_body);
+crate::multiversion!(fn adagrad_dense<F: FloatStore>(p: &mut [F], g: &mut [F], sum: &mut [F], k: &AdagradCoefficients<F::M>, l2: bool, scale: bool) => adagrad_dense_body);
 
 #[inline(always)]
 fn adagrad_dense_body<F: FloatStore>(

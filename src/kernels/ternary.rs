@@ -1,14 +1,14 @@
 //! Elementwise ternary ops: where, lerp, addcmul, addcdiv.
 
-use super::element::Element;
-use super::float::{FloatStore, Math};
-use super::int::IntElem;
-use super::layout::GRAIN;
-use super::map::map3;
-use super::parallel::parallel_for;
+use super::core::element::Element;
+use super::core::float::{FloatStore, Math};
+use super::core::int::IntElem;
+use super::core::layout::GRAIN;
+use super::core::map::map3;
+use super::core::parallel::{parallel_for, SendPtr};
 use crate::error::FooResult;
+use crate::not_implemented;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
-use crate::{dispatch_float, dispatch_int, not_implemented};
 use num_traits::Float;
 
 /// `foo_ternary`'s op codes; `p0` is its first scalar `params`.
@@ -36,10 +36,10 @@ pub fn ternary(
     p: &[Scalar],
 ) -> FooResult<()> {
     if op == TernaryOp::Where {
-        return crate::dispatch_all!(b.dtype, T => map3(out, a, b, c, move |m: bool, x: T, y: T| if m { x } else { y }));
+        return crate::dispatch!(all: b.dtype, T => map3(out, a, b, c, move |m: bool, x: T, y: T| if m { x } else { y }));
     }
-    dispatch_float!(a.dtype, F => float_ternary::<F>(op, out, a, b, c, p),
-        _ => dispatch_int!(a.dtype, I => int_ternary::<I>(op, out, a, b, c, p),
+    crate::dispatch!(float: a.dtype, F => float_ternary::<F>(op, out, a, b, c, p),
+        _ => crate::dispatch!(int: a.dtype, I => int_ternary::<I>(op, out, a, b, c, p),
             _ => crate::unsupported!("foo {op:?} has no kernel for dtype {}", a.dtype.name())))
 }
 
@@ -104,19 +104,14 @@ fn dense_chunks<F: FloatStore>(
     chunk: &(dyn Fn(*mut F, *const F, *const F, *const F, usize) + Sync),
 ) {
     let (po, pa, pb, pc) = (
-        out.ptr as usize,
-        a.ptr as usize,
-        b.ptr as usize,
-        c.ptr as usize,
+        SendPtr::<F>::of(out.ptr),
+        SendPtr::<F>::of(a.ptr),
+        SendPtr::<F>::of(b.ptr),
+        SendPtr::<F>::of(c.ptr),
     );
     parallel_for(out.numel(), GRAIN, &|s, e| {
-        chunk(
-            (po as *mut F).wrapping_add(s),
-            (pa as *const F).wrapping_add(s),
-            (pb as *const F).wrapping_add(s),
-            (pc as *const F).wrapping_add(s),
-            e - s,
-        )
+        let s = s as isize;
+        chunk(po.at(s), pa.at(s), pb.at(s), pc.at(s), e - s as usize)
     });
 }
 
@@ -280,7 +275,7 @@ fn int_ternary<I: IntElem>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn where_and_lerp() {

@@ -1,13 +1,13 @@
 //! Elementwise unary ops (and their scalar parameters). The glue picks the computation dtype
 //! (e.g. integer inputs of `exp` are promoted to float first); predicates write bool.
 
-use super::element::Element;
-use super::float::{FloatStore, Math};
-use super::int::IntElem;
-use super::map::map1;
+use super::core::element::Element;
+use super::core::float::{FloatStore, Math};
+use super::core::int::IntElem;
+use super::core::map::map1;
 use crate::error::{FooError, FooResult};
+use crate::not_implemented;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
-use crate::{dispatch_float, dispatch_int, not_implemented};
 use num_traits::{Float, One, Zero};
 
 /// `foo_unary`'s op codes; `p0`, `p1`, ... are its scalar `params`.
@@ -103,10 +103,10 @@ fn pf(p: &[Scalar], i: usize, default: f64) -> f64 {
 /// Runs `op` elementwise: `out = op(a)`. `out` has `a`'s dtype, or bool for predicates.
 pub fn unary(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[Scalar]) -> FooResult<()> {
     if op.is_predicate() {
-        return crate::dispatch_all!(a.dtype, T => predicate::<T>(op, out, a));
+        return crate::dispatch!(all: a.dtype, T => predicate::<T>(op, out, a));
     }
-    dispatch_float!(a.dtype, F => float_unary::<F>(op, out, a, p),
-    _ => dispatch_int!(a.dtype, I => int_unary::<I>(op, out, a, p),
+    crate::dispatch!(float: a.dtype, F => float_unary::<F>(op, out, a, p),
+    _ => crate::dispatch!(int: a.dtype, I => int_unary::<I>(op, out, a, p),
         _ => match a.dtype {
             crate::DType::Bool => bool_unary(op, out, a),
             other => crate::unsupported!("foo {op:?} has no kernel for dtype {}", other.name()),
@@ -490,7 +490,7 @@ fn bool_unary(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn float_and_half() {

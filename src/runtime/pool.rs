@@ -6,7 +6,7 @@
 //! wait forever on threads that do not exist. So both belong to the current process id; a
 //! forked child (DataLoader workers with the fork start method) gets fresh ones the first time
 //! it runs a parallel kernel, and works like its parent. Small kernels never touch them (see
-//! `kernels::layout::GRAIN`).
+//! `kernels::core::layout::GRAIN`).
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::panic::AssertUnwindSafe;

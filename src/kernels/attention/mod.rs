@@ -29,11 +29,10 @@
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::invalid_arg;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::nn::simd::{self, FastExp};
-use crate::kernels::nn::P;
-use crate::kernels::parallel::parallel_for;
-use crate::kernels::random::stream::fill_blocks;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::philox::fill_blocks;
+use crate::kernels::core::simd::{self, FastExp};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Query rows per block.
@@ -81,14 +80,14 @@ pub struct Params {
 /// A strided 4-D operand (element strides; `last` is the stride of the last dim).
 #[derive(Clone, Copy)]
 struct View {
-    ptr: usize,
+    ptr: SendPtr<u8>,
     dtype: DType,
     s: [isize; 3],
     last: isize,
 }
 
 impl View {
-    fn of(ptr: usize, dtype: DType, strides: &[isize]) -> View {
+    fn of(ptr: SendPtr<u8>, dtype: DType, strides: &[isize]) -> View {
         View {
             ptr,
             dtype,
@@ -97,10 +96,10 @@ impl View {
         }
     }
     fn r(t: &TensorRef) -> View {
-        View::of(t.ptr as usize, t.dtype, &t.strides)
+        View::of(SendPtr::of(t.ptr), t.dtype, &t.strides)
     }
     fn m(t: &TensorMut) -> View {
-        View::of(t.ptr as usize, t.dtype, &t.strides)
+        View::of(SendPtr::of(t.ptr), t.dtype, &t.strides)
     }
     /// Element offset of `[b, h, i, 0]`.
     #[inline(always)]
@@ -277,7 +276,7 @@ fn check_lse(lse: &[usize], strides: &[isize], dtype: DType, g: &Geo, q: DType) 
     Ok(())
 }
 
-fn lse_view(ptr: usize, dtype: DType, strides: &[isize]) -> View {
+fn lse_view(ptr: SendPtr<u8>, dtype: DType, strides: &[isize]) -> View {
     View::of(ptr, dtype, &[strides[0], strides[1], strides[2], 0])
 }
 
@@ -290,8 +289,8 @@ fn lse_view(ptr: usize, dtype: DType, strides: &[isize]) -> View {
 #[inline(always)]
 unsafe fn load_row<M: Math>(v: &View, off: isize, dst: &mut [M], mul: M) {
     let n = dst.len();
-    crate::dispatch_float!(v.dtype, F => {
-        let p = (v.ptr as *const F).offset(off);
+    crate::dispatch!(float: v.dtype, F => {
+        let p = v.ptr.cast::<F>().at(off) as *const F;
         if v.last == 1 || n <= 1 {
             // SAFETY: a contiguous row of n elements inside the view (caller's contract).
             let src = unsafe { std::slice::from_raw_parts(p, n) };
@@ -315,7 +314,7 @@ unsafe fn load_row<M: Math>(v: &View, off: isize, dst: &mut [M], mul: M) {
 #[inline(always)]
 unsafe fn add_mask_row<M: Math>(v: &View, off: isize, dst: &mut [M]) {
     if v.dtype == DType::Bool {
-        let p = (v.ptr as *const u8).offset(off);
+        let p = v.ptr.at(off) as *const u8;
         for (j, d) in dst.iter_mut().enumerate() {
             // SAFETY: element j of the row (caller's contract); bools are stored as 0/1 bytes.
             let keep = unsafe { *p.offset(j as isize * v.last) } != 0;
@@ -323,8 +322,8 @@ unsafe fn add_mask_row<M: Math>(v: &View, off: isize, dst: &mut [M]) {
         }
         return;
     }
-    crate::dispatch_float!(v.dtype, F => {
-        let p = (v.ptr as *const F).offset(off);
+    crate::dispatch!(float: v.dtype, F => {
+        let p = v.ptr.cast::<F>().at(off) as *const F;
         if v.last == 1 {
             // SAFETY: a contiguous row inside the view (caller's contract).
             let src = unsafe { std::slice::from_raw_parts(p, dst.len()) };
@@ -347,8 +346,8 @@ unsafe fn add_mask_row<M: Math>(v: &View, off: isize, dst: &mut [M]) {
 /// The row lies inside `v`'s live memory and nobody else writes it meanwhile.
 #[inline(always)]
 unsafe fn store_row<M: Math>(v: &View, off: isize, src: &[M], mul: M) {
-    crate::dispatch_float!(v.dtype, F => {
-        let p = (v.ptr as *mut F).offset(off);
+    crate::dispatch!(float: v.dtype, F => {
+        let p = v.ptr.cast::<F>().at(off);
         if v.last == 1 || src.len() <= 1 {
             // SAFETY: a contiguous row of the view written only by this task (caller's contract).
             let dst = unsafe { std::slice::from_raw_parts_mut(p, src.len()) };
@@ -454,7 +453,7 @@ unsafe fn panel<M: Math, const R: usize, const TA: bool, const F: bool>(
     ldc: usize,
     acc: bool,
 ) {
-    // SAFETY (all calls below): the tiles cover rows i..i+R and columns j..j+W <= n of C
+    // SAFETY: (every call below) the tiles cover rows i..i+R and columns j..j+W <= n of C
     // (caller's contract).
     unsafe {
         let ai = if TA { a.add(i) } else { a.add(i * lda) };
@@ -648,7 +647,7 @@ struct Ops {
     dk: Option<View>,
     dv: Option<View>,
     /// Backward: dense `[B, Hq, L, S]` of the math dtype receiving dS, if wanted.
-    dbias: Option<usize>,
+    dbias: Option<SendPtr<u8>>,
 }
 
 /// The operands and the packed keys and values of every (b, hk): for the forward, keys as
@@ -657,7 +656,7 @@ struct Ops {
 /// allocator, so no page faults call after call) or, without one, owned here.
 struct Job<M> {
     o: Ops,
-    packed: usize,
+    packed: SendPtr<M>,
     packed_len: usize,
     owned: Vec<M>,
     /// Backward: how tasks divide the work.
@@ -675,7 +674,7 @@ impl<M: AttnMath> Job<M> {
     fn new(o: Ops) -> Self {
         Job {
             o,
-            packed: 0,
+            packed: SendPtr::new(std::ptr::null_mut()),
             packed_len: 0,
             owned: Vec::new(),
             split: Split::Fused,
@@ -702,11 +701,11 @@ impl<M: AttnMath> Job<M> {
                         len * std::mem::size_of::<M>()
                     );
                 }
-                self.packed = t.ptr as usize;
+                self.packed = SendPtr::of(t.ptr);
             }
             None => {
                 self.owned = vec![M::zero(); len];
-                self.packed = self.owned.as_mut_ptr() as usize;
+                self.packed = SendPtr::new(self.owned.as_mut_ptr());
             }
         }
         self.packed_len = len;
@@ -716,7 +715,7 @@ impl<M: AttnMath> Job<M> {
         // SAFETY: `packed` points to `packed_len` elements (set by `workspace`) that live as long
         // as the job (owned) or the call (the caller's workspace); tasks only read it after the
         // packing pass.
-        unsafe { std::slice::from_raw_parts(self.packed as *const M, self.packed_len) }
+        unsafe { std::slice::from_raw_parts(self.packed.get(), self.packed_len) }
     }
 }
 
@@ -800,7 +799,7 @@ fn pack_fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: 
         let (b, hk) = (t / g.hk, t % g.hk);
         // SAFETY: task t owns elements t*per .. (t+1)*per of the packed buffer, which nobody
         // reads during the packing pass.
-        let dst: &mut [M] = unsafe { P(job.packed).slice_mut(t * per, per) };
+        let dst: &mut [M] = unsafe { job.packed.slice_mut(t * per, per) };
         let (kt, vr) = dst.split_at_mut(ktl);
         // SAFETY: k and v are live views of head (b, hk); the buffers have the sizes above.
         unsafe {
@@ -954,7 +953,7 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                 mx[r] + sum[r].ln()
             };
             // SAFETY: lse element (b, h, i), of the math dtype, belongs to this task alone.
-            unsafe { *(job.lse.ptr as *mut M).offset(job.lse.off(b, h, i)) = lse };
+            unsafe { *job.lse.ptr.cast::<M>().at(job.lse.off(b, h, i)) = lse };
         }
     }
 }
@@ -1071,7 +1070,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                             M::one(),
                         );
                         load_row(&job.out, job.out.off(b, h, i), &mut orow, M::one());
-                        let l = *(job.lse.ptr as *const M).offset(job.lse.off(b, h, i));
+                        let l = *job.lse.ptr.cast::<M>().at(job.lse.off(b, h, i));
                         // A row that attended nothing has lse -inf and zero probabilities.
                         lse[r] = if l == M::neg_infinity() {
                             M::infinity()
@@ -1156,7 +1155,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                         if let (Some(db), true) = (job.dbias, do_dq) {
                             let at = ((b * g.hq + h) * g.l + i) * g.s + j0;
                             // SAFETY: the dense dbias row (b, h, i) belongs to this task alone.
-                            let dst: &mut [M] = unsafe { P(db).slice_mut(at, kn) };
+                            let dst: &mut [M] = unsafe { db.cast().slice_mut(at, kn) };
                             dst.copy_from_slice(&drow[..kn]);
                         }
                     }
@@ -1266,7 +1265,7 @@ fn pack_bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: 
         let (b, hk) = (t / g.hk, t % g.hk);
         // SAFETY: task t owns elements t*per .. (t+1)*per of the packed buffer, which nobody
         // reads during the packing pass.
-        let dst: &mut [M] = unsafe { P(job.packed).slice_mut(t * per, per) };
+        let dst: &mut [M] = unsafe { job.packed.slice_mut(t * per, per) };
         let (kt, rest) = dst.split_at_mut(ktl);
         let (kr, vt) = rest.split_at_mut(krl);
         // SAFETY: k and v are live views of head (b, hk); the buffers have the sizes above.
@@ -1341,7 +1340,7 @@ pub fn attention_forward(
         v: View::r(v),
         mask: mask.map(View::r),
         out: View::m(out),
-        lse: lse_view(lse.ptr as usize, lse.dtype, &lse.strides),
+        lse: lse_view(SendPtr::of(lse.ptr), lse.dtype, &lse.strides),
         dout: None,
         dq: None,
         dk: None,
@@ -1482,12 +1481,12 @@ pub fn attention_backward(
         v: View::r(v),
         mask: mask.map(View::r),
         out: View::r(out),
-        lse: lse_view(lse.ptr as usize, lse.dtype, &lse.strides),
+        lse: lse_view(SendPtr::of(lse.ptr), lse.dtype, &lse.strides),
         dout: Some(View::r(dout)),
         dq: Some(View::m(grads.dq)),
         dk: Some(View::m(grads.dk)),
         dv: Some(View::m(grads.dv)),
-        dbias: grads.dbias.map(|t| t.ptr as usize),
+        dbias: grads.dbias.map(|t| SendPtr::of(t.ptr)),
     };
     if math_of(dt) == DType::F64 {
         run_backward(Job::<f64>::new(ops), workspace)
@@ -1499,7 +1498,7 @@ pub fn attention_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::uniform;
+    use crate::kernels::core::map::testing::uniform;
     use crate::runtime::rng::philox4x32_10;
     use crate::tensor::contiguous_strides;
 

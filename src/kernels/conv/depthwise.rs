@@ -11,11 +11,11 @@
 //! CPU's float64 and `slow_conv2d` paths do. The direct loops skip padded taps, which is the
 //! same number for finite values, and then write nan where a non-finite factor meets padding.
 
-use super::{valid_range, Addr, Geometry};
-use crate::kernels::float::Math;
-use crate::kernels::linalg::GemmElem;
-use crate::kernels::nn::simd;
-use crate::kernels::parallel::parallel_for;
+use super::{valid_range, Geometry};
+use crate::kernels::core::float::Math;
+use crate::kernels::core::gemm::GemmElem;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::simd;
 
 /// The element types of the direct loops (f32, f64).
 pub(super) trait DwFloat: GemmElem + Math {}
@@ -180,8 +180,8 @@ unsafe fn forward_plane_body<T: DwFloat>(
 /// `out[n, o] = bias[o] + depthwise(x[n, o / og], w[o])`; `out` and `w` contiguous.
 pub(super) fn forward<T: DwFloat>(
     g: &Geometry,
-    out: Addr,
-    x: Addr,
+    out: SendPtr<T>,
+    x: SendPtr<T>,
     xs: &[isize],
     w: &[T],
     bias: Option<&[T]>,
@@ -192,9 +192,8 @@ pub(super) fn forward<T: DwFloat>(
         for plane in s..e {
             let (ni, oc) = (plane / g.o, plane % g.o);
             // SAFETY: plane `plane` of the contiguous output, written only by this call.
-            let dst =
-                unsafe { std::slice::from_raw_parts_mut(out.at::<T>((plane * p) as isize), p) };
-            let src = x.at::<T>(ni as isize * xs[0] + (oc / og) as isize * xs[1]) as *const T;
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.at((plane * p) as isize), p) };
+            let src = x.at(ni as isize * xs[0] + (oc / og) as isize * xs[1]) as *const T;
             let taps = &w[oc * kk..(oc + 1) * kk];
             let b = bias.map_or(T::ZERO, |b| b[oc]);
             // SAFETY: src is channel oc / og of sample ni of the input, strides xs[2..].
@@ -244,8 +243,8 @@ unsafe fn input_plane_body<T: DwFloat>(
 /// depthwise_transpose(grad_output[n, o], w[o])`; every operand contiguous.
 pub(super) fn backward_input<T: DwFloat>(
     g: &Geometry,
-    gi: Addr,
-    go: Addr,
+    gi: SendPtr<T>,
+    go: SendPtr<T>,
     w: &[T],
     bias: Option<&[T]>,
 ) {
@@ -255,14 +254,12 @@ pub(super) fn backward_input<T: DwFloat>(
         for plane in s..e {
             let (ni, ic) = (plane / g.c, plane % g.c);
             // SAFETY: plane `plane` of the contiguous grad_input, written only by this call.
-            let dst =
-                unsafe { std::slice::from_raw_parts_mut(gi.at::<T>((plane * ip) as isize), ip) };
+            let dst = unsafe { std::slice::from_raw_parts_mut(gi.at((plane * ip) as isize), ip) };
             dst.fill(T::ZERO);
             for oc in ic * og..(ic + 1) * og {
                 // SAFETY: plane (ni, oc) of the contiguous grad_output.
-                let src = unsafe {
-                    std::slice::from_raw_parts(go.at::<T>(((ni * g.o + oc) * p) as isize), p)
-                };
+                let src =
+                    unsafe { std::slice::from_raw_parts(go.at(((ni * g.o + oc) * p) as isize), p) };
                 // SAFETY: slices only.
                 unsafe { input_plane(g, &tp, dst, src, &w[oc * kk..(oc + 1) * kk]) };
             }
@@ -312,27 +309,25 @@ unsafe fn weight_plane_body<T: DwFloat>(
 pub(super) fn backward_weight<T: DwFloat>(
     g: &Geometry,
     gw: &mut [T],
-    x: Addr,
+    x: SendPtr<T>,
     xs: &[isize],
-    go: Addr,
+    go: SendPtr<T>,
 ) {
     let (og, kk, p) = (g.og(), g.kk(), g.op());
-    let gwa = Addr::of(gw.as_mut_ptr());
+    let gwa = SendPtr::of(gw.as_mut_ptr());
     let tp = Taps::new(g);
     parallel_for(g.o, grain(g.n * p * kk), &|s, e| {
         let mut row = Vec::new();
         for oc in s..e {
             // SAFETY: channel oc's taps of the contiguous grad_weight, written only here.
-            let acc =
-                unsafe { std::slice::from_raw_parts_mut(gwa.at::<T>((oc * kk) as isize), kk) };
+            let acc = unsafe { std::slice::from_raw_parts_mut(gwa.at((oc * kk) as isize), kk) };
             acc.fill(T::ZERO);
             let mut nonfinite_grad = false;
             for ni in 0..g.n {
                 // SAFETY: plane (ni, oc) of the contiguous grad_output.
-                let grads = unsafe {
-                    std::slice::from_raw_parts(go.at::<T>(((ni * g.o + oc) * p) as isize), p)
-                };
-                let src = x.at::<T>(ni as isize * xs[0] + (oc / og) as isize * xs[1]) as *const T;
+                let grads =
+                    unsafe { std::slice::from_raw_parts(go.at(((ni * g.o + oc) * p) as isize), p) };
+                let src = x.at(ni as isize * xs[0] + (oc / og) as isize * xs[1]) as *const T;
                 // SAFETY: src is channel oc / og of sample ni of the input, strides xs[2..].
                 unsafe { weight_plane(g, &tp, acc, grads, src, [xs[2], xs[3], xs[4]], &mut row) };
                 nonfinite_grad |= grads.iter().any(|v| !v.is_finite());
@@ -350,7 +345,7 @@ fn nan_taps_of_nonfinite_grads<T: DwFloat>(
     g: &Geometry,
     tp: &Taps,
     acc: &mut [T],
-    go: Addr,
+    go: SendPtr<T>,
     oc: usize,
 ) {
     let p = g.op();
@@ -361,9 +356,8 @@ fn nan_taps_of_nonfinite_grads<T: DwFloat>(
         nan_over_padding(g, tp, &mut pad, |u| u == t);
         for ni in 0..g.n {
             // SAFETY: plane (ni, oc) of the contiguous grad_output.
-            let grads = unsafe {
-                std::slice::from_raw_parts(go.at::<T>(((ni * g.o + oc) * p) as isize), p)
-            };
+            let grads =
+                unsafe { std::slice::from_raw_parts(go.at(((ni * g.o + oc) * p) as isize), p) };
             if grads
                 .iter()
                 .zip(&pad)

@@ -13,9 +13,8 @@
 //! `e * d2`. With few rows (`cin * kd * kh` small) the width taps are unrolled too (`full`),
 //! making one GEMM with a deeper reduction.
 
-use super::Addr;
-use crate::kernels::linalg::{gemm_raw, GemmElem, Mat};
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::gemm::{gemm_raw, GemmElem, Mat};
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 
 /// Unroll the width taps too when the rows of one GEMM would be fewer than this (a shallow
 /// reduction re-reads the destination once per width tap).
@@ -197,7 +196,7 @@ impl Grid {
     /// `src` with strides `ss` must address `cin` readable channels of the source dims.
     pub unsafe fn columns<'a, T: GemmElem>(
         &self,
-        src: Addr,
+        src: SendPtr<T>,
         ss: [isize; 4],
         xp: &'a mut Vec<T>,
         cols: &'a mut Vec<T>,
@@ -231,13 +230,13 @@ impl Grid {
                         // SAFETY: source columns x0 - lo .. x1 - lo of an in-range (c, z, y)
                         // row, dense (caller's contract).
                         let s = unsafe {
-                            std::slice::from_raw_parts(src.at::<T>(base) as *const T, x1 - x0)
+                            std::slice::from_raw_parts(src.at(base) as *const T, x1 - x0)
                         };
                         row[x0..x1].copy_from_slice(s);
                     } else {
                         for (i, v) in row[x0..x1].iter_mut().enumerate() {
                             // SAFETY: as above, element by element.
-                            *v = unsafe { *src.at::<T>(base + i as isize * ss[3]) };
+                            *v = unsafe { *src.at(base + i as isize * ss[3]) };
                         }
                     }
                 }
@@ -444,7 +443,7 @@ impl Grid {
         const B: usize = 16;
         let (ob, rb) = (co.div_ceil(B), rows.div_ceil(B));
         let jobs = self.gemms() * ob * rb;
-        let dst = Addr::of(acc.as_mut_ptr());
+        let dst = SendPtr::of(acc.as_mut_ptr());
         let block = |job: usize| {
             let (g, o0, r0) = (job / (ob * rb), job / rb % ob * B, job % rb * B);
             let (mb, nb) = (B.min(co - o0), B.min(rows - r0));
@@ -466,7 +465,7 @@ impl Grid {
                     mb,
                     nb,
                     m,
-                    dst.at::<T>((g * rows * co + r0 * co + o0) as isize),
+                    dst.at((g * rows * co + r0 * co + o0) as isize),
                     1,
                     co as isize,
                     !overwrite,

@@ -14,12 +14,13 @@
 //! Every destination element therefore receives its updates in the same order whatever the
 //! thread count: results are deterministic, duplicates accumulate without races.
 
-use super::iter::{Addr, Bounds, DynLayout, FirstError};
+use super::iter::{Bounds, FirstError};
 use crate::dtype::{DType, Kind};
 use crate::error::FooResult;
-use crate::kernels::element::Element;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::DynLayout;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use half::{bf16, f16};
@@ -194,7 +195,7 @@ fn check_operands(
 fn indexed(
     base: isize,
     idx: &[Indexer],
-    ptrs: &[Addr],
+    ptrs: &[SendPtr<u8>],
     offs: impl Fn(usize) -> isize,
     bounds: Bounds,
 ) -> Result<isize, String> {
@@ -202,7 +203,7 @@ fn indexed(
     for (k, (i, p)) in idx.iter().zip(ptrs).enumerate() {
         // SAFETY: offs(k) addresses an element of index tensor k (its layout came from its
         // shape/strides); the tensor is live for the kernel (callers' contract).
-        let v = unsafe { *p.at::<i64>(offs(k)) };
+        let v = unsafe { *p.cast::<i64>().at(offs(k)) };
         acc += bounds.normalize(v, i.size, i.dim)? as isize * i.stride;
     }
     Ok(acc)
@@ -222,18 +223,18 @@ pub fn index_gather(
     let mut strides: Vec<&[isize]> = vec![&out.strides, &src.strides];
     strides.extend(idx.iter().map(|i| i.index.strides.as_slice()));
     let l = DynLayout::coalesce(&out.shape, &strides);
-    let (o, s) = (Addr::of(out.ptr), Addr::of(src.ptr));
-    crate::by_size!(out.dtype.size(), T => gather_typed::<T>(&l, o, s, idx, bounds))
+    let (o, s) = (SendPtr::<u8>::of(out.ptr), SendPtr::<u8>::of(src.ptr));
+    crate::dispatch!(size: out.dtype.size(), T => gather_typed::<T>(&l, o, s, idx, bounds))
 }
 
 fn gather_typed<T: Copy>(
     l: &DynLayout,
-    o: Addr,
-    s: Addr,
+    o: SendPtr<u8>,
+    s: SendPtr<u8>,
     idx: &[Indexer],
     bounds: Bounds,
 ) -> FooResult<()> {
-    let ptrs: Vec<Addr> = idx.iter().map(|i| Addr::of(i.index.ptr)).collect();
+    let ptrs: Vec<SendPtr<u8>> = idx.iter().map(|i| SendPtr::<u8>::of(i.index.ptr)).collect();
     let (so, ss) = (l.inner_stride(0), l.inner_stride(1));
     let si: Vec<isize> = (0..idx.len()).map(|k| l.inner_stride(2 + k)).collect();
     let rows_share_index = si.iter().all(|&x| x == 0);
@@ -244,7 +245,9 @@ fn gather_typed<T: Copy>(
                 // The index is constant along the row: one lookup, then a strided row copy.
                 match indexed(off[1], idx, &ptrs, |k| off[2 + k], bounds) {
                     // SAFETY: the row lies inside `out` and (after the bounds check) `src`.
-                    Ok(base) => unsafe { copy_row::<T>(o.at(off[0]), so, s.at(base), ss, len) },
+                    Ok(base) => unsafe {
+                        copy_row::<T>(o.cast().at(off[0]), so, s.cast().at(base), ss, len)
+                    },
                     Err(m) => {
                         err.record(pos, m);
                         return false;
@@ -261,7 +264,7 @@ fn gather_typed<T: Copy>(
                     bounds,
                 ) {
                     // SAFETY: in-bounds element of out (layout) and of src (checked index).
-                    Ok(p) => unsafe { *o.at::<T>(off[0] + t * so) = *s.at::<T>(p) },
+                    Ok(p) => unsafe { *o.cast::<T>().at(off[0] + t * so) = *s.cast::<T>().at(p) },
                     Err(m) => {
                         err.record(pos + t as usize, m);
                         return false;
@@ -314,12 +317,12 @@ pub fn index_scatter(
     // An overlapping destination (index_put_ on an expanded tensor, which the CPU allows with a
     // warning): columns may share addresses, so they are written by one thread, in order.
     plan.serial = crate::tensor::may_overlap(&dst.shape, &dst.strides);
-    let (d, s) = (Addr::of(dst.ptr), Addr::of(src.ptr));
+    let (d, s) = (SendPtr::<u8>::of(dst.ptr), SendPtr::<u8>::of(src.ptr));
     match reduce {
-        Reduce::Assign => crate::by_size!(dst.dtype.size(), T => {
+        Reduce::Assign => crate::dispatch!(size: dst.dtype.size(), T => {
             plan.run::<T>(d, s, idx, bounds, &Op(|_: T, v: T| v))
         }),
-        Reduce::Add => crate::dispatch_all!(dst.dtype, T => {
+        Reduce::Add => crate::dispatch!(all: dst.dtype, T => {
             // A unit alpha is skipped, except for complex numbers: (1 + 0i) * (nan + 0i) is
             // nan + nan i, and the CPU multiplies.
             let complex = matches!(T::KIND, crate::dtype::Kind::Complex);
@@ -328,13 +331,13 @@ pub fn index_scatter(
                 None => plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_add(v))),
             }
         }),
-        Reduce::Mul => crate::dispatch_all!(dst.dtype, T => {
+        Reduce::Mul => crate::dispatch!(all: dst.dtype, T => {
             plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_mul(v)))
         }),
-        Reduce::Max => crate::dispatch_all!(dst.dtype, T => {
+        Reduce::Max => crate::dispatch!(all: dst.dtype, T => {
             plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_max(v)))
         }),
-        Reduce::Min => crate::dispatch_all!(dst.dtype, T => {
+        Reduce::Min => crate::dispatch!(all: dst.dtype, T => {
             plan.run::<T>(d, s, idx, bounds, &Op(|x: T, v: T| x.acc_min(v)))
         }),
     }
@@ -431,13 +434,13 @@ impl Plan {
 
     fn run<T: Copy>(
         &self,
-        d: Addr,
-        s: Addr,
+        d: SendPtr<u8>,
+        s: SendPtr<u8>,
         idx: &[Indexer],
         bounds: Bounds,
         op: &dyn RowOp<T>,
     ) -> FooResult<()> {
-        let ptrs: Vec<Addr> = idx.iter().map(|i| Addr::of(i.index.ptr)).collect();
+        let ptrs: Vec<SendPtr<u8>> = idx.iter().map(|i| SendPtr::<u8>::of(i.index.ptr)).collect();
         let nops = 2 + idx.len();
         let (ncol, nseq) = (self.col.numel(), self.seq.numel());
         let ci: Vec<isize> = (0..nops).map(|op| self.col.inner_stride(op)).collect();
@@ -473,7 +476,13 @@ impl Plan {
                                 // SAFETY: an in-bounds dst row (checked index; column dims owned by
                                 // this chunk) and a src row of the layout.
                                 Ok(p) => unsafe {
-                                    op.strided(d.at(p), ci[0], s.at(base[1]), ci[1], len)
+                                    op.strided(
+                                        d.cast().at(p),
+                                        ci[0],
+                                        s.cast().at(base[1]),
+                                        ci[1],
+                                        len,
+                                    )
                                 },
                                 Err(m) => {
                                     err.record(at_err(0), m);
@@ -499,7 +508,7 @@ impl Plan {
                             }
                         }
                         // SAFETY: checked dst offsets of elements owned by this chunk; src row.
-                        unsafe { op.scattered(d.at(0), &offs, s.at(base[1]), ci[1]) };
+                        unsafe { op.scattered(d.cast().at(0), &offs, s.cast().at(base[1]), ci[1]) };
                     }
                 }
                 true
@@ -512,7 +521,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     fn indexer(
         t: &Owned<i64>,

@@ -3,9 +3,9 @@
 use super::iter::FirstError;
 use crate::error::FooResult;
 use crate::invalid_arg;
-use crate::kernels::copy::copy;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::copy::copy;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::parallel_for;
 use crate::tensor::{TensorMut, TensorRef};
 
 /// `out = cat(inputs, dim)`: inputs have out's rank and shape except along `dim`, where their
@@ -81,7 +81,7 @@ pub fn cat(out: &TensorMut, inputs: &[TensorRef], dim: usize) -> FooResult<()> {
 mod tests {
     use super::*;
     use crate::dtype::DType;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn cat_dim1_with_conversion() {

@@ -4,13 +4,14 @@
 //! parallel pass counts the selected elements per block, a prefix sum gives every block its
 //! output offset, and a second parallel pass writes. Results are deterministic.
 
-use super::iter::{unravel, Addr, DynLayout};
+use super::iter::unravel;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::invalid_arg;
-use crate::kernels::element::Element;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::DynLayout;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -32,7 +33,7 @@ fn for_blocks(n: usize, f: &(dyn Fn(usize) + Sync)) {
 }
 
 /// Per-block counts of non-zero elements of operand 0 of `l` (a logical layout over `n`).
-fn block_counts<T: Element>(l: &DynLayout, base: Addr, n: usize) -> Vec<usize> {
+fn block_counts<T: Element>(l: &DynLayout, base: SendPtr<u8>, n: usize) -> Vec<usize> {
     let counts: Vec<AtomicUsize> = (0..blocks(n)).map(|_| AtomicUsize::new(0)).collect();
     let s0 = l.inner_stride(0);
     for_blocks(n, &|b| {
@@ -41,7 +42,7 @@ fn block_counts<T: Element>(l: &DynLayout, base: Addr, n: usize) -> Vec<usize> {
         l.for_each_row(start, end, &mut |off, len, _| {
             for t in 0..len as isize {
                 // SAFETY: the layout addresses elements of the live operand 0.
-                c += (unsafe { *base.at::<T>(off[0] + t * s0) } != T::default()) as usize;
+                c += (unsafe { *base.cast::<T>().at(off[0] + t * s0) } != T::default()) as usize;
             }
             true
         });
@@ -71,9 +72,9 @@ pub fn count_nonzero(t: &TensorRef) -> FooResult<usize> {
         return Ok(0);
     }
     let l = DynLayout::logical(&t.shape, &[&t.strides]);
-    let base = Addr::of(t.ptr);
+    let base = SendPtr::<u8>::of(t.ptr);
     Ok(
-        crate::dispatch_all!(t.dtype, T => block_counts::<T>(&l, base, n))
+        crate::dispatch!(all: t.dtype, T => block_counts::<T>(&l, base, n))
             .iter()
             .sum(),
     )
@@ -99,7 +100,7 @@ pub fn nonzero(out: &TensorMut, src: &TensorRef) -> FooResult<()> {
         };
     }
     let l = DynLayout::logical(&src.shape, &[&src.strides]);
-    crate::dispatch_all!(src.dtype, T => nonzero_typed::<T>(out, src, &l, n))
+    crate::dispatch!(all: src.dtype, T => nonzero_typed::<T>(out, src, &l, n))
 }
 
 fn nonzero_typed<T: Element>(
@@ -108,7 +109,7 @@ fn nonzero_typed<T: Element>(
     l: &DynLayout,
     n: usize,
 ) -> FooResult<()> {
-    let base = Addr::of(src.ptr);
+    let base = SendPtr::<u8>::of(src.ptr);
     let (offs, total) = prefix(&block_counts::<T>(l, base, n));
     if total != out.shape[0] {
         return invalid_arg!(
@@ -116,7 +117,7 @@ fn nonzero_typed<T: Element>(
             out.shape[0]
         );
     }
-    let (o, s0) = (Addr::of(out.ptr), l.inner_stride(0));
+    let (o, s0) = (SendPtr::<u8>::of(out.ptr), l.inner_stride(0));
     let (rs, cs) = (out.strides[0], out.strides[1]);
     let nd = src.ndim();
     for_blocks(n, &|b| {
@@ -126,11 +127,11 @@ fn nonzero_typed<T: Element>(
         l.for_each_row(start, end, &mut |off, len, pos| {
             for t in 0..len {
                 // SAFETY: as in block_counts.
-                if unsafe { *base.at::<T>(off[0] + t as isize * s0) } != T::default() {
+                if unsafe { *base.cast::<T>().at(off[0] + t as isize * s0) } != T::default() {
                     unravel(pos + t, &src.shape, &mut coords);
                     for (d, &c) in coords.iter().enumerate() {
                         // SAFETY: r < total rows (prefix sums), d < ndim: inside `out`.
-                        unsafe { *o.at::<i64>(r * rs + d as isize * cs) = c };
+                        unsafe { *o.cast::<i64>().at(r * rs + d as isize * cs) = c };
                     }
                     r += 1;
                 }
@@ -158,7 +159,7 @@ pub fn masked_select(out: &TensorMut, src: &TensorRef, mask: &TensorRef) -> FooR
         return Ok(());
     }
     let l = DynLayout::logical(&src.shape, &[&mask.strides, &src.strides]);
-    let m = Addr::of(mask.ptr);
+    let m = SendPtr::<u8>::of(mask.ptr);
     let (offs, total) = prefix(&block_counts::<bool>(&l, m, n));
     if total != out.shape[0] {
         return invalid_arg!(
@@ -166,17 +167,21 @@ pub fn masked_select(out: &TensorMut, src: &TensorRef, mask: &TensorRef) -> FooR
             out.shape[0]
         );
     }
-    let (o, so) = (Addr::of(out.ptr), out.strides[0]);
-    let (s, sm, ss) = (Addr::of(src.ptr), l.inner_stride(0), l.inner_stride(1));
-    crate::by_size!(src.dtype.size(), T => for_blocks(n, &|b| {
+    let (o, so) = (SendPtr::<u8>::of(out.ptr), out.strides[0]);
+    let (s, sm, ss) = (
+        SendPtr::<u8>::of(src.ptr),
+        l.inner_stride(0),
+        l.inner_stride(1),
+    );
+    crate::dispatch!(size: src.dtype.size(), T => for_blocks(n, &|b| {
         let (start, end) = block_range(b, n);
         let mut r = offs[b] as isize;
         l.for_each_row(start, end, &mut |off, len, _| {
             for t in 0..len as isize {
                 // SAFETY: mask/src elements from the layout; r < total = out's length.
                 unsafe {
-                    if *m.at::<bool>(off[0] + t * sm) {
-                        *o.at::<T>(r * so) = *s.at::<T>(off[1] + t * ss);
+                    if *m.cast::<bool>().at(off[0] + t * sm) {
+                        *o.cast::<T>().at(r * so) = *s.cast::<T>().at(off[1] + t * ss);
                         r += 1;
                     }
                 }
@@ -204,22 +209,26 @@ pub fn masked_scatter(dst: &TensorMut, mask: &TensorRef, source: &TensorRef) -> 
         return Ok(());
     }
     let l = DynLayout::logical(&dst.shape, &[&mask.strides, &dst.strides]);
-    let m = Addr::of(mask.ptr);
+    let m = SendPtr::<u8>::of(mask.ptr);
     let (offs, total) = prefix(&block_counts::<bool>(&l, m, n));
     if total > source.shape[0] {
         return invalid_arg!("Number of elements of source < number of ones in mask");
     }
-    let (s, ss) = (Addr::of(source.ptr), source.strides[0]);
-    let (d, sm, sd) = (Addr::of(dst.ptr), l.inner_stride(0), l.inner_stride(1));
-    crate::by_size!(dst.dtype.size(), T => for_blocks(n, &|b| {
+    let (s, ss) = (SendPtr::<u8>::of(source.ptr), source.strides[0]);
+    let (d, sm, sd) = (
+        SendPtr::<u8>::of(dst.ptr),
+        l.inner_stride(0),
+        l.inner_stride(1),
+    );
+    crate::dispatch!(size: dst.dtype.size(), T => for_blocks(n, &|b| {
         let (start, end) = block_range(b, n);
         let mut r = offs[b] as isize;
         l.for_each_row(start, end, &mut |off, len, _| {
             for t in 0..len as isize {
                 // SAFETY: mask/dst elements from the layout; r < total <= source length.
                 unsafe {
-                    if *m.at::<bool>(off[0] + t * sm) {
-                        *d.at::<T>(off[1] + t * sd) = *s.at::<T>(r * ss);
+                    if *m.cast::<bool>().at(off[0] + t * sm) {
+                        *d.cast::<T>().at(off[1] + t * sd) = *s.cast::<T>().at(r * ss);
                         r += 1;
                     }
                 }
@@ -233,7 +242,7 @@ pub fn masked_scatter(dst: &TensorMut, mask: &TensorRef, source: &TensorRef) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn nonzero_of_transposed_floats() {

@@ -1,124 +1,9 @@
-//! Iteration helpers of the index family: layouts with any number of operands, row walks,
-//! index bounds checking and deterministic error reporting from parallel chunks.
+//! Iteration helpers of the index family: index bounds checking and deterministic error
+//! reporting from parallel chunks (layouts with any number of operands are
+//! [`crate::kernels::core::layout::DynLayout`]).
 
 use crate::error::{FooError, FooResult};
 use std::sync::Mutex;
-
-/// A shape with one stride vector per operand (`strides[op][dim]`), in elements.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DynLayout {
-    pub shape: Vec<usize>,
-    pub strides: Vec<Vec<isize>>,
-}
-
-impl DynLayout {
-    /// Drops size-1 dims, orders dims outer-to-inner by operand 0's stride magnitude and merges
-    /// dims that are contiguous for every operand (the traversal order is then unspecified).
-    pub fn coalesce(shape: &[usize], strides: &[&[isize]]) -> Self {
-        let mut dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
-        dims.sort_by(|&a, &b| {
-            strides[0][b]
-                .unsigned_abs()
-                .cmp(&strides[0][a].unsigned_abs())
-        });
-        Self::merge(shape, strides, &dims)
-    }
-
-    /// Drops size-1 dims and merges adjacent mergeable dims, keeping the logical (row-major)
-    /// order: linear position `p` of the walk is the row-major position in `shape`.
-    pub fn logical(shape: &[usize], strides: &[&[isize]]) -> Self {
-        let dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
-        Self::merge(shape, strides, &dims)
-    }
-
-    fn merge(shape: &[usize], strides: &[&[isize]], dims: &[usize]) -> Self {
-        let n = strides.len();
-        let mut out_shape: Vec<usize> = Vec::with_capacity(dims.len());
-        let mut out_strides: Vec<Vec<isize>> = vec![Vec::with_capacity(dims.len()); n];
-        for &d in dims {
-            if let Some(&last) = out_shape.last() {
-                let k = out_shape.len() - 1;
-                if (0..n).all(|op| out_strides[op][k] == strides[op][d] * shape[d] as isize) {
-                    out_shape[k] = last * shape[d];
-                    for (op, s) in out_strides.iter_mut().enumerate() {
-                        s[k] = strides[op][d];
-                    }
-                    continue;
-                }
-            }
-            out_shape.push(shape[d]);
-            for (op, s) in out_strides.iter_mut().enumerate() {
-                s.push(strides[op][d]);
-            }
-        }
-        DynLayout {
-            shape: out_shape,
-            strides: out_strides,
-        }
-    }
-
-    pub fn numel(&self) -> usize {
-        self.shape.iter().product()
-    }
-
-    pub fn operands(&self) -> usize {
-        self.strides.len()
-    }
-
-    /// Stride of operand `op` along the innermost dim (0 for a 0-dim layout).
-    pub fn inner_stride(&self, op: usize) -> isize {
-        self.strides[op].last().copied().unwrap_or(0)
-    }
-
-    /// Calls `row(offsets, len, pos)` for every row of the linear range `start..end`:
-    /// `offsets[op]` is operand op's element offset of the row's first element, `pos` its
-    /// linear position. Stops early when `row` returns false.
-    pub fn for_each_row(
-        &self,
-        start: usize,
-        end: usize,
-        row: &mut dyn FnMut(&[isize], usize, usize) -> bool,
-    ) {
-        let n_ops = self.operands();
-        let nd = self.shape.len();
-        let mut offsets = vec![0isize; n_ops];
-        if nd == 0 {
-            if start < end {
-                row(&offsets, 1, 0);
-            }
-            return;
-        }
-        let inner = self.shape[nd - 1];
-        let mut idx = vec![0usize; nd];
-        let mut rem = start;
-        for d in (0..nd).rev() {
-            idx[d] = rem % self.shape[d];
-            rem /= self.shape[d];
-        }
-        let mut pos = start;
-        while pos < end {
-            let len = (inner - idx[nd - 1]).min(end - pos);
-            for (op, o) in offsets.iter_mut().enumerate() {
-                *o = idx
-                    .iter()
-                    .zip(&self.strides[op])
-                    .map(|(&i, &s)| i as isize * s)
-                    .sum();
-            }
-            if !row(&offsets, len, pos) {
-                return;
-            }
-            pos += len;
-            idx[nd - 1] += len;
-            let mut d = nd - 1;
-            while d > 0 && idx[d] >= self.shape[d] {
-                idx[d] = 0;
-                idx[d - 1] += 1;
-                d -= 1;
-            }
-        }
-    }
-}
 
 /// The out-of-range modes the glue passes as `mode` to `foo_index_gather`/`foo_index_scatter`:
 /// `allow_negative | style << 1` (`Bounds::from_code`), each with ATen's CPU message.
@@ -221,21 +106,6 @@ impl FirstError {
     }
 }
 
-/// A device address the parallel closures capture (raw pointers are not `Sync`; callers
-/// guarantee the memory is valid for the whole kernel).
-#[derive(Clone, Copy, Debug)]
-pub struct Addr(pub usize);
-
-impl Addr {
-    pub fn of(ptr: *const u8) -> Self {
-        Addr(ptr as usize)
-    }
-    #[inline(always)]
-    pub fn at<T>(self, offset: isize) -> *mut T {
-        (self.0 as *mut T).wrapping_offset(offset)
-    }
-}
-
 /// Multi-index of row-major linear position `p` in `shape`, written into `coords`.
 pub fn unravel(mut p: usize, shape: &[usize], coords: &mut [i64]) {
     for d in (0..shape.len()).rev() {
@@ -248,21 +118,6 @@ pub fn unravel(mut p: usize, shape: &[usize], coords: &mut [i64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn logical_keeps_order() {
-        // A transposed operand must not reorder the walk.
-        let l = DynLayout::logical(&[2, 3], &[&[1, 2]]);
-        assert_eq!(l.shape, vec![2, 3]);
-        let mut seen = vec![];
-        l.for_each_row(0, 6, &mut |o, len, _| {
-            for t in 0..len as isize {
-                seen.push(o[0] + t * l.inner_stride(0));
-            }
-            true
-        });
-        assert_eq!(seen, vec![0, 2, 4, 1, 3, 5]);
-    }
 
     #[test]
     fn bounds_modes_decode() {

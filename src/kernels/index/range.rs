@@ -1,11 +1,11 @@
 //! Range factories (arange, linspace) with ATen's CPU arithmetic, and tril/triu.
 
-use super::iter::{Addr, DynLayout};
 use crate::dtype::{DType, Kind};
 use crate::error::FooResult;
-use crate::kernels::element::Element;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::DynLayout;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use half::{bf16, f16};
@@ -14,12 +14,12 @@ use half::{bf16, f16};
 fn fill_positions<T: Element>(out: &TensorMut, f: &(dyn Fn(usize) -> T + Sync)) {
     let n = out.numel();
     let l = DynLayout::logical(&out.shape, &[&out.strides]);
-    let (o, so) = (Addr::of(out.ptr), l.inner_stride(0));
+    let (o, so) = (SendPtr::<u8>::of(out.ptr), l.inner_stride(0));
     parallel_for(n, GRAIN, &|start, end| {
         l.for_each_row(start, end, &mut |off, len, pos| {
             for t in 0..len {
                 // SAFETY: elements of the live output, each written once.
-                unsafe { *o.at::<T>(off[0] + t as isize * so) = f(pos + t) };
+                unsafe { *o.cast::<T>().at(off[0] + t as isize * so) = f(pos + t) };
             }
             true
         });
@@ -48,15 +48,15 @@ pub fn arange(out: &TensorMut, start: &Scalar, step: &Scalar) -> FooResult<()> {
                 f64::from_scalar(start) as f32,
                 f64::from_scalar(step) as f32,
             );
-            crate::dispatch_all!(out.dtype, T => fill_positions::<T>(out, &|i| T::from_f64((a + s * i as f32) as f64)));
+            crate::dispatch!(all: out.dtype, T => fill_positions::<T>(out, &|i| T::from_f64((a + s * i as f32) as f64)));
         }
         DType::F32 | DType::F64 => {
             let (a, s) = (f64::from_scalar(start), f64::from_scalar(step));
-            crate::dispatch_all!(out.dtype, T => fill_positions::<T>(out, &|i| T::from_f64(a + s * i as f64)));
+            crate::dispatch!(all: out.dtype, T => fill_positions::<T>(out, &|i| T::from_f64(a + s * i as f64)));
         }
         _ => {
             let (a, s) = (i64::from_scalar(start), i64::from_scalar(step));
-            crate::dispatch_all!(out.dtype, T => fill_positions::<T>(out, &|i| T::from_i64(a.wrapping_add(s.wrapping_mul(i as i64)))));
+            crate::dispatch!(all: out.dtype, T => fill_positions::<T>(out, &|i| T::from_i64(a.wrapping_add(s.wrapping_mul(i as i64)))));
         }
     }
     Ok(())
@@ -105,7 +105,7 @@ pub fn linspace(out: &TensorMut, start: &Scalar, end: &Scalar, steps: usize) -> 
         _ => {
             let (a, b) = (i64::from_scalar(start), i64::from_scalar(end));
             let step = (b as f64 - a as f64) / denom as f64;
-            crate::dispatch_all!(out.dtype, T => fill_positions::<T>(out, &|i| {
+            crate::dispatch!(all: out.dtype, T => fill_positions::<T>(out, &|i| {
                 let v = if i < half {
                     a as f64 + step * i as f64
                 } else {
@@ -157,9 +157,9 @@ pub fn tril_triu(out: &TensorMut, src: &TensorRef, k: i64, upper: bool) -> FooRe
         &[&out.strides[..nd - 1], &src.strides[..nd - 1]],
     );
     let (co, cs) = (out.strides[nd - 1], src.strides[nd - 1]);
-    let (o, s) = (Addr::of(out.ptr), Addr::of(src.ptr));
+    let (o, s) = (SendPtr::<u8>::of(out.ptr), SendPtr::<u8>::of(src.ptr));
     let (lo, io) = (l.inner_stride(0), l.inner_stride(1));
-    crate::by_size!(out.dtype.size(), T => parallel_for(l.numel(), (GRAIN / cols).max(1), &|start, end| {
+    crate::dispatch!(size: out.dtype.size(), T => parallel_for(l.numel(), (GRAIN / cols).max(1), &|start, end| {
         l.for_each_row(start, end, &mut |off, len, pos| {
             for t in 0..len {
                 let row = ((pos + t) % rows_n) as i64;
@@ -170,8 +170,8 @@ pub fn tril_triu(out: &TensorMut, src: &TensorRef, k: i64, upper: bool) -> FooRe
                     // SAFETY: elements of the live operands; each output element written once
                     // (in place: read then written by the same thread).
                     unsafe {
-                        let v = if keep { *s.at::<T>(sb + j as isize * cs) } else { T::default() };
-                        *o.at::<T>(ob + j as isize * co) = v;
+                        let v = if keep { *s.cast::<T>().at(sb + j as isize * cs) } else { T::default() };
+                        *o.cast::<T>().at(ob + j as isize * co) = v;
                     }
                 }
             }
@@ -184,7 +184,7 @@ pub fn tril_triu(out: &TensorMut, src: &TensorRef, k: i64, upper: bool) -> FooRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn arange_types() {

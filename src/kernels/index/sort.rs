@@ -3,11 +3,11 @@
 //! Order is ATen's: NaN compares greater than every number (last ascending, first descending),
 //! -0.0 equals 0.0.
 
-use super::iter::{Addr, DynLayout};
 use crate::dtype::DType;
 use crate::error::FooResult;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::layout::DynLayout;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use half::{bf16, f16};
@@ -48,67 +48,6 @@ float_key!(f32, |x: f32| x);
 float_key!(f64, |x: f64| x);
 float_key!(f16, f16::to_f32);
 float_key!(bf16, bf16::to_f32);
-
-/// Runs `$body` with `$T` bound to the Rust type of a sortable (real) dtype.
-macro_rules! dispatch_sortable {
-    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {{
-        match $dtype {
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::U16 => {
-                type $T = u16;
-                $body
-            }
-            DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            DType::U64 => {
-                type $T = u64;
-                $body
-            }
-            DType::F16 => {
-                type $T = f16;
-                $body
-            }
-            DType::BF16 => {
-                type $T = bf16;
-                $body
-            }
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            DType::Bool => {
-                type $T = bool;
-                $body
-            }
-            d => not_implemented!("{}: dtype {} is not sortable", $what, d.name()),
-        }
-    }};
-}
 
 /// The rows of a per-dim op: every position of the other dims, for operands
 /// (values out, indices out, src). Returns the layout and the three strides along `dim`.
@@ -186,7 +125,7 @@ pub fn sort(
         return Ok(());
     }
     let (l, along) = rows(values, indices, src, dim);
-    dispatch_sortable!(src.dtype, "sort", T => {
+    crate::dispatch!(real: src.dtype, T => {
         per_row::<T>(&l, along, values, indices, src, n, n, &|buf: &mut Vec<(T, i64)>| {
             if descending {
                 buf.sort_by(|a, b| b.0.key_cmp(&a.0));
@@ -195,7 +134,7 @@ pub fn sort(
             }
         });
         Ok(())
-    })
+    }, _ => not_implemented!("sort: dtype {} is not sortable", src.dtype.name()))
 }
 
 /// The `k` largest (or smallest) elements of each row along `dim`, sorted, and their indices.
@@ -217,7 +156,7 @@ pub fn topk(
         return Ok(());
     }
     let (l, along) = rows(values, indices, src, dim);
-    dispatch_sortable!(src.dtype, "topk", T => {
+    crate::dispatch!(real: src.dtype, T => {
         per_row::<T>(&l, along, values, indices, src, n, k, &|buf: &mut Vec<(T, i64)>| {
             let cmp = |a: &(T, i64), b: &(T, i64)| {
                 let o = if largest { b.0.key_cmp(&a.0) } else { a.0.key_cmp(&b.0) };
@@ -246,7 +185,7 @@ pub fn topk(
             buf.sort_by(cmp);
         });
         Ok(())
-    })
+    }, _ => not_implemented!("topk: dtype {} is not sortable", src.dtype.name()))
 }
 
 /// Arranges a row's (value, position) pairs in place.
@@ -266,9 +205,9 @@ fn per_row<T: SortKey>(
     order: &Order<'_, T>,
 ) {
     let (v, ix, s) = (
-        Addr::of(values.ptr),
-        Addr::of(indices.ptr),
-        Addr::of(src.ptr),
+        SendPtr::<u8>::of(values.ptr),
+        SendPtr::<u8>::of(indices.ptr),
+        SendPtr::<u8>::of(src.ptr),
     );
     let inner = [l.inner_stride(0), l.inner_stride(1), l.inner_stride(2)];
     parallel_for(l.numel(), (GRAIN / n.max(1)).max(1), &|start, end| {
@@ -281,16 +220,17 @@ fn per_row<T: SortKey>(
                     off[2] + t * inner[2],
                 );
                 buf.clear();
-                // SAFETY: row elements of the live src (layout from its shape/strides).
-                buf.extend(
-                    (0..n).map(|j| (unsafe { *s.at::<T>(so + j as isize * along[2]) }, j as i64)),
-                );
+                buf.extend((0..n).map(|j| {
+                    // SAFETY: row elements of the live src (layout from its shape/strides).
+                    let x = unsafe { *s.cast::<T>().at(so + j as isize * along[2]) };
+                    (x, j as i64)
+                }));
                 order(&mut buf);
                 for (j, &(x, i)) in buf.iter().take(k).enumerate() {
                     // SAFETY: j < k = the outputs' size along dim; rows are disjoint per chunk.
                     unsafe {
-                        *v.at::<T>(vo + j as isize * along[0]) = x;
-                        *ix.at::<i64>(io + j as isize * along[1]) = i;
+                        *v.cast::<T>().at(vo + j as isize * along[0]) = x;
+                        *ix.cast::<i64>().at(io + j as isize * along[1]) = i;
                     }
                 }
             }
@@ -302,7 +242,7 @@ fn per_row<T: SortKey>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn sort_nan_and_stability() {

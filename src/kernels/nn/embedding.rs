@@ -3,13 +3,13 @@
 //! are bucketed per weight row (counting sort) and each row sums its positions in order, in
 //! parallel over rows.
 
-use super::{read_index, require_contiguous, P};
 use crate::error::FooResult;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{read_index, require_contiguous};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, not_implemented};
+use crate::{invalid_arg, not_implemented};
 use num_traits::{One, Zero};
 
 /// `grad_weight` `[W, D]`, `grad` `[K, D]`, `indices` `K` integers (all contiguous).
@@ -60,8 +60,8 @@ pub fn embedding_dense_backward(
         pos[fill[i as usize]] = p;
         fill[i as usize] += 1;
     }
-    dispatch_float!(grad.dtype, F => {
-        let (pg, po) = (P::r(grad), P::m(grad_weight));
+    crate::dispatch!(float: grad.dtype, F => {
+        let (pg, po) = (SendPtr::<F>::of(grad.ptr), SendPtr::<F>::of(grad_weight.ptr));
         let avg = (k / w.max(1)).max(1);
         parallel_for(w, (GRAIN / (d * avg).max(1)).max(1), &|r0, r1| {
             let mut acc = vec![<F as FloatStore>::M::zero(); d];
@@ -97,7 +97,7 @@ pub fn embedding_dense_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn accumulates_scales_and_pads() {

@@ -8,13 +8,14 @@
 //! the CPU's nan and the gradients its rounding.
 
 use super::norm::{check_backward_operands, opt_vec, row_stats};
-use super::{read_vec, require_contiguous, write_vec, P};
 use crate::error::FooResult;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{read_vec, require_contiguous, write_vec};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::simd;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, multiversion, not_implemented};
 use num_traits::{One, Zero};
 
 /// `[N, C, S]` and the group count, checked against the input.
@@ -65,13 +66,13 @@ pub fn group_norm(
     if out.shape != input.shape || out.dtype != input.dtype {
         return invalid_arg!("group_norm: output differs from input in shape or dtype");
     }
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, geo.c, "weight")?.unwrap_or_else(|| vec![M::one(); geo.c]);
         let b: Vec<M> = opt_vec(bias, geo.c, "bias")?.unwrap_or_else(|| vec![M::zero(); geo.c]);
         let rows = geo.n * geo.g;
         let mut stats = vec![M::zero(); 2 * rows];
-        let a = GnArgs { geo, px: P::r(input), po: P::m(out), ps: P(stats.as_mut_ptr() as usize), w: &w, b: &b,
+        let a = GnArgs { geo, px: SendPtr::of(input.ptr), po: SendPtr::of(out.ptr), ps: SendPtr::of(stats.as_mut_ptr()), w: &w, b: &b,
                          eps: M::from_f64c(eps) };
         let len = geo.d * geo.s;
         parallel_for(rows, (GRAIN / len.max(1)).max(1), &|s, e| gn_rows::<F>(&a, s, e));
@@ -82,15 +83,15 @@ pub fn group_norm(
 
 struct GnArgs<'a, M> {
     geo: Geom,
-    px: P,
-    po: P,
-    ps: P,
+    px: SendPtr<u8>,
+    po: SendPtr<u8>,
+    ps: SendPtr<u8>,
     w: &'a [M],
     b: &'a [M],
     eps: M,
 }
 
-nn_multiversion!(fn gn_rows<F: FloatStore>(a: &GnArgs<F::M>, s: usize, e: usize) => gn_body);
+multiversion!(fn gn_rows<F: FloatStore>(a: &GnArgs<F::M>, s: usize, e: usize) => gn_body);
 
 #[inline(always)]
 fn gn_body<F: FloatStore>(a: &GnArgs<F::M>, s: usize, e: usize) {
@@ -100,8 +101,12 @@ fn gn_body<F: FloatStore>(a: &GnArgs<F::M>, s: usize, e: usize) {
     for r in s..e {
         // SAFETY: row r (sample r / G, group r % G) of the contiguous [N, C, S] operands; rows are
         // disjoint across chunks.
-        let (x, y): (&[F], &mut [F]) =
-            unsafe { (a.px.slice(r * len, len), a.po.slice_mut(r * len, len)) };
+        let (x, y): (&[F], &mut [F]) = unsafe {
+            (
+                a.px.cast().slice(r * len, len),
+                a.po.cast().slice_mut(r * len, len),
+            )
+        };
         let xm: &[F::M] = match F::as_math(x) {
             Some(xm) => xm,
             None => {
@@ -126,8 +131,8 @@ fn gn_body<F: FloatStore>(a: &GnArgs<F::M>, s: usize, e: usize) {
         }
         // SAFETY: slots r and N * G + r of the statistics buffer, written by this row only.
         unsafe {
-            a.ps.slice_mut::<F::M>(r, 1)[0] = mean;
-            a.ps.slice_mut::<F::M>(n * g + r, 1)[0] = rstd;
+            a.ps.cast::<F::M>().slice_mut(r, 1)[0] = mean;
+            a.ps.cast::<F::M>().slice_mut(n * g + r, 1)[0] = rstd;
         }
     }
 }
@@ -149,7 +154,7 @@ pub fn group_norm_backward(
 ) -> FooResult<()> {
     let geo = geom(input, groups)?;
     check_backward_operands("group_norm", input, grad_out, grad_input)?;
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let rows = geo.n * geo.g;
         let w: Option<Vec<M>> = opt_vec(weight, geo.c, "weight")?;
@@ -160,8 +165,8 @@ pub fn group_norm_backward(
         }
         // ds[n, c] = sum_s dy * x and db[n, c] = sum_s dy, then dx row by row.
         let mut sums = vec![M::zero(); 2 * geo.n * geo.c];
-        let a = GnBwd { geo, pg: P::r(grad_out), px: P::r(input), pdx: grad_input.map(P::m),
-                        psums: P(sums.as_mut_ptr() as usize), w: w.as_deref(), mu: &mu, rs: &rs };
+        let a = GnBwd { geo, pg: SendPtr::of(grad_out.ptr), px: SendPtr::of(input.ptr), pdx: grad_input.map(|t| SendPtr::of(t.ptr)),
+                        psums: SendPtr::of(sums.as_mut_ptr()), w: w.as_deref(), mu: &mu, rs: &rs };
         let len = geo.d * geo.s;
         parallel_for(rows, (GRAIN / len.max(1)).max(1), &|s, e| gn_bwd_rows::<F>(&a, s, e));
         let nc = geo.n * geo.c;
@@ -187,16 +192,16 @@ pub fn group_norm_backward(
 
 struct GnBwd<'a, M> {
     geo: Geom,
-    pg: P,
-    px: P,
-    pdx: Option<P>,
-    psums: P,
+    pg: SendPtr<u8>,
+    px: SendPtr<u8>,
+    pdx: Option<SendPtr<u8>>,
+    psums: SendPtr<u8>,
     w: Option<&'a [M]>,
     mu: &'a [M],
     rs: &'a [M],
 }
 
-nn_multiversion!(fn gn_bwd_rows<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) => gn_bwd_body);
+multiversion!(fn gn_bwd_rows<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) => gn_bwd_body);
 
 #[inline(always)]
 fn gn_bwd_body<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) {
@@ -207,12 +212,17 @@ fn gn_bwd_body<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) {
     for r in s..e {
         let (sample, c0) = (r / g, (r % g) * d);
         // SAFETY: row r of the contiguous [N, C, S] operands, read only.
-        let (gy, x): (&[F], &[F]) = unsafe { (a.pg.slice(r * len, len), a.px.slice(r * len, len)) };
+        let (gy, x): (&[F], &[F]) = unsafe {
+            (
+                a.pg.cast().slice(r * len, len),
+                a.px.cast().slice(r * len, len),
+            )
+        };
         // SAFETY: this row's D channels of ds and of db; rows own disjoint channel ranges.
         let (ds, db): (&mut [F::M], &mut [F::M]) = unsafe {
             (
-                a.psums.slice_mut(sample * c + c0, d),
-                a.psums.slice_mut(n * c + sample * c + c0, d),
+                a.psums.cast().slice_mut(sample * c + c0, d),
+                a.psums.cast().slice_mut(n * c + sample * c + c0, d),
             )
         };
         for j in 0..d {
@@ -221,8 +231,8 @@ fn gn_bwd_body<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) {
                 *gv = gs.load();
                 *xv = xs.load();
             }
-            ds[j] = super::simd::sum_zip(&gm, &xm, |p, q| p * q);
-            db[j] = super::simd::sum(&gm);
+            ds[j] = simd::sum_zip(&gm, &xm, |p, q| p * q);
+            db[j] = simd::sum(&gm);
         }
         let Some(pdx) = a.pdx else { continue };
         let gamma = |j: usize| a.w.map_or(F::M::one(), |w| w[c0 + j]);
@@ -235,7 +245,7 @@ fn gn_bwd_body<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) {
         let c2 = (db_g * mean - ds_g) * rstd * rstd * rstd * scale;
         let c3 = -c2 * mean - db_g * rstd * scale;
         // SAFETY: row r of grad_input, written by this row only.
-        let dx: &mut [F] = unsafe { pdx.slice_mut(r * len, len) };
+        let dx: &mut [F] = unsafe { pdx.cast().slice_mut(r * len, len) };
         for j in 0..d {
             let c1 = rstd * gamma(j);
             let range = j * hw..(j + 1) * hw;
@@ -253,7 +263,7 @@ fn gn_bwd_body<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     /// The definition, in f64: per (sample, group) mean and biased variance, then the affine.
     fn reference(

@@ -1,14 +1,14 @@
 //! Losses: nll_loss (1-D, 2-D and the spatial `[N, C, S]` form of nll_loss2d), mse_loss and
 //! binary_cross_entropy, with their backward. Reductions: 0 none, 1 mean, 2 sum (ATen's enum).
 
-use super::{read_index, read_vec, require_contiguous, P};
 use crate::error::{FooError, FooResult};
-use crate::kernels::element::Element;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{read_index, read_vec, require_contiguous};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, not_implemented};
+use crate::{invalid_arg, not_implemented};
 use num_traits::{One, Zero};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -73,28 +73,28 @@ pub fn nll_loss(
             n * s
         );
     }
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         let w: Option<Vec<<F as FloatStore>::M>> = weight.map(read_vec).transpose()?;
         if w.as_ref().is_some_and(|w| w.len() != c) {
             return invalid_arg!("weight tensor should be defined either for all {c} classes or no classes");
         }
         let wt = |k: usize| w.as_ref().map_or(<F as FloatStore>::M::one(), |w| w[k]);
         // SAFETY: contiguous input of n * c * s elements.
-        let x: &[F] = unsafe { P::r(input).slice(0, n * c * s) };
+        let x: &[F] = unsafe { SendPtr::<F>::of(input.ptr).slice(0, n * c * s) };
         let xv = |i: usize, k: usize| x[(i / s) * c * s + k * s + i % s].load();
         let tw_out: &mut [F] = {
             if total_weight.numel() != 1 {
                 return invalid_arg!("nll_loss: total_weight must have one element");
             }
             // SAFETY: one element, written only here.
-            unsafe { P::m(total_weight).slice_mut(0, 1) }
+            unsafe { SendPtr::<F>::of(total_weight.ptr).slice_mut(0, 1) }
         };
         if reduction == REDUCTION_NONE {
             if output.numel() != n * s {
                 return invalid_arg!("nll_loss: output has {} elements, expected {}", output.numel(), n * s);
             }
             // SAFETY: contiguous output of n * s elements, written only here.
-            let o: &mut [F] = unsafe { P::m(output).slice_mut(0, n * s) };
+            let o: &mut [F] = unsafe { SendPtr::<F>::of(output.ptr).slice_mut(0, n * s) };
             for (i, (o, &ti)) in o.iter_mut().zip(&t).enumerate() {
                 *o = match class_of(ti, ignore_index, c)? {
                     None => F::store(<F as FloatStore>::M::zero()),
@@ -147,7 +147,7 @@ pub fn nll_loss(
             total = round(total / tw);
         }
         // SAFETY: one element, written only here.
-        let o: &mut [F] = unsafe { P::m(output).slice_mut(0, 1) };
+        let o: &mut [F] = unsafe { SendPtr::<F>::of(output.ptr).slice_mut(0, 1) };
         o[0] = F::store(total);
         tw_out[0] = F::store(tw);
         Ok(())
@@ -176,11 +176,11 @@ pub fn nll_loss_backward(
             n * s
         );
     }
-    dispatch_float!(grad_input.dtype, F => {
+    crate::dispatch!(float: grad_input.dtype, F => {
         let w: Option<Vec<<F as FloatStore>::M>> = weight.map(read_vec).transpose()?;
         let wt = |k: usize| w.as_ref().map_or(<F as FloatStore>::M::one(), |w| w[k]);
         // SAFETY: contiguous grad_input of n * c * s elements, written only here.
-        let gi: &mut [F] = unsafe { P::m(grad_input).slice_mut(0, n * c * s) };
+        let gi: &mut [F] = unsafe { SendPtr::<F>::of(grad_input.ptr).slice_mut(0, n * c * s) };
         gi.fill(F::store(<F as FloatStore>::M::zero()));
         let go: Vec<<F as FloatStore>::M> = read_vec(grad_output)?;
         let scale = if reduction == REDUCTION_MEAN {
@@ -208,11 +208,11 @@ fn block_sum(n: usize, f: &(dyn Fn(usize, usize) -> f64 + Sync)) -> f64 {
     const BLOCK: usize = 1 << 14;
     let nb = n.div_ceil(BLOCK);
     let mut parts = vec![0.0f64; nb];
-    let pp = P(parts.as_mut_ptr() as usize);
+    let pp = SendPtr::new(parts.as_mut_ptr());
     parallel_for(nb, (GRAIN / BLOCK).max(1), &|s, e| {
         for b in s..e {
             // SAFETY: slot b of `parts`, written by this block only.
-            unsafe { pp.slice_mut::<f64>(b, 1)[0] = f(b * BLOCK, ((b + 1) * BLOCK).min(n)) };
+            unsafe { pp.cast::<f64>().slice_mut(b, 1)[0] = f(b * BLOCK, ((b + 1) * BLOCK).min(n)) };
         }
     });
     parts.iter().sum()
@@ -241,8 +241,8 @@ pub fn mse_loss(out: &TensorMut, x: &TensorRef, t: &TensorRef, reduction: i64) -
     require_contiguous("mse_loss target", &t.shape, &t.strides)?;
     require_contiguous("mse_loss output", &out.shape, &out.strides)?;
     let n = x.numel();
-    dispatch_float!(x.dtype, F => {
-        let (px, pt, po) = (P::r(x), P::r(t), P::m(out));
+    crate::dispatch!(float: x.dtype, F => {
+        let (px, pt, po) = (SendPtr::<F>::of(x.ptr), SendPtr::<F>::of(t.ptr), SendPtr::<F>::of(out.ptr));
         if reduction == REDUCTION_NONE {
             parallel_for(n, GRAIN, &|s, e| {
                 // SAFETY: elements s..e of the same-shaped contiguous operands.
@@ -261,7 +261,7 @@ pub fn mse_loss(out: &TensorMut, x: &TensorRef, t: &TensorRef, reduction: i64) -
         });
         let v = if reduction == REDUCTION_MEAN { total / n as f64 } else { total };
         // SAFETY: one element.
-        unsafe { po.slice_mut::<F>(0, 1)[0] = F::from_f64(v) };
+        unsafe { po.slice_mut(0, 1)[0] = F::from_f64(v) };
         Ok(())
     }, _ => not_implemented!("mse_loss: no kernel for dtype {}", x.dtype.name()))
 }
@@ -293,8 +293,8 @@ pub fn mse_loss_backward(
     } else {
         2.0
     };
-    dispatch_float!(x.dtype, F => {
-        let (pg, px, pt, po) = (P::r(g), P::r(x), P::r(t), P::m(grad_input));
+    crate::dispatch!(float: x.dtype, F => {
+        let (pg, px, pt, po) = (SendPtr::<F>::of(g.ptr), SendPtr::<F>::of(x.ptr), SendPtr::<F>::of(t.ptr), SendPtr::<F>::of(grad_input.ptr));
         // In the storage type, each operation rounded (norm included), as the CPU's kernel.
         let r = |v: <F as FloatStore>::M| F::store(v).load();
         let nm = r(<F as FloatStore>::M::from_f64c(norm));
@@ -343,14 +343,14 @@ pub fn bce_loss(
         require_contiguous("weight", &w.shape, &w.strides)?;
     }
     let n = x.numel();
-    dispatch_float!(x.dtype, F => {
-        let (px, pt, po) = (P::r(x), P::r(t), P::m(out));
-        let pw = w.map(P::r);
+    crate::dispatch!(float: x.dtype, F => {
+        let (px, pt, po) = (SendPtr::<F>::of(x.ptr), SendPtr::<F>::of(t.ptr), SendPtr::<F>::of(out.ptr));
+        let pw = w.map(|t| SendPtr::<F>::of(t.ptr));
         let (bad_x, bad_t) = (AtomicBool::new(false), AtomicBool::new(false));
         let r = |v: <F as FloatStore>::M| F::store(v).load();
         let loss = |i: usize| -> F {
             // SAFETY: i < n, contiguous operands of n elements.
-            let (a, b) = unsafe { (px.slice::<F>(i, 1)[0].load(), pt.slice::<F>(i, 1)[0].load()) };
+            let (a, b) = unsafe { (px.slice(i, 1)[0].load(), pt.slice(i, 1)[0].load()) };
             let (zero, one) = (<F as FloatStore>::M::zero(), <F as FloatStore>::M::one());
             if !(a >= zero && a <= one) {
                 bad_x.store(true, Ordering::Relaxed);
@@ -360,21 +360,21 @@ pub fn bce_loss(
             let floor = <F as FloatStore>::M::from_f64c(-100.0);
             let l = r(r(r(b - one) * cpp_max(r((-a).ln_1p()), floor)) - r(b * cpp_max(r(a.ln()), floor)));
             // SAFETY: as above.
-            let l = pw.map_or(l, |p| r(l * unsafe { p.slice::<F>(i, 1)[0].load() }));
+            let l = pw.map_or(l, |p| r(l * unsafe { p.slice(i, 1)[0].load() }));
             F::store(l)
         };
         if reduction == REDUCTION_NONE {
             parallel_for(n, GRAIN, &|s, e| {
                 for i in s..e {
                     // SAFETY: element i of the contiguous output, written once.
-                    unsafe { po.slice_mut::<F>(i, 1)[0] = loss(i) };
+                    unsafe { po.slice_mut(i, 1)[0] = loss(i) };
                 }
             });
         } else {
             let total = block_sum(n, &|s, e| (s..e).map(|i| loss(i).to_f64()).sum());
             let v = if reduction == REDUCTION_MEAN { total / n as f64 } else { total };
             // SAFETY: one element.
-            unsafe { po.slice_mut::<F>(0, 1)[0] = F::from_f64(v) };
+            unsafe { po.slice_mut(0, 1)[0] = F::from_f64(v) };
         }
         // RuntimeErrors, as the CPU's TORCH_CHECKs.
         if bad_x.into_inner() {
@@ -415,9 +415,9 @@ pub fn bce_loss_backward(
         require_contiguous("weight", &w.shape, &w.strides)?;
     }
     let n = x.numel();
-    dispatch_float!(x.dtype, F => {
-        let (pg, px, pt, po) = (P::r(g), P::r(x), P::r(t), P::m(grad_input));
-        let pw = w.map(P::r);
+    crate::dispatch!(float: x.dtype, F => {
+        let (pg, px, pt, po) = (SendPtr::<F>::of(g.ptr), SendPtr::<F>::of(x.ptr), SendPtr::<F>::of(t.ptr), SendPtr::<F>::of(grad_input.ptr));
+        let pw = w.map(|t| SendPtr::<F>::of(t.ptr));
         let r = |v: <F as FloatStore>::M| F::store(v).load();
         // ATen's EPSILON is a float constant: its double value is 1e-12 rounded to float32.
         let eps = r(<F as FloatStore>::M::from_f64c(1e-12f32 as f64));
@@ -450,7 +450,7 @@ pub fn bce_loss_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn nll_mean_weighted_and_ignored() {

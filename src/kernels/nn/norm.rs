@@ -6,14 +6,14 @@
 //! (mixed precision: float32 parameters for a bfloat16 input), so they are read and written
 //! through small vectors ([`read_vec`], [`write_vec`]).
 
-use super::simd;
-use super::{read_vec, require_contiguous, write_vec, P};
 use crate::error::FooResult;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{read_vec, require_contiguous, write_vec};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::simd;
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, multiversion, not_implemented};
 use num_traits::{One, Zero};
 
 fn rows_cols(t: &TensorRef) -> FooResult<(usize, usize)> {
@@ -75,13 +75,13 @@ pub fn layer_norm(
     if out.shape != input.shape {
         return invalid_arg!("layer_norm: output shape differs from input shape");
     }
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, n, "weight")?.unwrap_or_else(|| vec![M::one(); n]);
         let b: Vec<M> = opt_vec(bias, n, "bias")?.unwrap_or_else(|| vec![M::zero(); n]);
         let mut stats = vec![M::zero(); 2 * m];
-        let ps = P(stats.as_mut_ptr() as usize);
-        let (pi, po) = (P::r(input), P::m(out));
+        let ps = SendPtr::of(stats.as_mut_ptr());
+        let (pi, po) = (SendPtr::of(input.ptr), SendPtr::of(out.ptr));
         let e = M::from_f64c(eps);
         let a = LnArgs { pi, po, ps, w: &w, b: &b, n, m, eps: e };
         parallel_for(m, (GRAIN / n.max(1)).max(1), &|s, e| ln_rows::<F>(&a, s, e));
@@ -96,9 +96,9 @@ pub fn layer_norm(
 }
 
 struct LnArgs<'a, M> {
-    pi: P,
-    po: P,
-    ps: P,
+    pi: SendPtr<u8>,
+    po: SendPtr<u8>,
+    ps: SendPtr<u8>,
     w: &'a [M],
     b: &'a [M],
     n: usize,
@@ -142,7 +142,7 @@ fn range_overflows<M: Math>(xm: &[M]) -> bool {
     (hi - lo).is_infinite()
 }
 
-nn_multiversion!(fn ln_rows<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) => ln_body);
+multiversion!(fn ln_rows<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) => ln_body);
 
 #[inline(always)]
 fn ln_body<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) {
@@ -150,7 +150,8 @@ fn ln_body<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) {
     let mut buf = vec![F::M::zero(); if F::as_math(&[]).is_some() { 0 } else { n }];
     for r in s..e {
         // SAFETY: row r of the contiguous [M, N] operands; rows are disjoint across chunks.
-        let (x, y): (&[F], &mut [F]) = unsafe { (a.pi.slice(r * n, n), a.po.slice_mut(r * n, n)) };
+        let (x, y): (&[F], &mut [F]) =
+            unsafe { (a.pi.cast().slice(r * n, n), a.po.cast().slice_mut(r * n, n)) };
         let xm: &[F::M] = match F::as_math(x) {
             Some(xm) => xm,
             None => {
@@ -166,8 +167,8 @@ fn ln_body<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) {
         }
         // SAFETY: slots r and m + r of the statistics buffer, written by this row only.
         unsafe {
-            a.ps.slice_mut::<F::M>(r, 1)[0] = mean;
-            a.ps.slice_mut::<F::M>(a.m + r, 1)[0] = rstd;
+            a.ps.cast::<F::M>().slice_mut(r, 1)[0] = mean;
+            a.ps.cast::<F::M>().slice_mut(a.m + r, 1)[0] = rstd;
         }
     }
 }
@@ -191,7 +192,7 @@ pub fn layer_norm_backward(
     let (m, n) = rows_cols(input)?;
     require_contiguous("layer_norm input", &input.shape, &input.strides)?;
     check_backward_operands("layer_norm", input, grad_out, grad_input)?;
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, n, "weight")?.unwrap_or_else(|| vec![M::one(); n]);
         let mu: Vec<M> = read_vec(mean)?;
@@ -203,10 +204,10 @@ pub fn layer_norm_backward(
         let nb = if cols { m.clamp(1, COL_BLOCKS) } else { 0 };
         let mut parts = vec![M::zero(); 2 * nb * n];
         let a = LnBwd {
-            pg: P::r(grad_out),
-            px: P::r(input),
-            pdx: grad_input.map(P::m),
-            parts: P(parts.as_mut_ptr() as usize),
+            pg: SendPtr::of(grad_out.ptr),
+            px: SendPtr::of(input.ptr),
+            pdx: grad_input.map(|t| SendPtr::of(t.ptr)),
+            parts: SendPtr::of(parts.as_mut_ptr()),
             w: &w,
             mu: &mu,
             rs: &rs,
@@ -246,10 +247,10 @@ pub fn layer_norm_backward(
 }
 
 struct LnBwd<'a, M> {
-    pg: P,
-    px: P,
-    pdx: Option<P>,
-    parts: P,
+    pg: SendPtr<u8>,
+    px: SendPtr<u8>,
+    pdx: Option<SendPtr<u8>>,
+    parts: SendPtr<u8>,
     w: &'a [M],
     mu: &'a [M],
     rs: &'a [M],
@@ -258,7 +259,7 @@ struct LnBwd<'a, M> {
     nb: usize,
 }
 
-nn_multiversion!(fn ln_bwd_rows<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) => ln_bwd_body);
+multiversion!(fn ln_bwd_rows<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) => ln_bwd_body);
 
 #[inline(always)]
 fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
@@ -267,12 +268,12 @@ fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
     let inv_n = F::M::one() / F::M::from_f64c(n as f64);
     let mut xh = vec![F::M::zero(); n];
     let mut gb = vec![F::M::zero(); n];
-    // SAFETY: this block's own 2 * n partial sums (blocks are disjoint), when there are any.
     let (pw, pb): (&mut [F::M], &mut [F::M]) = if a.nb > 0 {
+        // SAFETY: this block's own 2 * n partial sums (blocks are disjoint).
         unsafe {
             (
-                a.parts.slice_mut(2 * blk * n, n),
-                a.parts.slice_mut(2 * blk * n + n, n),
+                a.parts.cast().slice_mut(2 * blk * n, n),
+                a.parts.cast().slice_mut(2 * blk * n + n, n),
             )
         }
     } else {
@@ -280,7 +281,8 @@ fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
     };
     for r in s..e {
         // SAFETY: row r of contiguous [M, N] operands, read only.
-        let (g, x): (&[F], &[F]) = unsafe { (a.pg.slice(r * n, n), a.px.slice(r * n, n)) };
+        let (g, x): (&[F], &[F]) =
+            unsafe { (a.pg.cast().slice(r * n, n), a.px.cast().slice(r * n, n)) };
         let (mu, rs) = (a.mu[r], a.rs[r]);
         for (((h, b), &xv), &gv) in xh.iter_mut().zip(gb.iter_mut()).zip(x).zip(g) {
             *h = (xv.load() - mu) * rs;
@@ -306,7 +308,7 @@ fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
             let cb = (db * mu - ds) * rs * rs * rs * inv_n;
             let cc = -cb * mu - db * rs * inv_n;
             // SAFETY: row r of grad_input, written by this row only.
-            let dx: &mut [F] = unsafe { pdx.slice_mut(r * n, n) };
+            let dx: &mut [F] = unsafe { pdx.cast().slice_mut(r * n, n) };
             for ((o, &b), &v) in dx.iter_mut().zip(&gb).zip(&xh) {
                 *o = F::store(rs * b + cb * v + cc);
             }
@@ -344,17 +346,17 @@ pub fn batch_norm(
     if out.shape != input.shape {
         return invalid_arg!("batch_norm: output shape differs from input shape");
     }
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, c, "weight")?.unwrap_or_else(|| vec![M::one(); c]);
         let b: Vec<M> = opt_vec(bias, c, "bias")?.unwrap_or_else(|| vec![M::zero(); c]);
-        let (pi, po) = (P::r(input), P::m(out));
+        let (pi, po) = (SendPtr::of(input.ptr), SendPtr::of(out.ptr));
         let count = nn * s;
         if training {
             // Per channel: mean, sum of squared deviations, invstd and the mean for the running
             // update; then normalize.
             let mut stats = vec![M::zero(); 4 * c];
-            let ps = P(stats.as_mut_ptr() as usize);
+            let ps = SendPtr::of(stats.as_mut_ptr());
             // float16/bfloat16 with parameters of the same dtype: the CPU keeps its statistics
             // in that dtype (ATen's param_t), so they are rounded before they are used.
             // float16 keeps the sum of squares and the variance in float32 (measured: every
@@ -443,8 +445,8 @@ fn bn_shift<F: FloatStore>(mean: F::M, scale: F::M, b: F::M) -> F::M {
 }
 
 struct BnArgs<'a, M> {
-    pi: P,
-    po: P,
+    pi: SendPtr<u8>,
+    po: SendPtr<u8>,
     w: &'a [M],
     b: &'a [M],
     nn: usize,
@@ -458,10 +460,10 @@ struct BnArgs<'a, M> {
     wide: bool,
 }
 
-nn_multiversion!(fn bn_train_channels<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: f64, c0: usize, c1: usize) => bn_train_body);
+multiversion!(fn bn_train_channels<F: FloatStore>(a: &BnArgs<F::M>, ps: SendPtr<u8>, eps: f64, c0: usize, c1: usize) => bn_train_body);
 
 #[inline(always)]
-fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: f64, c0: usize, c1: usize) {
+fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: SendPtr<u8>, eps: f64, c0: usize, c1: usize) {
     let (nn, c, s) = (a.nn, a.c, a.s);
     let rs = |v: F::M| if a.round { F::store(v).load() } else { v };
     let rv = |v: F::M| if a.round_var { F::store(v).load() } else { v };
@@ -469,7 +471,7 @@ fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: f64, c0: usize, c1
     let mut buf = vec![F::M::zero(); s];
     let load = |buf: &mut [F::M], i: usize, k: usize| {
         // SAFETY: plane (i, k) of the contiguous [N, C, S] input.
-        let x: &[F] = unsafe { a.pi.slice((i * c + k) * s, s) };
+        let x: &[F] = unsafe { a.pi.cast().slice((i * c + k) * s, s) };
         for (b, &v) in buf.iter_mut().zip(x) {
             *b = v.load();
         }
@@ -522,7 +524,7 @@ fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: f64, c0: usize, c1
         for i in 0..nn {
             load(&mut buf, i, k);
             // SAFETY: plane (i, k) of the output, written by this channel only.
-            let y: &mut [F] = unsafe { a.po.slice_mut((i * c + k) * s, s) };
+            let y: &mut [F] = unsafe { a.po.cast().slice_mut((i * c + k) * s, s) };
             for (o, &v) in y.iter_mut().zip(&buf) {
                 *o = F::store(num_traits::Float::mul_add(v, scale, shift));
             }
@@ -530,15 +532,15 @@ fn bn_train_body<F: FloatStore>(a: &BnArgs<F::M>, ps: P, eps: f64, c0: usize, c1
         // SAFETY: slot k of each of the four c-long parts of the statistics buffer, written by
         // this channel only.
         unsafe {
-            ps.slice_mut::<F::M>(k, 1)[0] = mean;
-            ps.slice_mut::<F::M>(c + k, 1)[0] = sq;
-            ps.slice_mut::<F::M>(2 * c + k, 1)[0] = invstd;
-            ps.slice_mut::<F::M>(3 * c + k, 1)[0] = update_mean;
+            ps.cast::<F::M>().slice_mut(k, 1)[0] = mean;
+            ps.cast::<F::M>().slice_mut(c + k, 1)[0] = sq;
+            ps.cast::<F::M>().slice_mut(2 * c + k, 1)[0] = invstd;
+            ps.cast::<F::M>().slice_mut(3 * c + k, 1)[0] = update_mean;
         }
     }
 }
 
-nn_multiversion!(fn bn_affine_rows<F: FloatStore>(a: &BnArgs<F::M>, r0: usize, r1: usize) => bn_affine_body);
+multiversion!(fn bn_affine_rows<F: FloatStore>(a: &BnArgs<F::M>, r0: usize, r1: usize) => bn_affine_body);
 
 #[inline(always)]
 fn bn_affine_body<F: FloatStore>(a: &BnArgs<F::M>, r0: usize, r1: usize) {
@@ -547,7 +549,8 @@ fn bn_affine_body<F: FloatStore>(a: &BnArgs<F::M>, r0: usize, r1: usize) {
         let k = r % a.c;
         let (scale, shift) = (a.w[k], a.b[k]);
         // SAFETY: plane r of the contiguous [N*C, S] operands; planes are disjoint.
-        let (x, y): (&[F], &mut [F]) = unsafe { (a.pi.slice(r * s, s), a.po.slice_mut(r * s, s)) };
+        let (x, y): (&[F], &mut [F]) =
+            unsafe { (a.pi.cast().slice(r * s, s), a.po.cast().slice_mut(r * s, s)) };
         for (o, &v) in y.iter_mut().zip(x) {
             *o = F::store(num_traits::Float::mul_add(v.load(), scale, shift));
         }
@@ -581,7 +584,7 @@ pub fn batch_norm_backward(
             return invalid_arg!("batch_norm backward: bad grad_input");
         }
     }
-    dispatch_float!(input.dtype, F => {
+    crate::dispatch!(float: input.dtype, F => {
         type M = <F as FloatStore>::M;
         let w: Vec<M> = opt_vec(weight, c, "weight")?.unwrap_or_else(|| vec![M::one(); c]);
         let mu: Vec<M> = read_vec(mean)?;
@@ -593,10 +596,10 @@ pub fn batch_norm_backward(
         let invstd: Vec<M> = if training { sv } else { sv.iter().map(|&v| M::one() / (v + e).sqrt()).collect() };
         let mut sums = vec![M::zero(); 2 * c];
         let a = BnBwd {
-            pg: P::r(grad_out),
-            px: P::r(input),
-            pdx: grad_input.map(P::m),
-            sums: P(sums.as_mut_ptr() as usize),
+            pg: SendPtr::of(grad_out.ptr),
+            px: SendPtr::of(input.ptr),
+            pdx: grad_input.map(|t| SendPtr::of(t.ptr)),
+            sums: SendPtr::of(sums.as_mut_ptr()),
             w: &w,
             mu: &mu,
             invstd: &invstd,
@@ -619,10 +622,10 @@ pub fn batch_norm_backward(
 }
 
 struct BnBwd<'a, M> {
-    pg: P,
-    px: P,
-    pdx: Option<P>,
-    sums: P,
+    pg: SendPtr<u8>,
+    px: SendPtr<u8>,
+    pdx: Option<SendPtr<u8>>,
+    sums: SendPtr<u8>,
     w: &'a [M],
     mu: &'a [M],
     invstd: &'a [M],
@@ -632,7 +635,7 @@ struct BnBwd<'a, M> {
     training: bool,
 }
 
-nn_multiversion!(fn bn_bwd_channels<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) => bn_bwd_body);
+multiversion!(fn bn_bwd_channels<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) => bn_bwd_body);
 
 #[inline(always)]
 fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {
@@ -645,8 +648,12 @@ fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {
         let (mut sum_dy, mut dot) = (F::M::zero(), F::M::zero());
         for i in 0..nn {
             // SAFETY: plane (i, k) of contiguous [N, C, S] operands, read only.
-            let (g, x): (&[F], &[F]) =
-                unsafe { (a.pg.slice(plane(i, k), s), a.px.slice(plane(i, k), s)) };
+            let (g, x): (&[F], &[F]) = unsafe {
+                (
+                    a.pg.cast().slice(plane(i, k), s),
+                    a.px.cast().slice(plane(i, k), s),
+                )
+            };
             for (((gb, xb), &g), &x) in gb.iter_mut().zip(xb.iter_mut()).zip(g).zip(x) {
                 *gb = g.load();
                 *xb = x.load() - mu;
@@ -656,8 +663,8 @@ fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {
         }
         // SAFETY: slots k and c + k, written by this channel only.
         unsafe {
-            a.sums.slice_mut::<F::M>(k, 1)[0] = sum_dy;
-            a.sums.slice_mut::<F::M>(c + k, 1)[0] = dot;
+            a.sums.cast::<F::M>().slice_mut(k, 1)[0] = sum_dy;
+            a.sums.cast::<F::M>().slice_mut(c + k, 1)[0] = dot;
         }
         let Some(pdx) = a.pdx else { continue };
         let inv = a.invstd[k];
@@ -672,9 +679,9 @@ fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {
             // SAFETY: plane (i, k): inputs read, grad_input written by this channel only.
             let (g, x, dx): (&[F], &[F], &mut [F]) = unsafe {
                 (
-                    a.pg.slice(plane(i, k), s),
-                    a.px.slice(plane(i, k), s),
-                    pdx.slice_mut(plane(i, k), s),
+                    a.pg.cast().slice(plane(i, k), s),
+                    a.px.cast().slice(plane(i, k), s),
+                    pdx.cast().slice_mut(plane(i, k), s),
                 )
             };
             if a.training {
@@ -695,7 +702,7 @@ fn bn_bwd_body<F: FloatStore>(a: &BnBwd<F::M>, c0: usize, c1: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn layer_norm_rows() {

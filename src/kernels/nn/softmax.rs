@@ -5,14 +5,14 @@
 //! a tile of up to `TILE` inner positions across all `d`, so the loops run along `inner`
 //! (contiguous) and vectorize.
 
-use super::simd::{self, FastExp};
-use super::{require_contiguous, P};
 use crate::error::FooResult;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::require_contiguous;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::simd::{self, FastExp};
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, multiversion, not_implemented};
 use num_traits::{Float, One, Zero};
 
 /// Math type with the vectorizable exp.
@@ -101,7 +101,7 @@ pub fn softmax(out: &TensorMut, inp: &TensorRef, dim: usize, log: bool) -> FooRe
         return Ok(());
     }
     use crate::dtype::DType::*;
-    let (pi, po) = (P::r(inp), P::m(out));
+    let (pi, po) = (SendPtr::of(inp.ptr), SendPtr::of(out.ptr));
     match (inp.dtype, out.dtype) {
         (F32, F32) => fwd::<f32, f32>(pi, po, g, log),
         (F64, F64) => fwd::<f64, f64>(pi, po, g, log),
@@ -114,16 +114,23 @@ pub fn softmax(out: &TensorMut, inp: &TensorRef, dim: usize, log: bool) -> FooRe
     Ok(())
 }
 
-fn fwd<I: Store, O: Store<N = I::N>>(pi: P, po: P, g: Geom, log: bool) {
+fn fwd<I: Store, O: Store<N = I::N>>(pi: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool) {
     parallel_for(g.units(), g.grain(), &|s, e| {
         fwd_units::<I, O>(pi, po, g, log, s, e)
     });
 }
 
-nn_multiversion!(fn fwd_units<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: usize) => fwd_body);
+multiversion!(fn fwd_units<I: Store, O: Store>(pi: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool, s: usize, e: usize) => fwd_body);
 
 #[inline(always)]
-fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: usize) {
+fn fwd_body<I: Store, O: Store>(
+    pi: SendPtr<u8>,
+    po: SendPtr<u8>,
+    g: Geom,
+    log: bool,
+    s: usize,
+    e: usize,
+) {
     // O::N == I::N by construction (fwd's bound); convert through f64-free casts.
     let d = g.d;
     if g.inner == 1 {
@@ -132,12 +139,12 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
         // `_softmax.out(x, out=x)` (nn.MultiheadAttention's inference path) computes in place:
         // then only the output slice is formed (an input slice beside it would alias it, and the
         // compiler's alias check sent the exp loop to its scalar version: 5x slower).
-        let in_place = pi.0 == po.0;
+        let in_place = pi.get() == po.get();
         for r in s..e {
             if direct && in_place {
                 // SAFETY: row r of a contiguous [outer, d] tensor, which is both input and output;
                 // rows are disjoint across units.
-                let y: &mut [O] = unsafe { po.slice_mut(r * d, d) };
+                let y: &mut [O] = unsafe { po.cast().slice_mut(r * d, d) };
                 if let Some(ym) = O::as_math_mut(y) {
                     let ym: &mut [I::N] = same_slice_mut(ym);
                     let m = simd::max(ym);
@@ -156,10 +163,10 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
                 continue;
             }
             // SAFETY: row r of a contiguous [outer, d] tensor; rows are disjoint across units.
-            let x: &[I] = unsafe { pi.slice(r * d, d) };
+            let x: &[I] = unsafe { pi.cast().slice(r * d, d) };
             if direct {
                 // SAFETY: as above, output side (a different buffer: not in place).
-                let y: &mut [O] = unsafe { po.slice_mut(r * d, d) };
+                let y: &mut [O] = unsafe { po.cast().slice_mut(r * d, d) };
                 if let (Some(xm), Some(ym)) = (I::as_math(x), O::as_math_mut(y)) {
                     // f32/f64 in and out: read the input where it lies and compute in the
                     // output (three passes over a row in L1 instead of four, one of them a copy).
@@ -186,7 +193,7 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
             }
             // SAFETY: as above, output side; formed after the input row is read (in place, the
             // same memory).
-            let y: &mut [O] = unsafe { po.slice_mut(r * d, d) };
+            let y: &mut [O] = unsafe { po.cast().slice_mut(r * d, d) };
             let m = simd::max(&buf);
             if log {
                 let mut ls = simd::sum_map(&buf, |v| (v - m).fexp());
@@ -220,7 +227,7 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
         mx.fill(I::N::neg_infinity());
         for k in 0..d {
             // SAFETY: w elements of row k of the tile, in bounds of the contiguous input.
-            let x: &[I] = unsafe { pi.slice(base + k * inner, w) };
+            let x: &[I] = unsafe { pi.cast().slice(base + k * inner, w) };
             let t = &mut tile[k * w..(k + 1) * w];
             for ((t, &v), m) in t.iter_mut().zip(x).zip(mx.iter_mut()) {
                 *t = v.load();
@@ -243,7 +250,7 @@ fn fwd_body<I: Store, O: Store>(pi: P, po: P, g: Geom, log: bool, s: usize, e: u
         }
         for k in 0..d {
             // SAFETY: as above, output side; tiles of different units are disjoint.
-            let y: &mut [O] = unsafe { po.slice_mut(base + k * inner, w) };
+            let y: &mut [O] = unsafe { po.cast().slice_mut(base + k * inner, w) };
             let t = &tile[k * w..(k + 1) * w];
             for (((o, &t), &a), &m) in y.iter_mut().zip(t).zip(acc.iter()).zip(mx.iter()) {
                 *o = O::store(same(if log { (t - m) - a } else { t * a }));
@@ -301,7 +308,11 @@ pub fn softmax_backward(
         return Ok(());
     }
     use crate::dtype::DType::*;
-    let (pg, py, po) = (P::r(grad_output), P::r(output), P::m(grad_input));
+    let (pg, py, po) = (
+        SendPtr::of(grad_output.ptr),
+        SendPtr::of(output.ptr),
+        SendPtr::of(grad_input.ptr),
+    );
     match (output.dtype, grad_input.dtype) {
         (F32, F32) => bwd::<f32, f32>(pg, py, po, g, log),
         (F64, F64) => bwd::<f64, f64>(pg, py, po, g, log),
@@ -320,16 +331,30 @@ pub fn softmax_backward(
     Ok(())
 }
 
-fn bwd<I: Store, O: Store<N = I::N>>(pg: P, py: P, po: P, g: Geom, log: bool) {
+fn bwd<I: Store, O: Store<N = I::N>>(
+    pg: SendPtr<u8>,
+    py: SendPtr<u8>,
+    po: SendPtr<u8>,
+    g: Geom,
+    log: bool,
+) {
     parallel_for(g.units(), g.grain(), &|s, e| {
         bwd_units::<I, O>(pg, py, po, g, log, s, e)
     });
 }
 
-nn_multiversion!(fn bwd_units<I: Store, O: Store>(pg: P, py: P, po: P, g: Geom, log: bool, s: usize, e: usize) => bwd_body);
+multiversion!(fn bwd_units<I: Store, O: Store>(pg: SendPtr<u8>, py: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool, s: usize, e: usize) => bwd_body);
 
 #[inline(always)]
-fn bwd_body<I: Store, O: Store>(pg: P, py: P, po: P, g: Geom, log: bool, s: usize, e: usize) {
+fn bwd_body<I: Store, O: Store>(
+    pg: SendPtr<u8>,
+    py: SendPtr<u8>,
+    po: SendPtr<u8>,
+    g: Geom,
+    log: bool,
+    s: usize,
+    e: usize,
+) {
     let d = g.d;
     if g.inner == 1 {
         // f32/f64 rows are read where they lie; other dtypes are widened into scratch rows.
@@ -340,9 +365,9 @@ fn bwd_body<I: Store, O: Store>(pg: P, py: P, po: P, g: Geom, log: bool, s: usiz
             // SAFETY: row r of contiguous [outer, d] tensors; output rows are disjoint.
             let (gr, yr, out): (&[I], &[I], &mut [O]) = unsafe {
                 (
-                    pg.slice(r * d, d),
-                    py.slice(r * d, d),
-                    po.slice_mut(r * d, d),
+                    pg.cast().slice(r * d, d),
+                    py.cast().slice(r * d, d),
+                    po.cast().slice_mut(r * d, d),
                 )
             };
             let (gm, ym): (&[I::N], &[I::N]) = match (I::as_math(gr), I::as_math(yr)) {
@@ -379,8 +404,12 @@ fn bwd_body<I: Store, O: Store>(pg: P, py: P, po: P, g: Geom, log: bool, s: usiz
         acc.fill(I::N::zero());
         for k in 0..d {
             // SAFETY: w elements of row k of the tile, in bounds.
-            let (gr, yr): (&[I], &[I]) =
-                unsafe { (pg.slice(base + k * inner, w), py.slice(base + k * inner, w)) };
+            let (gr, yr): (&[I], &[I]) = unsafe {
+                (
+                    pg.cast().slice(base + k * inner, w),
+                    py.cast().slice(base + k * inner, w),
+                )
+            };
             for ((a, &u), &v) in acc.iter_mut().zip(gr).zip(yr) {
                 *a = *a + if log { u.load() } else { u.load() * v.load() };
             }
@@ -389,9 +418,9 @@ fn bwd_body<I: Store, O: Store>(pg: P, py: P, po: P, g: Geom, log: bool, s: usiz
             // SAFETY: as above; tiles of different units are disjoint.
             let (gr, yr, out): (&[I], &[I], &mut [O]) = unsafe {
                 (
-                    pg.slice(base + k * inner, w),
-                    py.slice(base + k * inner, w),
-                    po.slice_mut(base + k * inner, w),
+                    pg.cast().slice(base + k * inner, w),
+                    py.cast().slice(base + k * inner, w),
+                    po.cast().slice_mut(base + k * inner, w),
                 )
             };
             for (((o, &u), &v), &a) in out.iter_mut().zip(gr).zip(yr).zip(acc.iter()) {
@@ -405,7 +434,7 @@ fn bwd_body<I: Store, O: Store>(pg: P, py: P, po: P, g: Geom, log: bool, s: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     fn reference(x: &[f64], log: bool) -> Vec<f64> {
         let m = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);

@@ -6,13 +6,11 @@
 
 use crate::dtype::DType;
 use crate::error::FooResult;
-use crate::kernels::conv::Addr;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
-use half::{bf16, f16};
 use num_traits::{Float, Zero};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,30 +24,6 @@ pub struct Pool2dParams {
     pub dilation: [i64; 2],
     pub count_include_pad: i32,
     pub divisor_override: i64,
-}
-
-macro_rules! dispatch_float {
-    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {
-        match $dtype {
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            DType::F16 => {
-                type $T = f16;
-                $body
-            }
-            DType::BF16 => {
-                type $T = bf16;
-                $body
-            }
-            d => not_implemented!("{}: dtype {} is not supported", $what, d.name()),
-        }
-    };
 }
 
 /// Planes and per-plane geometry of a pooling call.
@@ -109,7 +83,7 @@ pub fn max_pool2d(
     if indices.dtype != DType::I64 || indices.shape != out.shape || out.dtype != input.dtype {
         return invalid_arg!("max_pool2d: bad output/indices dtype or shape");
     }
-    dispatch_float!(input.dtype, "max_pool2d", T => max_fwd::<T>(&g, out, indices, input, p))
+    crate::dispatch!(float: input.dtype, T => max_fwd::<T>(&g, out, indices, input, p), _ => not_implemented!("max_pool2d: dtype {} is not supported", input.dtype.name()))
 }
 
 fn max_fwd<T: FloatStore>(
@@ -120,9 +94,9 @@ fn max_fwd<T: FloatStore>(
     p: &Pool2dParams,
 ) -> FooResult<()> {
     let a = MaxArgs {
-        xo: Addr::of(input.ptr),
-        oo: Addr::of(out.ptr),
-        io: Addr::of(indices.ptr),
+        xo: SendPtr::of(input.ptr),
+        oo: SendPtr::of(out.ptr),
+        io: SendPtr::of(indices.ptr),
         xs: [
             input.strides[0],
             input.strides[1],
@@ -146,10 +120,10 @@ fn max_fwd<T: FloatStore>(
 
 /// Everything [`max_planes`] needs (plain data, so the multiversioned function takes one
 /// reference).
-struct MaxArgs {
-    xo: Addr,
-    oo: Addr,
-    io: Addr,
+struct MaxArgs<T> {
+    xo: SendPtr<T>,
+    oo: SendPtr<T>,
+    io: SendPtr<i64>,
     xs: [isize; 4],
     c: usize,
     ih: i64,
@@ -159,7 +133,7 @@ struct MaxArgs {
     p: Pool2dParams,
 }
 
-impl MaxArgs {
+impl<T> MaxArgs<T> {
     /// The first in-bounds tap of a window starting at `start` (windows are never empty: the
     /// glue checks padding <= kernel / 2).
     #[inline(always)]
@@ -208,11 +182,11 @@ impl MaxArgs {
 
 // One dispatch per chunk of planes: with narrow rows (16 outputs in a CNN), a dispatched call
 // per window tap and row cost more than the taps themselves.
-crate::nn_multiversion!(fn max_planes<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) => max_planes_body);
+crate::multiversion!(fn max_planes<T: FloatStore>(a: &MaxArgs<T>, s: usize, e: usize) => max_planes_body);
 
 /// Max pooling of planes `s..e`.
 #[inline(always)]
-fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
+fn max_planes_body<T: FloatStore>(a: &MaxArgs<T>, s: usize, e: usize) {
     let [kh, kw] = a.p.kernel;
     let [sh, sw] = a.p.stride;
     let [ph, pw] = a.p.padding;
@@ -233,10 +207,10 @@ fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
                 // written by this chunk only.
                 unsafe {
                     max_2x2_row::<T>(
-                        a.xo.at::<T>(r0),
-                        a.xo.at::<T>(r0 + xs[2]),
-                        std::slice::from_raw_parts_mut(a.oo.at::<T>(o), a.ow),
-                        std::slice::from_raw_parts_mut(a.io.at::<i64>(o), a.ow),
+                        a.xo.at(r0),
+                        a.xo.at(r0 + xs[2]),
+                        std::slice::from_raw_parts_mut(a.oo.at(o), a.ow),
+                        std::slice::from_raw_parts_mut(a.io.at(o), a.ow),
                         2 * y as i64 * iw,
                         iw,
                     )
@@ -244,10 +218,10 @@ fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
                 continue;
             }
             let h0 = y as i64 * sh - ph;
-            let first_h = MaxArgs::first(h0, dh);
+            let first_h = MaxArgs::<T>::first(h0, dh);
             for (xw, (bv, av)) in best.iter_mut().zip(arg.iter_mut()).enumerate() {
                 *bv = T::M::neg_infinity();
-                *av = first_h * iw + MaxArgs::first(xw as i64 * sw - pw, dw);
+                *av = first_h * iw + MaxArgs::<T>::first(xw as i64 * sw - pw, dw);
             }
             // Taps in the CPU backend's order (row-major in the window), so ties and NaNs pick
             // the same index: a later tap wins only if strictly greater or NaN.
@@ -271,16 +245,14 @@ fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
                         // row h, inside the plane for k < n (see `cols`).
                         let x = unsafe {
                             std::slice::from_raw_parts(
-                                a.xo.at::<T>(at) as *const T,
+                                a.xo.at(at) as *const T,
                                 (n - 1) * step as usize + 1,
                             )
                         };
                         max_taps_body::<T>(x, step as usize, best, arg, flat, sw);
                     } else {
                         // SAFETY: as above, for a zero stride (an expanded view).
-                        unsafe {
-                            max_taps_raw::<T, 0>(a.xo.at::<T>(at), step, best, arg, flat, sw)
-                        };
+                        unsafe { max_taps_raw::<T, 0>(a.xo.at(at), step, best, arg, flat, sw) };
                     }
                 }
             }
@@ -289,8 +261,8 @@ fn max_planes_body<T: FloatStore>(a: &MaxArgs, s: usize, e: usize) {
             // chunk only.
             let (orow, irow) = unsafe {
                 (
-                    std::slice::from_raw_parts_mut(a.oo.at::<T>(o), a.ow),
-                    std::slice::from_raw_parts_mut(a.io.at::<i64>(o), a.ow),
+                    std::slice::from_raw_parts_mut(a.oo.at(o), a.ow),
+                    std::slice::from_raw_parts_mut(a.io.at(o), a.ow),
                 )
             };
             for ((dst, di), (&bv, &av)) in orow.iter_mut().zip(irow).zip(best.iter().zip(&arg)) {
@@ -397,7 +369,7 @@ unsafe fn max_taps_raw<T: FloatStore, const S: isize>(
     // A later tap wins only if strictly greater or NaN (the CPU backend's rule). Random data
     // makes this a coin flip: masks, not a branch.
     #[inline(always)]
-    fn tap<M: crate::kernels::float::Math>(v: M, bv: &mut M, av: &mut i64, idx: i64) {
+    fn tap<M: crate::kernels::core::float::Math>(v: M, bv: &mut M, av: &mut i64, idx: i64) {
         let take = (v > *bv) | v.is_nan();
         let keep = take as i64 - 1;
         *av = (*av & keep) | (idx & !keep);
@@ -447,7 +419,7 @@ pub fn max_pool2d_backward(
     if indices.shape != grad_output.shape || grad_input.dtype != grad_output.dtype {
         return invalid_arg!("max_pool2d_backward: indices/grad_output mismatch");
     }
-    dispatch_float!(grad_input.dtype, "max_pool2d_backward", T => max_bwd::<T>(&g, grad_input, grad_output, indices))
+    crate::dispatch!(float: grad_input.dtype, T => max_bwd::<T>(&g, grad_input, grad_output, indices), _ => not_implemented!("max_pool2d_backward: dtype {} is not supported", grad_input.dtype.name()))
 }
 
 fn max_bwd<T: FloatStore>(
@@ -456,7 +428,11 @@ fn max_bwd<T: FloatStore>(
     go: &TensorRef,
     idx: &TensorRef,
 ) -> FooResult<()> {
-    let (gio, goo, io) = (Addr::of(gi.ptr), Addr::of(go.ptr), Addr::of(idx.ptr));
+    let (gio, goo, io) = (
+        SendPtr::<T>::of(gi.ptr),
+        SendPtr::<T>::of(go.ptr),
+        SendPtr::<i64>::of(idx.ptr),
+    );
     let (ip, op) = (g.ih * g.iw, g.oh * g.ow);
     let bad = AtomicBool::new(false);
     parallel_for(g.n * g.c, grain(ip + op), &|s, e| {
@@ -465,9 +441,9 @@ fn max_bwd<T: FloatStore>(
             // of grad_output/indices.
             let (dst, src, ind) = unsafe {
                 (
-                    std::slice::from_raw_parts_mut(gio.at::<T>((b * ip) as isize), ip),
-                    std::slice::from_raw_parts(goo.at::<T>((b * op) as isize) as *const T, op),
-                    std::slice::from_raw_parts(io.at::<i64>((b * op) as isize) as *const i64, op),
+                    std::slice::from_raw_parts_mut(gio.at((b * ip) as isize), ip),
+                    std::slice::from_raw_parts(goo.at((b * op) as isize) as *const T, op),
+                    std::slice::from_raw_parts(io.at((b * op) as isize) as *const i64, op),
                 )
             };
             dst.fill(T::store(T::M::zero()));
@@ -516,7 +492,7 @@ pub fn avg_pool2d(out: &TensorMut, input: &TensorRef, p: &Pool2dParams) -> FooRe
     if out.dtype != input.dtype {
         return invalid_arg!("avg_pool2d: output dtype differs from the input's");
     }
-    dispatch_float!(input.dtype, "avg_pool2d", T => avg_fwd::<T>(&g, out, input, p))
+    crate::dispatch!(float: input.dtype, T => avg_fwd::<T>(&g, out, input, p), _ => not_implemented!("avg_pool2d: dtype {} is not supported", input.dtype.name()))
 }
 
 fn avg_fwd<T: FloatStore>(
@@ -525,7 +501,7 @@ fn avg_fwd<T: FloatStore>(
     input: &TensorRef,
     p: &Pool2dParams,
 ) -> FooResult<()> {
-    let (xo, oo) = (Addr::of(input.ptr), Addr::of(out.ptr));
+    let (xo, oo) = (SendPtr::<T>::of(input.ptr), SendPtr::<T>::of(out.ptr));
     let xs = &input.strides;
     let per = g.oh * g.ow;
     parallel_for(
@@ -545,9 +521,9 @@ fn avg_fwd<T: FloatStore>(
                                         // SAFETY: (hh, ww) is inside the plane.
                                         sum = sum
                                             + unsafe {
-                                                *xo.at::<T>(
-                                                    x + hh as isize * xs[2] + ww as isize * xs[3],
-                                                )
+                                                *xo.at(x
+                                                    + hh as isize * xs[2]
+                                                    + ww as isize * xs[3])
                                             }
                                             .load();
                                     }
@@ -556,7 +532,7 @@ fn avg_fwd<T: FloatStore>(
                             }
                         };
                         // SAFETY: element of the contiguous output, written by this chunk only.
-                        unsafe { *oo.at::<T>((b * per + y * g.ow + xw) as isize) = T::store(v) };
+                        unsafe { *oo.at((b * per + y * g.ow + xw) as isize) = T::store(v) };
                     }
                 }
             }
@@ -576,7 +552,7 @@ pub fn avg_pool2d_backward(
     if grad_input.dtype != grad_output.dtype {
         return invalid_arg!("avg_pool2d_backward: dtype mismatch");
     }
-    dispatch_float!(grad_input.dtype, "avg_pool2d_backward", T => avg_bwd::<T>(&g, grad_input, grad_output, p))
+    crate::dispatch!(float: grad_input.dtype, T => avg_bwd::<T>(&g, grad_input, grad_output, p), _ => not_implemented!("avg_pool2d_backward: dtype {} is not supported", grad_input.dtype.name()))
 }
 
 fn avg_bwd<T: FloatStore>(
@@ -585,14 +561,14 @@ fn avg_bwd<T: FloatStore>(
     go: &TensorRef,
     p: &Pool2dParams,
 ) -> FooResult<()> {
-    let (gio, goo) = (Addr::of(gi.ptr), Addr::of(go.ptr));
+    let (gio, goo) = (SendPtr::<T>::of(gi.ptr), SendPtr::<T>::of(go.ptr));
     let gs = &go.strides;
     let ip = g.ih * g.iw;
     parallel_for(g.n * g.c, grain(ip + g.oh * g.ow * 4), &|s, e| {
         for b in s..e {
             let src = plane_offset(b, g.c, gs);
             // SAFETY: plane b of the contiguous grad_input, written by this chunk only.
-            let dst = unsafe { std::slice::from_raw_parts_mut(gio.at::<T>((b * ip) as isize), ip) };
+            let dst = unsafe { std::slice::from_raw_parts_mut(gio.at((b * ip) as isize), ip) };
             dst.fill(T::store(T::M::zero()));
             for y in 0..g.oh {
                 for xw in 0..g.ow {
@@ -602,8 +578,8 @@ fn avg_bwd<T: FloatStore>(
                         continue;
                     };
                     // SAFETY: (y, xw) is inside the grad_output plane.
-                    let v = unsafe { *goo.at::<T>(src + y as isize * gs[2] + xw as isize * gs[3]) }
-                        .load();
+                    let v =
+                        unsafe { *goo.at(src + y as isize * gs[2] + xw as isize * gs[3]) }.load();
                     let delta = v / T::M::from_f64c(div as f64);
                     for hh in h0..h1 {
                         for ww in w0..w1 {
@@ -634,11 +610,11 @@ pub fn adaptive_avg_pool2d(out: &TensorMut, input: &TensorRef) -> FooResult<()> 
     if out.dtype != input.dtype {
         return invalid_arg!("adaptive_avg_pool2d: output dtype differs from the input's");
     }
-    dispatch_float!(input.dtype, "adaptive_avg_pool2d", T => adaptive_fwd::<T>(&g, out, input))
+    crate::dispatch!(float: input.dtype, T => adaptive_fwd::<T>(&g, out, input), _ => not_implemented!("adaptive_avg_pool2d: dtype {} is not supported", input.dtype.name()))
 }
 
 fn adaptive_fwd<T: FloatStore>(g: &Planes, out: &TensorMut, input: &TensorRef) -> FooResult<()> {
-    let (xo, oo) = (Addr::of(input.ptr), Addr::of(out.ptr));
+    let (xo, oo) = (SendPtr::<T>::of(input.ptr), SendPtr::<T>::of(out.ptr));
     let xs = &input.strides;
     let per = g.oh * g.ow;
     parallel_for(g.n * g.c, grain(g.ih * g.iw + per), &|s, e| {
@@ -653,16 +629,14 @@ fn adaptive_fwd<T: FloatStore>(g: &Planes, out: &TensorMut, input: &TensorRef) -
                         for ww in w0..w1 {
                             // SAFETY: (hh, ww) is inside the plane.
                             sum = sum
-                                + unsafe {
-                                    *xo.at::<T>(x + hh as isize * xs[2] + ww as isize * xs[3])
-                                }
-                                .load();
+                                + unsafe { *xo.at(x + hh as isize * xs[2] + ww as isize * xs[3]) }
+                                    .load();
                         }
                     }
                     let v =
                         sum / T::M::from_f64c((h1 - h0) as f64) / T::M::from_f64c((w1 - w0) as f64);
                     // SAFETY: element of the contiguous output, written by this chunk only.
-                    unsafe { *oo.at::<T>((b * per + y * g.ow + xw) as isize) = T::store(v) };
+                    unsafe { *oo.at((b * per + y * g.ow + xw) as isize) = T::store(v) };
                 }
             }
         }
@@ -683,26 +657,26 @@ pub fn adaptive_avg_pool2d_backward(
     if grad_input.dtype != grad_output.dtype {
         return invalid_arg!("adaptive_avg_pool2d_backward: dtype mismatch");
     }
-    dispatch_float!(grad_input.dtype, "adaptive_avg_pool2d_backward", T => adaptive_bwd::<T>(&g, grad_input, grad_output))
+    crate::dispatch!(float: grad_input.dtype, T => adaptive_bwd::<T>(&g, grad_input, grad_output), _ => not_implemented!("adaptive_avg_pool2d_backward: dtype {} is not supported", grad_input.dtype.name()))
 }
 
 fn adaptive_bwd<T: FloatStore>(g: &Planes, gi: &TensorMut, go: &TensorRef) -> FooResult<()> {
-    let (gio, goo) = (Addr::of(gi.ptr), Addr::of(go.ptr));
+    let (gio, goo) = (SendPtr::<T>::of(gi.ptr), SendPtr::<T>::of(go.ptr));
     let gs = &go.strides;
     let ip = g.ih * g.iw;
     parallel_for(g.n * g.c, grain(ip + g.oh * g.ow), &|s, e| {
         for b in s..e {
             let src = plane_offset(b, g.c, gs);
             // SAFETY: plane b of the contiguous grad_input, written by this chunk only.
-            let dst = unsafe { std::slice::from_raw_parts_mut(gio.at::<T>((b * ip) as isize), ip) };
+            let dst = unsafe { std::slice::from_raw_parts_mut(gio.at((b * ip) as isize), ip) };
             dst.fill(T::store(T::M::zero()));
             for y in 0..g.oh {
                 let (h0, h1) = (start_index(y, g.oh, g.ih), end_index(y, g.oh, g.ih));
                 for xw in 0..g.ow {
                     let (w0, w1) = (start_index(xw, g.ow, g.iw), end_index(xw, g.ow, g.iw));
                     // SAFETY: (y, xw) is inside the grad_output plane.
-                    let v = unsafe { *goo.at::<T>(src + y as isize * gs[2] + xw as isize * gs[3]) }
-                        .load();
+                    let v =
+                        unsafe { *goo.at(src + y as isize * gs[2] + xw as isize * gs[3]) }.load();
                     let delta =
                         v / T::M::from_f64c((h1 - h0) as f64) / T::M::from_f64c((w1 - w0) as f64);
                     for hh in h0..h1 {
@@ -721,7 +695,7 @@ fn adaptive_bwd<T: FloatStore>(g: &Planes, gi: &TensorMut, go: &TensorRef) -> Fo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     fn params(k: i64, s: i64, pad: i64) -> Pool2dParams {
         Pool2dParams {

@@ -1,16 +1,16 @@
 //! The batch driver of the random kernels: a dense output is filled in batches of [`BATCH`]
 //! elements; each batch gets its stream words from one vectorized Philox call
-//! ([`stream::fill_blocks`]) and turns them into values with a [`Batch`] transform, compiled
+//! ([`philox::fill_blocks`]) and turns them into values with a [`Batch`] transform, compiled
 //! for the baseline target, with AVX2+FMA and with AVX-512F (picked at run time).
 //!
 //! Element `i` reads words `offset + i*w ..` of the stream for a `w`-word-per-element
 //! transform, so values depend only on (seed, offset, i), never on the thread count.
 
-use super::stream;
-use crate::kernels::element::Element;
-use crate::kernels::layout::GRAIN;
-use crate::kernels::parallel::parallel_for;
-use crate::kernels::vmath;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::par_rows_mut;
+use crate::kernels::core::philox;
+use crate::kernels::core::vmath;
 use crate::tensor::TensorMut;
 
 /// Elements per batch. Batches start at multiples of it, so a transform that pairs elements
@@ -50,7 +50,7 @@ unsafe fn fill_avx512<T, B: Batch<T>>(b: &B, words: &[u32], out: &mut [T]) {
 #[inline(always)]
 fn fill<T, B: Batch<T>>(b: &B, words: &[u32], out: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
-    match crate::kernels::nn::simd::level() {
+    match crate::kernels::core::simd::level() {
         // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at run time).
         3 => return unsafe { fill_avx512(b, words, out) },
         // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
@@ -70,21 +70,22 @@ pub fn generate_batches<T: Element, B: Batch<T>>(
 ) {
     debug_assert!((1..=4).contains(&w));
     let n = out.numel();
-    let base = out.ptr as usize;
+    if n == 0 {
+        return;
+    }
+    // SAFETY: `out` is a live, dense, writable tensor of n > 0 elements of T that nothing else
+    // reads or writes during the call.
+    let out = unsafe { std::slice::from_raw_parts_mut(out.ptr as *mut T, n) };
     let key = [seed as u32, (seed >> 32) as u32];
-    parallel_for(n.div_ceil(BATCH), (GRAIN / BATCH).max(1), &|bs, be| {
+    par_rows_mut(out, BATCH, (GRAIN / BATCH).max(1), &|bs, rows| {
         // Up to 4 words per element, plus up to 3 leading words of a partly used block.
         let mut buf = [0u32; 4 * (BATCH + 1)];
-        for b in bs..be {
+        for (b, o) in (bs..).zip(rows.chunks_mut(BATCH)) {
             let e0 = b * BATCH;
-            let len = BATCH.min(n - e0);
             let word = offset.wrapping_add((e0 * w) as u64);
             let lane0 = (word % 4) as usize;
             let blocks = (lane0 + BATCH * w).div_ceil(4);
-            stream::fill_blocks(word / 4, key, &mut buf[..blocks * 4]);
-            // SAFETY: elements e0 .. e0 + len lie inside the dense output, and batches are
-            // disjoint, so this is the only live reference to them.
-            let o = unsafe { std::slice::from_raw_parts_mut((base as *mut T).add(e0), len) };
+            philox::fill_blocks(word / 4, key, &mut buf[..blocks * 4]);
             fill(make, &buf[lane0..lane0 + BATCH * w], o);
         }
     });

@@ -5,14 +5,13 @@
 //! the seed, the generator offset at the start of the op and `i`: the same with 1 thread or 16.
 //! The output must be dense (the glue stages non-contiguous outputs).
 
-use super::element::Element;
+use super::core::element::Element;
 use crate::error::{FooError, FooResult};
 use crate::runtime::rng::reserve;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
-use crate::{dispatch_all, invalid_arg, not_implemented};
+use crate::{invalid_arg, not_implemented};
 
 mod batch;
-pub(crate) mod stream;
 
 use batch::{generate, generate_batches, NormalBatch, UniformBatch, BATCH};
 
@@ -67,7 +66,7 @@ pub fn random(op: RandomOp, out: &TensorMut, gen: u64, p: &[Scalar]) -> FooResul
             let from = p.first().map(i64::from_scalar).unwrap_or(0);
             let range = p.get(1).map(|s| s.i as u64).unwrap_or(0);
             let (seed, offset) = reserve(gen, 2 * n as u64)?;
-            dispatch_all!(out.dtype, T => generate::<T, 2>(out, seed, offset, |w| {
+            crate::dispatch!(all: out.dtype, T => generate::<T, 2>(out, seed, offset, |w| {
                 let r = ((w[0] as u64) << 32) | w[1] as u64;
                 let v = if range == 0 { r } else { r % range };
                 T::from_i64(from.wrapping_add(v as i64))
@@ -80,7 +79,7 @@ pub fn random(op: RandomOp, out: &TensorMut, gen: u64, p: &[Scalar]) -> FooResul
                 return invalid_arg!("bernoulli_ expects p to be in [0, 1], but got p={prob}");
             }
             let (seed, offset) = reserve(gen, 2 * n as u64)?;
-            dispatch_all!(out.dtype, T => generate::<T, 2>(out, seed, offset, |w| T::from_bool(unit_f64(w[0], w[1]) < prob)));
+            crate::dispatch!(all: out.dtype, T => generate::<T, 2>(out, seed, offset, |w| T::from_bool(unit_f64(w[0], w[1]) < prob)));
             Ok(())
         }
         _ if !float => not_implemented!(
@@ -98,7 +97,7 @@ pub fn random(op: RandomOp, out: &TensorMut, gen: u64, p: &[Scalar]) -> FooResul
                 let (seed, offset) = reserve(gen, n as u64)?;
                 let (f, t) = (from as f32, to as f32);
                 let make = UniformBatch::new(f, t, from, to);
-                crate::dispatch_float!(out.dtype, F => generate_batches::<F, _>(out, seed, offset, 1, &make), _ => unreachable!())
+                crate::dispatch!(float: out.dtype, F => generate_batches::<F, _>(out, seed, offset, 1, &make), _ => unreachable!())
             }
             Ok(())
         }
@@ -130,7 +129,7 @@ pub fn random(op: RandomOp, out: &TensorMut, gen: u64, p: &[Scalar]) -> FooResul
                 std: std as f32,
                 log,
             };
-            crate::dispatch_float!(out.dtype, F => generate_batches::<F, _>(out, seed, offset, 1, &make), _ => unreachable!());
+            crate::dispatch!(float: out.dtype, F => generate_batches::<F, _>(out, seed, offset, 1, &make), _ => unreachable!());
             Ok(())
         }
         RandomOp::Exponential => {
@@ -141,7 +140,7 @@ pub fn random(op: RandomOp, out: &TensorMut, gen: u64, p: &[Scalar]) -> FooResul
                 );
             }
             let (seed, offset) = reserve(gen, 2 * n as u64)?;
-            crate::dispatch_float!(out.dtype, F => generate::<F, 2>(out, seed, offset, |w| {
+            crate::dispatch!(float: out.dtype, F => generate::<F, 2>(out, seed, offset, |w| {
                 F::from_f64(-(1.0 - unit_f64(w[0], w[1])).ln() / lambda)
             }), _ => unreachable!());
             Ok(())
@@ -153,7 +152,7 @@ pub fn random(op: RandomOp, out: &TensorMut, gen: u64, p: &[Scalar]) -> FooResul
             }
             let (seed, offset) = reserve(gen, 2 * n as u64)?;
             let denom = (1.0 - prob).ln();
-            crate::dispatch_float!(out.dtype, F => generate::<F, 2>(out, seed, offset, |w| {
+            crate::dispatch!(float: out.dtype, F => generate::<F, 2>(out, seed, offset, |w| {
                 F::from_f64(((1.0 - unit_f64(w[0], w[1])).ln() / denom).ceil().max(1.0))
             }), _ => unreachable!());
             Ok(())
@@ -161,7 +160,7 @@ pub fn random(op: RandomOp, out: &TensorMut, gen: u64, p: &[Scalar]) -> FooResul
         RandomOp::Cauchy => {
             let (median, sigma) = (param(p, 0, 0.0), param(p, 1, 1.0));
             let (seed, offset) = reserve(gen, 2 * n as u64)?;
-            crate::dispatch_float!(out.dtype, F => generate::<F, 2>(out, seed, offset, |w| {
+            crate::dispatch!(float: out.dtype, F => generate::<F, 2>(out, seed, offset, |w| {
                 F::from_f64(median + sigma * (std::f64::consts::PI * (unit_f64(w[0], w[1]) - 0.5)).tan())
             }), _ => unreachable!());
             Ok(())
@@ -198,7 +197,7 @@ pub fn bernoulli_tensor(out: &TensorMut, prob: &TensorRef, gen: u64) -> FooResul
         strides: crate::tensor::contiguous_strides(&out.shape),
         dtype: crate::DType::F64,
     };
-    dispatch_all!(prob.dtype, P => dispatch_all!(out.dtype, T => super::map::map2(out, &uniform, prob, move |u: f64, p: P| {
+    crate::dispatch!(all: prob.dtype, P => crate::dispatch!(all: out.dtype, T => super::core::map::map2(out, &uniform, prob, move |u: f64, p: P| {
         T::from_bool(u < p.to_f64())
     })))
 }
@@ -219,10 +218,10 @@ pub fn dropout(
     random(RandomOp::Bernoulli, mask, gen, &[Scalar::from_f64(1.0 - p)])?;
     let scale = if p < 1.0 { 1.0 / (1.0 - p) } else { 0.0 };
     let mref = mask.as_ref();
-    crate::dispatch_float!(input.dtype, F => {
-        let s = <F as super::float::FloatStore>::M::from_f64c(scale);
-        use super::float::{FloatStore, Math};
-        super::map::map2(out, input, &mref, move |x: F, m: bool| if m { F::store(x.load() * s) } else { F::store(x.load() * <F as FloatStore>::M::from_f64c(0.0)) })
+    crate::dispatch!(float: input.dtype, F => {
+        let s = <F as super::core::float::FloatStore>::M::from_f64c(scale);
+        use super::core::float::{FloatStore, Math};
+        super::core::map::map2(out, input, &mref, move |x: F, m: bool| if m { F::store(x.load() * s) } else { F::store(x.load() * <F as FloatStore>::M::from_f64c(0.0)) })
     }, _ => not_implemented!("dropout is only defined for floating-point tensors, got {}", input.dtype.name()))
 }
 
@@ -244,7 +243,7 @@ pub fn randperm(out: &TensorMut, gen: u64) -> FooResult<()> {
     let mut idx: Vec<u64> = (0..n as u64).collect();
     // Ties (probability ~n^2/2^65) are broken by index, so the result is still a permutation.
     idx.sort_unstable_by_key(|&i| (keys[i as usize], i));
-    crate::dispatch_int!(out.dtype, I => {
+    crate::dispatch!(int: out.dtype, I => {
         let o = out.ptr as *mut I;
         for (k, &v) in idx.iter().enumerate() {
             // SAFETY: the output is dense with n elements.
@@ -287,7 +286,7 @@ pub fn multinomial(
     };
     // Weights as f64 rows, validated like ATen.
     let mut w = vec![0f64; rows * cats];
-    dispatch_all!(prob.dtype, P => {
+    crate::dispatch!(all: prob.dtype, P => {
         let base = prob.ptr as *const P;
         for r in 0..rows {
             for c in 0..cats {
@@ -379,8 +378,8 @@ pub fn multinomial(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::layout::GRAIN;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::layout::GRAIN;
+    use crate::kernels::core::map::testing::Owned;
     use crate::runtime::rng::{manual_seed, new_generator};
 
     #[test]

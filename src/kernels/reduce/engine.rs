@@ -15,10 +15,9 @@
 
 use crate::error::FooResult;
 use crate::invalid_arg;
-use crate::kernels::element::Element;
-use crate::kernels::layout::{coalesce, Layout, GRAIN};
-use crate::kernels::map::for_each_row;
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::layout::{coalesce, for_each_row, Layout, GRAIN};
+use crate::kernels::core::parallel::{par_chunks_mut, parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Elements of the reduction handled by one task when a reduction is split across threads.
@@ -30,12 +29,16 @@ pub const PAR_MIN: usize = 1 << 19;
 /// `f(0, n)` on the calling thread for small work (`total` input elements), else
 /// [`parallel_for`] with `grain`.
 pub fn par(total: usize, n: usize, grain: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+    parallel_for(n, par_grain(total, grain), f);
+}
+
+/// The grain that makes [`parallel_for`] behave as [`par`]: no split below [`PAR_MIN`] input
+/// elements.
+fn par_grain(total: usize, grain: usize) -> usize {
     if total < PAR_MIN {
-        if n > 0 {
-            f(0, n);
-        }
+        usize::MAX
     } else {
-        parallel_for(n, grain, f);
+        grain
     }
 }
 /// Columns per task in the outer pattern (the accumulator block stays in L1).
@@ -141,13 +144,6 @@ pub fn plan(input: &TensorRef, out: &TensorMut, out2: Option<&TensorMut>) -> Foo
     })
 }
 
-#[derive(Clone, Copy)]
-struct SyncPtr<T>(*mut T);
-// SAFETY: tasks write disjoint slots of the buffer behind the pointer.
-unsafe impl<T> Send for SyncPtr<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for SyncPtr<T> {}
-
 fn inner<const N: usize>(l: &Layout<N>) -> [isize; N] {
     std::array::from_fn(|k| l.strides[k].last().copied().unwrap_or(0))
 }
@@ -213,8 +209,8 @@ crate::unsafe_multiversion!(
 
 /// Dense rows of a reduction: row j starts at input element `j * strides[0]` and has `m`
 /// contiguous elements; its results go to output offsets `j * strides[1]`, `j * strides[2]`.
-struct Rows {
-    base: usize,
+struct Rows<T> {
+    base: SendPtr<T>,
     m: usize,
     strides: [isize; 3],
 }
@@ -226,11 +222,11 @@ crate::unsafe_multiversion!(
     ///
     /// # Safety
     /// The rows must lie inside the input, the offsets inside the reducer's outputs.
-    unsafe fn rows_fast<R: Reducer>(r: &R, rows: &Rows, s: usize, e: usize) {
+    unsafe fn rows_fast<R: Reducer>(r: &R, rows: &Rows<R::In>, s: usize, e: usize) {
         let [ki, ko1, ko2] = rows.strides;
         for j in s as isize..e as isize {
             let mut acc = r.init();
-            let p = (rows.base as *const R::In).wrapping_offset(j * ki);
+            let p = rows.base.at(j * ki) as *const R::In;
             // SAFETY: caller's contract.
             unsafe {
                 r.row(&mut acc, p, rows.m, 1, 0);
@@ -245,8 +241,8 @@ pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
     if p.n == 0 {
         return;
     }
-    let base = input as usize;
-    let at = move |off: isize| (base as *const R::In).wrapping_offset(off);
+    let base = SendPtr::<R::In>::of(input);
+    let at = move |off: isize| base.at(off) as *const R::In;
     let rs = inner(&p.red)[0];
     let one_dim = p.red.shape.len() <= 1;
     let fold = |acc: &mut R::Acc, io: isize, r0: usize, r1: usize| {
@@ -303,15 +299,12 @@ pub fn run<R: Reducer>(r: &R, p: &Plan, input: *const u8) {
     let chunks = p.m.div_ceil(SPLIT);
     let offs: Vec<[isize; 3]> = (0..p.n).map(|i| kept_offsets(&p.kept, i)).collect();
     let mut parts: Vec<R::Acc> = vec![r.init(); p.n * chunks];
-    let parts_ptr = SyncPtr(parts.as_mut_ptr());
-    par(p.n * p.m, p.n * chunks, 1, &|s, e| {
-        let pp = parts_ptr;
-        for t in s..e {
+    par_chunks_mut(&mut parts, par_grain(p.n * p.m, 1), &|s, slots| {
+        for (t, slot) in (s..).zip(slots) {
             let (o, c) = (t / chunks, t % chunks);
             let mut acc = r.init();
             fold(&mut acc, offs[o][0], c * SPLIT, ((c + 1) * SPLIT).min(p.m));
-            // SAFETY: slot t belongs to this task only; t < parts.len().
-            unsafe { *pp.0.add(t) = acc };
+            *slot = acc;
         }
     });
     for (o, off) in offs.iter().enumerate() {
@@ -405,7 +398,7 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
     }
     // Few column blocks, long reductions: split the reduction in fixed chunks, merge in order.
     let mut parts: Vec<R::Acc> = vec![r.init(); rows * splits * l];
-    let parts_ptr = SyncPtr(parts.as_mut_ptr());
+    let parts_ptr = SendPtr::new(parts.as_mut_ptr());
     par(total, tasks * splits, 1, &|s, e| {
         let pp = parts_ptr;
         let mut tmp = Vec::with_capacity(COLS);
@@ -415,7 +408,7 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
             let (c0, c1) = (b * COLS, ((b + 1) * COLS).min(l));
             let start = (row * splits + sp) * l + c0;
             // SAFETY: each (row, split, block) owns columns c0..c1 of its part row.
-            let accs = unsafe { std::slice::from_raw_parts_mut(pp.0.add(start), c1 - c0) };
+            let accs = unsafe { pp.slice_mut(start, c1 - c0) };
             work(row, c0, sp * per, ((sp + 1) * per).min(p.m), accs, &mut tmp);
         }
     });

@@ -6,8 +6,9 @@
 use super::engine::{self, Reducer};
 use crate::dtype::DType;
 use crate::error::{FooError, FooResult};
-use crate::kernels::element::Element;
-use crate::kernels::float::{FloatStore, Math};
+use crate::kernels::core::element::Element;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::parallel::SendPtr;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use half::{bf16, f16};
 use num_traits::{Float, One, Zero};
@@ -289,9 +290,9 @@ unsafe fn each<T: Copy>(p: *const T, len: usize, s: isize, mut f: impl FnMut(usi
 }
 
 #[inline(always)]
-unsafe fn write<T>(base: usize, off: isize, v: T) {
+unsafe fn write<T>(base: SendPtr<u8>, off: isize, v: T) {
     // SAFETY: caller's contract (offset of an output element).
-    unsafe { *(base as *mut T).offset(off) = v };
+    unsafe { *base.cast::<T>().at(off) = v };
 }
 
 // ---- sum / mean / nansum / prod on floats ------------------------------------------------------
@@ -305,7 +306,7 @@ enum FOp {
 }
 
 struct FloatAcc<F> {
-    out: usize,
+    out: SendPtr<u8>,
     op: FOp,
     _t: std::marker::PhantomData<F>,
 }
@@ -452,7 +453,7 @@ impl<F: FloatStore> Reducer for FloatAcc<F> {
 // ---- sum / prod on integers and bool (int64 accumulation) -----------------------------------
 
 struct IntAcc<T> {
-    out: usize,
+    out: SendPtr<u8>,
     prod: bool,
     _t: std::marker::PhantomData<T>,
 }
@@ -515,7 +516,7 @@ impl<T: Element> Reducer for IntAcc<T> {
 // ---- max / min (values) ---------------------------------------------------------------------
 
 struct MinMax<T> {
-    out: usize,
+    out: SendPtr<u8>,
     max: bool,
     _t: std::marker::PhantomData<T>,
 }
@@ -583,8 +584,8 @@ impl<T: Real> Reducer for MinMax<T> {
 
 struct Arg<T> {
     /// Values output (0 when only indices are wanted) and indices output.
-    vals: usize,
-    idx: usize,
+    vals: SendPtr<u8>,
+    idx: SendPtr<u8>,
     max: bool,
     _t: std::marker::PhantomData<T>,
 }
@@ -649,7 +650,7 @@ impl<T: Real> Reducer for Arg<T> {
         let i = acc.1.max(0);
         // SAFETY: caller's contract.
         unsafe {
-            if self.vals != 0 {
+            if !self.vals.get().is_null() {
                 write(self.vals, o1, acc.0);
                 write(self.idx, o2, i);
             } else {
@@ -704,9 +705,9 @@ impl Moments {
 }
 
 struct Var<F> {
-    out: usize,
+    out: SendPtr<u8>,
     /// Mean output (var_mean / std_mean), or 0.
-    mean_out: usize,
+    mean_out: SendPtr<u8>,
     correction: f64,
     std: bool,
     _t: std::marker::PhantomData<F>,
@@ -763,7 +764,7 @@ impl<F: FloatStore> Reducer for Var<F> {
         // SAFETY: caller's contract.
         unsafe {
             write(self.out, o1, F::store(F::M::from_f64c(v)));
-            if self.mean_out != 0 {
+            if !self.mean_out.get().is_null() {
                 let m = if acc.n == 0.0 { f64::NAN } else { acc.mean };
                 write(self.mean_out, o2, F::store(F::M::from_f64c(m)));
             }
@@ -784,7 +785,7 @@ enum NormKind {
 }
 
 struct Norm<F: FloatStore> {
-    out: usize,
+    out: SendPtr<u8>,
     kind: NormKind,
     p: F::M,
 }
@@ -894,7 +895,7 @@ impl<F: FloatStore> Reducer for Norm<F> {
 // ---- all / any ---------------------------------------------------------------------------
 
 struct AllAny<T> {
-    out: usize,
+    out: SendPtr<u8>,
     all: bool,
     _t: std::marker::PhantomData<T>,
 }
@@ -965,7 +966,7 @@ struct Lse<M> {
 }
 
 struct LogSumExp<F> {
-    out: usize,
+    out: SendPtr<u8>,
     _t: std::marker::PhantomData<F>,
 }
 
@@ -1056,20 +1057,6 @@ impl<F: FloatStore> Reducer for LogSumExp<F> {
 
 // ---- entry point -------------------------------------------------------------------------
 
-/// Runs `$body` with `$T` bound to the Rust type of a real (non-complex) dtype.
-macro_rules! dispatch_real {
-    ($dt:expr, $T:ident => $body:expr, _ => $other:expr) => {
-        $crate::dispatch_float!($dt, $T => $body, _ => $crate::dispatch_int!($dt, $T => $body, _ => {
-            if $dt == DType::Bool {
-                type $T = bool;
-                $body
-            } else {
-                $other
-            }
-        }))
-    };
-}
-
 fn expect(what: &str, t: &TensorMut, dt: DType) -> FooResult<()> {
     if t.dtype != dt {
         return Err(FooError::Runtime(format!(
@@ -1107,7 +1094,10 @@ pub fn reduce(
 ) -> FooResult<()> {
     let plan = engine::plan(input, out, out2)?;
     let dt = input.dtype;
-    let (o1, o2) = (out.ptr as usize, out2.map_or(0, |o| o.ptr as usize));
+    let (o1, o2) = (
+        SendPtr::of(out.ptr),
+        SendPtr::of(out2.map_or(std::ptr::null_mut(), |o| o.ptr)),
+    );
     let src = input.ptr;
     use std::marker::PhantomData as P;
     match op {
@@ -1118,7 +1108,7 @@ pub fn reduce(
                 ReduceOp::NanSum => FOp::NanSum,
                 _ => FOp::Prod,
             };
-            crate::dispatch_float!(dt, F => {
+            crate::dispatch!(float: dt, F => {
                 expect("output", out, dt)?;
                 engine::run(&FloatAcc::<F> { out: o1, op: fop, _t: P }, &plan, src);
             }, _ => {
@@ -1127,14 +1117,14 @@ pub fn reduce(
                 }
                 expect("output", out, DType::I64)?;
                 let prod = op == ReduceOp::Prod;
-                dispatch_real!(dt, T => engine::run(&IntAcc::<T> { out: o1, prod, _t: P }, &plan, src),
+                crate::dispatch!(real: dt, T => engine::run(&IntAcc::<T> { out: o1, prod, _t: P }, &plan, src),
                     _ => return unsupported(op, dt))
             })
         }
         ReduceOp::Max | ReduceOp::Min => {
             expect("output", out, dt)?;
             let max = op == ReduceOp::Max;
-            dispatch_real!(dt, T => engine::run(&MinMax::<T> { out: o1, max, _t: P }, &plan, src),
+            crate::dispatch!(real: dt, T => engine::run(&MinMax::<T> { out: o1, max, _t: P }, &plan, src),
                 _ => return unsupported(op, dt))
         }
         ReduceOp::ArgMax | ReduceOp::ArgMin => {
@@ -1147,16 +1137,16 @@ pub fn reduce(
                 }
                 None => {
                     expect("indices", out, DType::I64)?;
-                    (0, o1)
+                    (SendPtr::new(std::ptr::null_mut()), o1)
                 }
             };
-            dispatch_real!(dt, T => engine::run(&Arg::<T> { vals, idx, max, _t: P }, &plan, src),
+            crate::dispatch!(real: dt, T => engine::run(&Arg::<T> { vals, idx, max, _t: P }, &plan, src),
                 _ => return unsupported(op, dt))
         }
         ReduceOp::Var | ReduceOp::Std => {
             let correction = param(params, 0, 1.0);
             let std = op == ReduceOp::Std;
-            crate::dispatch_float!(dt, F => {
+            crate::dispatch!(float: dt, F => {
                 expect("output", out, dt)?;
                 if let Some(o) = out2 { expect("mean", o, dt)?; }
                 engine::run(&Var::<F> { out: o1, mean_out: o2, correction, std, _t: P }, &plan, src);
@@ -1177,7 +1167,7 @@ pub fn reduce(
             } else {
                 NormKind::P(p)
             };
-            crate::dispatch_float!(dt, F => {
+            crate::dispatch!(float: dt, F => {
                 expect("output", out, dt)?;
                 let p = <F as FloatStore>::M::from_f64c(p);
                 engine::run(&Norm::<F> { out: o1, kind, p }, &plan, src);
@@ -1186,10 +1176,10 @@ pub fn reduce(
         ReduceOp::All | ReduceOp::Any => {
             expect("output", out, DType::Bool)?;
             let all = op == ReduceOp::All;
-            dispatch_real!(dt, T => engine::run(&AllAny::<T> { out: o1, all, _t: P }, &plan, src),
+            crate::dispatch!(real: dt, T => engine::run(&AllAny::<T> { out: o1, all, _t: P }, &plan, src),
                 _ => return unsupported(op, dt))
         }
-        ReduceOp::LogSumExp => crate::dispatch_float!(dt, F => {
+        ReduceOp::LogSumExp => crate::dispatch!(float: dt, F => {
             expect("output", out, dt)?;
             engine::run(&LogSumExp::<F> { out: o1, _t: P }, &plan, src);
         }, _ => return unsupported(op, dt)),
@@ -1200,7 +1190,7 @@ pub fn reduce(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     fn red<T: Element>(shape: &[usize], reduced: &[usize]) -> Owned<T> {
         let s: Vec<usize> = shape

@@ -7,10 +7,10 @@
 use crate::dtype::DType;
 use crate::error::{FooError, FooResult};
 use crate::invalid_arg;
-use crate::kernels::element::Element;
-use crate::kernels::float::FloatStore;
-use crate::kernels::layout::{coalesce, GRAIN};
-use crate::kernels::map::for_each_row;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::float::FloatStore;
+use crate::kernels::core::layout::{coalesce, for_each_row, GRAIN};
+use crate::kernels::core::parallel::SendPtr;
 use crate::tensor::{TensorMut, TensorRef};
 
 /// `foo_scan`'s op codes.
@@ -52,13 +52,13 @@ fn drive<I: Copy, O: Copy, A: Copy + Send + Sync>(
         l.strides[1].last().copied().unwrap_or(0),
         l.strides[0].last().copied().unwrap_or(0),
     );
-    let (po, pi) = (out.ptr as usize, input.ptr as usize);
+    let (po, pi) = (SendPtr::<O>::of(out.ptr), SendPtr::<I>::of(input.ptr));
     let grain = (GRAIN / n).max(1);
     super::engine::par(lines * n, lines, grain, &|s, e| {
         let mut acc: Vec<A> = Vec::new();
         for_each_row(&l, s, e, &mut |off, len| {
-            let o = (po as *mut O).wrapping_offset(off[0]);
-            let x = (pi as *const I).wrapping_offset(off[1]);
+            let o = po.at(off[0]);
+            let x = pi.at(off[1]) as *const I;
             // SAFETY: every address is an element of `out` / `input` (offsets from their
             // shapes and strides); `out` does not overlap `input` (the glue stages it).
             unsafe {
@@ -144,7 +144,7 @@ pub fn scan(op: ScanOp, out: &TensorMut, input: &TensorRef, dim: usize) -> FooRe
         )));
     }
     match dt {
-        DType::F32 | DType::F64 => crate::dispatch_float!(dt, F => {
+        DType::F32 | DType::F64 => crate::dispatch!(float: dt, F => {
             let init = if prod { 1.0 } else { 0.0 };
             if prod {
                 drive(out, input, dim, init, |a: f64, x: F| a * x.to_f64(), F::from_f64);
@@ -160,7 +160,7 @@ pub fn scan(op: ScanOp, out: &TensorMut, input: &TensorRef, dim: usize) -> FooRe
                 dt.name()
             )))
         }
-        _ => crate::dispatch_all!(dt, T => {
+        _ => crate::dispatch!(all: dt, T => {
             if prod {
                 drive(out, input, dim, 1i64, |a: i64, x: T| a.wrapping_mul(x.to_i64()), |a| a);
             } else {
@@ -174,7 +174,7 @@ pub fn scan(op: ScanOp, out: &TensorMut, input: &TensorRef, dim: usize) -> FooRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn cumsum_both_dims() {

@@ -17,13 +17,13 @@
 
 use crate::dtype::DType;
 use crate::error::FooResult;
-use crate::kernels::element::Element;
-use crate::kernels::float::{FloatStore, Math};
-use crate::kernels::layout::GRAIN;
-use crate::kernels::nn::{read_vec, write_vec, P};
-use crate::kernels::parallel::parallel_for;
+use crate::kernels::core::element::Element;
+use crate::kernels::core::float::{FloatStore, Math};
+use crate::kernels::core::io::{read_vec, write_vec};
+use crate::kernels::core::layout::GRAIN;
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
-use crate::{dispatch_float, invalid_arg, nn_multiversion, not_implemented};
+use crate::{invalid_arg, multiversion, not_implemented};
 use num_traits::{One, Zero};
 
 /// Blocks of rows for the bias-gradient column sums (a fixed count: results do not depend on
@@ -39,7 +39,7 @@ const GATE_COST: usize = 4;
 /// slice made from it would be undefined behaviour.
 #[derive(Clone, Copy)]
 struct Mat {
-    p: P,
+    p: SendPtr<u8>,
     s0: isize,
     s1: isize,
 }
@@ -73,7 +73,7 @@ impl Mat {
     fn of_ref<F: Element>(t: &TensorRef, rows: usize, cols: usize, what: &str) -> FooResult<Self> {
         check_mat(what, &t.shape, t.dtype, rows, cols, F::DTYPE)?;
         Ok(Mat {
-            p: P::r(t),
+            p: SendPtr::of(t.ptr),
             s0: t.strides[0],
             s1: t.strides[1],
         })
@@ -82,7 +82,7 @@ impl Mat {
     fn of_mut<F: Element>(t: &TensorMut, rows: usize, cols: usize, what: &str) -> FooResult<Self> {
         check_mat(what, &t.shape, t.dtype, rows, cols, F::DTYPE)?;
         Ok(Mat {
-            p: P::m(t),
+            p: SendPtr::of(t.ptr),
             s0: t.strides[0],
             s1: t.strides[1],
         })
@@ -108,8 +108,9 @@ impl Mat {
     /// `(r, c)` must be inside the described matrix.
     #[inline(always)]
     unsafe fn at<F>(&self, r: usize, c: usize) -> *mut F {
-        // SAFETY: the caller keeps (r, c) inside the matrix, so the offset stays in its memory.
-        unsafe { (self.p.0 as *mut F).offset(r as isize * self.s0 + c as isize * self.s1) }
+        self.p
+            .cast::<F>()
+            .at(r as isize * self.s0 + c as isize * self.s1)
     }
 
     /// Row `r`, columns `c..c + len`, in math type: in place when [`Mat::direct`], else
@@ -287,7 +288,7 @@ pub fn lstm_cell(
     hidden_bias: Option<&TensorRef>,
 ) -> FooResult<()> {
     let (b, h) = gate_dims(input_gates, 4, "_thnn_fused_lstm_cell")?;
-    dispatch_float!(input_gates.dtype, F => {
+    crate::dispatch!(float: input_gates.dtype, F => {
         type M = <F as FloatStore>::M;
         let a = LstmFwd::<M> {
             ig: Mat::of_ref::<F>(input_gates, b, 4 * h, "input_gates")?,
@@ -321,7 +322,7 @@ struct LstmFwd<M> {
     h: usize,
 }
 
-nn_multiversion!(fn lstm_fwd_rows<F: FloatStore>(a: &LstmFwd<F::M>, s: usize, e: usize) => lstm_fwd_body);
+multiversion!(fn lstm_fwd_rows<F: FloatStore>(a: &LstmFwd<F::M>, s: usize, e: usize) => lstm_fwd_body);
 
 #[inline(always)]
 fn lstm_fwd_body<F: FloatStore>(a: &LstmFwd<F::M>, s: usize, e: usize) {
@@ -392,7 +393,7 @@ pub fn lstm_cell_backward(
     workspace: &TensorRef,
 ) -> FooResult<()> {
     let (b, h) = gate_dims(workspace, 4, "_thnn_fused_lstm_cell_backward_impl")?;
-    dispatch_float!(workspace.dtype, F => {
+    crate::dispatch!(float: workspace.dtype, F => {
         type M = <F as FloatStore>::M;
         let row_cost = 4 * h * 2;
         let (nb, per) = blocks(b, row_cost, grad_bias.is_some());
@@ -405,7 +406,7 @@ pub fn lstm_cell_backward(
             gcy: grad_cy.map(|t| Mat::of_ref::<F>(t, b, h, "grad_cy")).transpose()?,
             gg: Mat::of_mut::<F>(grad_gates, b, 4 * h, "grad_gates")?,
             gcx: Mat::of_mut::<F>(grad_cx, b, h, "grad_cx")?,
-            parts: P(parts.as_mut_ptr() as usize),
+            parts: SendPtr::of(parts.as_mut_ptr()),
             nb,
             h,
         };
@@ -431,12 +432,12 @@ struct LstmBwd {
     gg: Mat,
     gcx: Mat,
     /// `nb` blocks of `4H` partial bias sums in math type (`nb == 0`: none wanted).
-    parts: P,
+    parts: SendPtr<u8>,
     nb: usize,
     h: usize,
 }
 
-nn_multiversion!(fn lstm_bwd_rows<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) => lstm_bwd_body);
+multiversion!(fn lstm_bwd_rows<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) => lstm_bwd_body);
 
 #[inline(always)]
 fn lstm_bwd_body<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) {
@@ -461,7 +462,7 @@ fn lstm_bwd_body<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) {
     ];
     // SAFETY: this block's own 4H partial sums (blocks are disjoint), when sums are wanted.
     let mut sums: Option<&mut [F::M]> =
-        (a.nb > 0).then(|| unsafe { a.parts.slice_mut(blk * 4 * h, 4 * h) });
+        (a.nb > 0).then(|| unsafe { a.parts.cast().slice_mut(blk * 4 * h, 4 * h) });
     for r in s..e {
         // SAFETY: row r of each operand (the shapes were checked); output rows are written by
         // this row alone, and the outputs are fresh allocations that alias no input.
@@ -529,7 +530,7 @@ pub fn gru_cell(
     hidden_bias: Option<&TensorRef>,
 ) -> FooResult<()> {
     let (b, h) = gate_dims(input_gates, 3, "_thnn_fused_gru_cell")?;
-    dispatch_float!(input_gates.dtype, F => {
+    crate::dispatch!(float: input_gates.dtype, F => {
         type M = <F as FloatStore>::M;
         let a = GruFwd::<M> {
             ig: Mat::of_ref::<F>(input_gates, b, 3 * h, "input_gates")?,
@@ -561,7 +562,7 @@ struct GruFwd<M> {
     h: usize,
 }
 
-nn_multiversion!(fn gru_fwd_rows<F: FloatStore>(a: &GruFwd<F::M>, s: usize, e: usize) => gru_fwd_body);
+multiversion!(fn gru_fwd_rows<F: FloatStore>(a: &GruFwd<F::M>, s: usize, e: usize) => gru_fwd_body);
 
 #[inline(always)]
 fn gru_fwd_body<F: FloatStore>(a: &GruFwd<F::M>, s: usize, e: usize) {
@@ -631,7 +632,7 @@ pub fn gru_cell_backward(
         GRU_WORKSPACE_GATES,
         "_thnn_fused_gru_cell_backward",
     )?;
-    dispatch_float!(workspace.dtype, F => {
+    crate::dispatch!(float: workspace.dtype, F => {
         type M = <F as FloatStore>::M;
         let row_cost = 3 * h * 2;
         let (nb, per) = blocks(b, row_cost, grad_input_bias.is_some() || grad_hidden_bias.is_some());
@@ -644,7 +645,7 @@ pub fn gru_cell_backward(
             gi: Mat::of_mut::<F>(grad_input_gates, b, 3 * h, "grad_input_gates")?,
             gh: Mat::of_mut::<F>(grad_hidden_gates, b, 3 * h, "grad_hidden_gates")?,
             ghx: Mat::of_mut::<F>(grad_hx, b, h, "grad_hx")?,
-            parts: P(parts.as_mut_ptr() as usize),
+            parts: SendPtr::of(parts.as_mut_ptr()),
             nb,
             h,
         };
@@ -673,12 +674,12 @@ struct GruBwd {
     gh: Mat,
     ghx: Mat,
     /// `nb` blocks of `4H` partial bias sums in math type (`nb == 0`: none wanted).
-    parts: P,
+    parts: SendPtr<u8>,
     nb: usize,
     h: usize,
 }
 
-nn_multiversion!(fn gru_bwd_rows<F: FloatStore>(a: &GruBwd, blk: usize, s: usize, e: usize) => gru_bwd_body);
+multiversion!(fn gru_bwd_rows<F: FloatStore>(a: &GruBwd, blk: usize, s: usize, e: usize) => gru_bwd_body);
 
 #[inline(always)]
 fn gru_bwd_body<F: FloatStore>(a: &GruBwd, blk: usize, s: usize, e: usize) {
@@ -693,7 +694,7 @@ fn gru_bwd_body<F: FloatStore>(a: &GruBwd, blk: usize, s: usize, e: usize) {
     let mut bgx = vec![z; a.ghx.scratch::<F>(h)];
     // SAFETY: this block's own 4H partial sums (blocks are disjoint), when sums are wanted.
     let mut sums: Option<&mut [F::M]> =
-        (a.nb > 0).then(|| unsafe { a.parts.slice_mut(blk * 4 * h, 4 * h) });
+        (a.nb > 0).then(|| unsafe { a.parts.cast().slice_mut(blk * 4 * h, 4 * h) });
     for r in s..e {
         // SAFETY: row r of each operand (the shapes were checked); output rows are written by
         // this row alone, and the outputs are fresh allocations that alias no input.
@@ -747,12 +748,12 @@ fn gru_bwd_body<F: FloatStore>(a: &GruBwd, blk: usize, s: usize, e: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
     use half::f16;
 
     /// Deterministic values in about [-2, 2].
     fn vals(n: usize, seed: u64) -> Vec<f64> {
-        crate::kernels::map::testing::uniform(n, seed, -2.0, 2.0)
+        crate::kernels::core::map::testing::uniform(n, seed, -2.0, 2.0)
     }
 
     /// `[rows, cols]` view of `data` stored column-major (a transposed, non-contiguous operand).

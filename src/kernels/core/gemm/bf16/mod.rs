@@ -52,7 +52,7 @@ pub fn matmul(
 ) -> FooResult<()> {
     #[cfg(target_arch = "x86_64")]
     {
-        assert!(available(), "gemm_bf16::matmul without AVX512-BF16");
+        assert!(available(), "core::gemm::bf16::matmul without AVX512-BF16");
         imp::matmul(out, a, b, c, beta, alpha);
         Ok(())
     }
@@ -67,9 +67,9 @@ pub fn matmul(
 mod imp {
     use super::microkernel::{self, MR, NR};
     use super::{pack, store};
-    use crate::kernels::element::Element;
-    use crate::kernels::linalg::GEMM_PARALLEL_FLOPS;
-    use crate::kernels::parallel::parallel_for;
+    use crate::kernels::core::element::Element;
+    use crate::kernels::core::gemm::GEMM_PARALLEL_FLOPS;
+    use crate::kernels::core::parallel::{par_rows_mut, parallel_for, SendPtr};
     use crate::tensor::{Scalar, TensorMut, TensorRef};
 
     /// `k`-pairs per cache block: a `KC x NR` slice of packed B is 32 KiB (L1).
@@ -78,10 +78,6 @@ mod imp {
     const MC: usize = MR * 16;
     /// Output columns per task.
     const NC: usize = NR * 4;
-
-    /// Integer address of a pointer (raw pointers are not `Sync`; the memory outlives the call).
-    #[derive(Clone, Copy)]
-    struct Addr(usize);
 
     /// One operand packed whole: `batches x panels` panels of `pairs x L` u32.
     struct Packed {
@@ -114,23 +110,23 @@ mod imp {
         let (panels, pairs) = (lines.div_ceil(L), k.div_ceil(2));
         let len = pairs * L;
         let mut data = vec![0u32; batches * panels * len];
-        let (src, dst) = (Addr(ptr as usize), Addr(data.as_mut_ptr() as usize));
+        let src = SendPtr::of(ptr);
         let total = batches * panels;
-        parallel_for(total, if parallel { 1 } else { total }, &|s, e| {
-            for t in s..e {
-                let (q, panel) = (t / panels, t % panels);
-                let first = panel * L;
-                let base =
-                    (src.0 as *const u16).wrapping_offset(q as isize * bs + first as isize * ls);
-                // SAFETY: panel t owns `len` u32 of `data`; no other chunk touches them.
-                let out = unsafe {
-                    std::slice::from_raw_parts_mut((dst.0 as *mut u32).add(t * len), len)
-                };
-                // SAFETY: lines first..first + n of batch q, elements 0..k: inside the operand
-                // (shape checked by the caller); `available()` was checked.
-                unsafe { pack::panel::<L>(base, ls, ks, (lines - first).min(L), k, out) };
-            }
-        });
+        par_rows_mut(
+            &mut data,
+            len,
+            if parallel { 1 } else { total },
+            &|s, chunk| {
+                for (t, out) in (s..).zip(chunk.chunks_mut(len)) {
+                    let (q, panel) = (t / panels, t % panels);
+                    let first = panel * L;
+                    let base = src.at(q as isize * bs + first as isize * ls) as *const u16;
+                    // SAFETY: lines first..first + n of batch q, elements 0..k: inside the operand
+                    // (shape checked by the caller); `available()` was checked.
+                    unsafe { pack::panel::<L>(base, ls, ks, (lines - first).min(L), k, out) };
+                }
+            },
+        );
         Packed {
             data,
             panels,
@@ -157,8 +153,8 @@ mod imp {
         let (mc, nc) = block_shape(batches, m, n, parallel);
         let (mb, nb) = (m.div_ceil(mc), n.div_ceil(nc));
         let tasks = batches * mb * nb;
-        let o = Addr(out.ptr as usize);
-        let cp = Addr(c.map_or(0, |c| c.ptr as usize));
+        let o = SendPtr::<u16>::of(out.ptr);
+        let cp = SendPtr::<u16>::of(c.map_or(std::ptr::null(), |c| c.ptr));
         let (os, cs) = (&out.strides, c.map(|c| &c.strides));
         parallel_for(tasks, if parallel { 1 } else { tasks }, &|s, e| {
             let mut acc = vec![0f32; MC * NC];
@@ -168,11 +164,9 @@ mod imp {
                 block(&pa, &pb, q, i0, j0, rows, cols, &mut acc);
                 for i in 0..rows {
                     let (qi, ii) = (q as isize, (i0 + i) as isize);
-                    let dst = (o.0 as *mut u16)
-                        .wrapping_offset(qi * os[0] + ii * os[1] + j0 as isize * os[2]);
+                    let dst = o.at(qi * os[0] + ii * os[1] + j0 as isize * os[2]);
                     let src = cs.map(|cs| {
-                        let p = (cp.0 as *const u16)
-                            .wrapping_offset(qi * cs[0] + ii * cs[1] + j0 as isize * cs[2]);
+                        let p = cp.at(qi * cs[0] + ii * cs[1] + j0 as isize * cs[2]) as *const u16;
                         (p, cs[2])
                     });
                     let row = &acc[i * NC..i * NC + cols];

@@ -1,11 +1,10 @@
-//! The native kernel against an exact reference: small-integer operands make every product
+//! The native bfloat16 kernel (`core::gemm::bf16`), through `matmul`, against an exact reference: small-integer operands make every product
 //! and partial sum exact in float32, so the only rounding is the final one to bfloat16 and the
 //! result must match `half::bf16::from_f32` of the exact value bit for bit, whatever the
 //! summation order. Random fractional operands check the tolerance of a realistic product.
 
-use super::store::to_bf16;
-use super::{available, pack};
-use crate::kernels::linalg::matmul;
+use super::matmul;
+use crate::kernels::core::gemm::bf16::available;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::DType;
 use half::bf16;
@@ -94,7 +93,7 @@ fn ints(n: usize, seed: u64) -> Vec<f64> {
 
 /// Fractions in (-1, 1), deterministic.
 fn fracs(n: usize, seed: u64) -> Vec<f64> {
-    crate::kernels::map::testing::uniform(n, seed, -1.0, 1.0)
+    crate::kernels::core::map::testing::uniform(n, seed, -1.0, 1.0)
 }
 
 /// `alpha * a @ b + beta * c` in f64 from the operands' stored (bfloat16) values.
@@ -196,7 +195,7 @@ fn bf16_gemm_exact_on_integers_all_layouts() {
                 };
                 let (got, want, _) = run(&case, ints);
                 for (x, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                    let w = to_bf16(w as f32);
+                    let w = bf16::from_f32(w as f32).to_bits();
                     // Compared as values: the sign of a zero may differ (-1 * 0 + 0).
                     assert_eq!(
                         g,
@@ -260,79 +259,10 @@ fn bf16_gemm_k_zero_in_place_and_beta_zero_ignores_nan() {
     let view = out.r();
     matmul(&out.m(), &a.r(), &b.r(), Some(&view), &s(2.0), &s(1.0)).unwrap();
     for (g, w) in out.data.iter().zip(&want) {
-        assert_eq!(g.to_bits(), to_bf16(*w as f32));
+        assert_eq!(g.to_bits(), bf16::from_f32(*w as f32).to_bits());
     }
 
     let nan = Operand::new(&[f64::NAN; 56], [1, 8, 7], Layout::Dense);
     matmul(&out.m(), &a.r(), &b.r(), Some(&nan.r()), &s(0.0), &s(1.0)).unwrap();
     assert!(out.data.iter().all(|x| !x.is_nan()));
-}
-
-#[test]
-fn bf16_rounding_matches_half() {
-    let specials = [
-        0.0f32,
-        -0.0,
-        1.0,
-        f32::MAX,
-        f32::MIN,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        f32::NAN,
-        -f32::NAN,
-        1e-40,
-        -1e-45,
-    ];
-    let sweep = (0..1u64 << 32)
-        .step_by(65_521)
-        .map(|b| f32::from_bits(b as u32));
-    for x in specials.into_iter().chain(sweep) {
-        assert_eq!(
-            to_bf16(x),
-            bf16::from_f32(x).to_bits(),
-            "{x:e} ({:#x})",
-            x.to_bits()
-        );
-    }
-    // Ties: exactly halfway rounds to even.
-    for b in [
-        0x3F80_8000u32,
-        0x3F81_8000,
-        0xBF80_8000,
-        0x3F80_8001,
-        0x3F80_7FFF,
-    ] {
-        let x = f32::from_bits(b);
-        assert_eq!(to_bf16(x), bf16::from_f32(x).to_bits(), "{b:#x}");
-    }
-}
-
-#[test]
-fn bf16_pack_panel_all_three_loops() {
-    if !available() {
-        return;
-    }
-    let (lines, k) = (5usize, 7usize);
-    let src: Vec<u16> = (0..200).collect();
-    for (ls, ks) in [(9isize, 1isize), (1, 9), (11, 3)] {
-        let mut dst = vec![u32::MAX; k.div_ceil(2) * 8];
-        // SAFETY: every (l, q) with l < 5, q < 7 is below 11 * 4 + 3 * 6 + 1 < 200.
-        unsafe { pack::panel::<8>(src.as_ptr(), ls, ks, lines, k, &mut dst) };
-        for p in 0..k.div_ceil(2) {
-            for l in 0..8 {
-                let el = |q: usize| {
-                    if l < lines && q < k {
-                        u32::from(src[l * ls as usize + q * ks as usize])
-                    } else {
-                        0
-                    }
-                };
-                assert_eq!(
-                    dst[p * 8 + l],
-                    el(2 * p) | el(2 * p + 1) << 16,
-                    "ls={ls} ks={ks} p={p} l={l}"
-                );
-            }
-        }
-    }
 }

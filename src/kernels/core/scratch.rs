@@ -8,7 +8,7 @@
 //! A buffer's contents on entry are whatever its last user left: callers write every element
 //! before they read it.
 
-use super::linalg::GemmElem;
+use super::gemm::GemmElem;
 use std::cell::RefCell;
 
 /// Buffers larger than this are freed after use.

@@ -8,8 +8,8 @@
 //! by [`parallel_for`], which is compiled once for all ops.
 
 use super::element::Element;
-use super::layout::{coalesce, Layout, GRAIN};
-use super::parallel::parallel_for;
+use super::layout::{coalesce, for_each_row, Layout, GRAIN};
+use super::parallel::{parallel_for, SendPtr};
 use super::tiles::{drive_tiles, wants_tiles};
 use crate::error::{FooError, FooResult};
 use crate::tensor::{TensorMut, TensorRef};
@@ -36,74 +36,6 @@ fn check_operand<T: Element>(
     Ok(())
 }
 
-/// Calls `row(offsets, len)` for every row of the linear range `start..end` of `l`'s index
-/// space: `offsets[k]` is operand k's element offset of the row's first element, and the row
-/// runs `len` elements along the innermost dim.
-pub fn for_each_row<const N: usize>(
-    l: &Layout<N>,
-    start: usize,
-    end: usize,
-    row: &mut dyn FnMut([isize; N], usize),
-) {
-    if start >= end {
-        // Nothing to visit; the index split below would also divide by a zero-size dim (a
-        // reduction of a [5, 0] tensor asks for its empty range of reduced elements).
-        return;
-    }
-    let nd = l.shape.len();
-    if nd == 0 {
-        if start < end {
-            row([0; N], 1);
-        }
-        return;
-    }
-    let inner = l.shape[nd - 1];
-    // Multi-index of `start` (outer dims) and position within the row.
-    let mut idx = vec![0usize; nd];
-    let mut rem = start;
-    for d in (0..nd).rev() {
-        idx[d] = rem % l.shape[d];
-        rem /= l.shape[d];
-    }
-    let mut pos = start;
-    while pos < end {
-        let len = (inner - idx[nd - 1]).min(end - pos);
-        let mut offsets = [0isize; N];
-        for (k, o) in offsets.iter_mut().enumerate() {
-            *o = idx
-                .iter()
-                .zip(&l.strides[k])
-                .map(|(&i, &s)| i as isize * s)
-                .sum();
-        }
-        row(offsets, len);
-        pos += len;
-        // Advance the counter by `len` (to the next row start, or past the end).
-        idx[nd - 1] += len;
-        let mut d = nd - 1;
-        while d > 0 && idx[d] >= l.shape[d] {
-            idx[d] = 0;
-            idx[d - 1] += 1;
-            d -= 1;
-        }
-    }
-}
-
-/// Pointer plus element offset, as the integer address the closures capture (raw pointers are
-/// not `Sync`; the memory is valid for the whole kernel by the callers' contracts).
-#[derive(Clone, Copy)]
-struct Base(usize);
-
-impl Base {
-    fn of(ptr: *const u8) -> Self {
-        Base(ptr as usize)
-    }
-    #[inline(always)]
-    fn at<T>(self, offset: isize) -> *mut T {
-        (self.0 as *mut T).wrapping_offset(offset)
-    }
-}
-
 /// Runs `body(row offsets, len)` over every row of `l`, in parallel above GRAIN.
 pub fn drive_rows<const N: usize>(l: &Layout<N>, body: &(dyn Fn([isize; N], usize) + Sync)) {
     let n = l.numel();
@@ -117,7 +49,7 @@ fn inner_strides<const N: usize>(l: &Layout<N>) -> [isize; N] {
 }
 
 /// The dense inner loops, compiled three times: for the baseline target, with AVX2+FMA and with
-/// AVX-512, chosen at run time. `kernels::vmath` math is branch-free, so 8 lanes instead of 4 is close to twice as
+/// AVX-512, chosen at run time. `kernels::core::vmath` math is branch-free, so 8 lanes instead of 4 is close to twice as
 /// fast for exp/tanh/sigmoid-style ops; memory-bound ops are unaffected.
 #[inline(always)]
 fn dense1_body<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
@@ -133,8 +65,8 @@ fn dense2_body<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &
     }
 }
 
-crate::nn_multiversion!(fn dense1<A: Copy, O: Sized, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) => dense1_body);
-crate::nn_multiversion!(fn dense2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) => dense2_body);
+crate::multiversion!(fn dense1<A: Copy, O: Sized, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) => dense1_body);
+crate::multiversion!(fn dense2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) => dense2_body);
 
 crate::unsafe_multiversion!(
     /// `rows` rows of `len` elements, row r of each operand at `ptr + r * outer[k]`, all inner
@@ -182,20 +114,25 @@ pub fn map1<A: Element, O: Element>(
         // SAFETY: the layout came from the operands' shapes and strides; the glue keeps the
         // output from overlapping itself or the input; rows hand `len` dense elements over.
         unsafe {
-            drive_tiles(&l, [out.ptr as usize, a.ptr as usize], sizes, &|p, len| {
-                dense1(
-                    std::slice::from_raw_parts_mut(p[0] as *mut O, len),
-                    std::slice::from_raw_parts(p[1] as *const A, len),
-                    &f,
-                )
-            })
+            drive_tiles(
+                &l,
+                [SendPtr::of(out.ptr), SendPtr::of(a.ptr)],
+                sizes,
+                &|p, len| {
+                    dense1(
+                        std::slice::from_raw_parts_mut(p[0] as *mut O, len),
+                        std::slice::from_raw_parts(p[1] as *const A, len),
+                        &f,
+                    )
+                },
+            )
         };
         return Ok(());
     }
     let [so, sa] = inner_strides(&l);
-    let (po, pa) = (Base::of(out.ptr), Base::of(a.ptr));
+    let (po, pa) = (SendPtr::<O>::of(out.ptr), SendPtr::<A>::of(a.ptr));
     drive_rows(&l, &|off, len| {
-        let (o, x) = (po.at::<O>(off[0]), pa.at::<A>(off[1]));
+        let (o, x) = (po.at(off[0]), pa.at(off[1]));
         // SAFETY: every (row offset + i * inner stride), i < len, addresses an element of the
         // operand (the layout came from its shape/strides); `out` does not overlap itself.
         unsafe {
@@ -233,7 +170,7 @@ pub fn map2<A: Element, B: Element, O: Element>(
     }
     let l = coalesce(&out.shape, [&out.strides, &a.strides, &b.strides]);
     if wants_tiles(&l) {
-        let bases = [out.ptr as usize, a.ptr as usize, b.ptr as usize];
+        let bases = [SendPtr::of(out.ptr), SendPtr::of(a.ptr), SendPtr::of(b.ptr)];
         let sizes = [size_of::<O>(), size_of::<A>(), size_of::<B>()];
         // SAFETY: as in map1.
         unsafe {
@@ -249,7 +186,11 @@ pub fn map2<A: Element, B: Element, O: Element>(
         return Ok(());
     }
     let [so, sa, sb] = inner_strides(&l);
-    let (po, pa, pb) = (Base::of(out.ptr), Base::of(a.ptr), Base::of(b.ptr));
+    let (po, pa, pb) = (
+        SendPtr::<O>::of(out.ptr),
+        SendPtr::<A>::of(a.ptr),
+        SendPtr::<B>::of(b.ptr),
+    );
     if l.shape.len() == 2 && so == 1 && sa == 1 && sb == 1 {
         // Rows with dense insides (broadcast vectors, row slices): whole chunks of rows per
         // call.
@@ -258,9 +199,9 @@ pub fn map2<A: Element, B: Element, O: Element>(
         parallel_for(rows, (GRAIN / len.max(1)).max(1), &|s, e| {
             let r = s as isize;
             let (o, x, y) = (
-                po.at::<O>(r * outer[0]),
-                pa.at::<A>(r * outer[1]),
-                pb.at::<B>(r * outer[2]),
+                po.at(r * outer[0]),
+                pa.at(r * outer[1]),
+                pb.at(r * outer[2]),
             );
             // SAFETY: rows s..e of the operands, in bounds by their shapes and strides; the
             // output's rows are disjoint and written by this chunk only.
@@ -269,7 +210,7 @@ pub fn map2<A: Element, B: Element, O: Element>(
         return Ok(());
     }
     drive_rows(&l, &|off, len| {
-        let (o, x, y) = (po.at::<O>(off[0]), pa.at::<A>(off[1]), pb.at::<B>(off[2]));
+        let (o, x, y) = (po.at(off[0]), pa.at(off[1]), pb.at(off[2]));
         // SAFETY: as in map1.
         unsafe {
             let o_dense = so == 1;
@@ -328,18 +269,13 @@ pub fn map3<A: Element, B: Element, C: Element, O: Element>(
     );
     let [so, sa, sb, sc] = inner_strides(&l);
     let (po, pa, pb, pc) = (
-        Base::of(out.ptr),
-        Base::of(a.ptr),
-        Base::of(b.ptr),
-        Base::of(c.ptr),
+        SendPtr::<O>::of(out.ptr),
+        SendPtr::<A>::of(a.ptr),
+        SendPtr::<B>::of(b.ptr),
+        SendPtr::<C>::of(c.ptr),
     );
     drive_rows(&l, &|off, len| {
-        let (o, x, y, z) = (
-            po.at::<O>(off[0]),
-            pa.at::<A>(off[1]),
-            pb.at::<B>(off[2]),
-            pc.at::<C>(off[3]),
-        );
+        let (o, x, y, z) = (po.at(off[0]), pa.at(off[1]), pb.at(off[2]), pc.at(off[3]));
         // SAFETY: as in map1.
         unsafe {
             if so == 1 && sa == 1 && sb == 1 && (sc == 1 || sc == 0) {
@@ -386,7 +322,7 @@ unsafe fn dense3<A: Element, B: Element, C: Element, O: Element>(
     // A copy on the stack: through the reference, the compiler reloads the closure's captured
     // constants after every store to `o` (it cannot rule out that they overlap).
     let f = *f;
-    // SAFETY (whole body): the caller's contract; in place, `A` is `O` (same memory).
+    // SAFETY: (the whole body) the caller's contract; in place, `A` is `O` (same memory).
     unsafe {
         let y = std::slice::from_raw_parts(y, len);
         let inplace =
@@ -425,7 +361,7 @@ unsafe fn dense3<A: Element, B: Element, C: Element, O: Element>(
 #[cfg(test)]
 pub(crate) mod testing {
     //! Owned test tensors for kernel unit tests.
-    use crate::kernels::element::Element;
+    use crate::kernels::core::element::Element;
     use crate::tensor::{contiguous_strides, TensorMut, TensorRef};
 
     pub struct Owned<T> {
@@ -521,17 +457,6 @@ mod tests {
         let mut o = Owned::<f64>::zeros(&[n]);
         map2(&o.m(), &a.r(), &s.bcast(&[n]), move |x: f64, y: f64| x * y).unwrap();
         assert!(o.data.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f64));
-    }
-
-    #[test]
-    fn empty_range_of_an_empty_layout() {
-        let l = Layout::<1> {
-            shape: smallvec::smallvec![5, 0],
-            strides: [smallvec::smallvec![0, 1]],
-        };
-        let mut rows = 0;
-        for_each_row(&l, 0, 0, &mut |_, _| rows += 1);
-        assert_eq!(rows, 0);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! per op and dtype.
 
 use super::layout::{Layout, GRAIN};
-use super::parallel::parallel_for;
+use super::parallel::{parallel_for, SendPtr};
 use std::mem::MaybeUninit;
 
 /// Rows per tile: 16 consecutive elements of a transposed 4-byte operand are one 64-byte line.
@@ -82,10 +82,11 @@ unsafe fn gather_scalar(
         ($t:ty) => {{
             let (d, s) = (dst as *mut $t, src as *const $t);
             for j in js.clone() {
-                let col = s.offset(j as isize * si);
+                // SAFETY: caller's contract: every (r, j) of the block is inside both tiles.
+                let col = unsafe { s.offset(j as isize * si) };
                 for r in rows.clone() {
-                    // SAFETY: caller's contract.
-                    *d.add(r * cols + j) = *col.offset(r as isize * so);
+                    // SAFETY: as above.
+                    unsafe { *d.add(r * cols + j) = *col.offset(r as isize * so) };
                 }
             }
         }};
@@ -213,7 +214,7 @@ unsafe fn transpose4x4_64(s: *const f64, sstride: isize, d: *mut f64, dstride: u
 }
 
 /// Calls `row(addresses, len)` for every row segment of `l`: `addresses[k]` is operand k's
-/// byte address of the segment's first element, and every operand is dense along the segment
+/// address of the segment's first byte, and every operand is dense along the segment
 /// (operand 0, the output, in place; inputs either in place or in a gathered tile). `bases` are
 /// the operands' byte addresses of element 0 and `sizes` their element sizes.
 ///
@@ -223,9 +224,9 @@ unsafe fn transpose4x4_64(s: *const f64, sstride: isize, d: *mut f64, dstride: u
 /// must only access `len` elements from each address.
 pub unsafe fn drive_tiles<const N: usize>(
     l: &Layout<N>,
-    bases: [usize; N],
+    bases: [SendPtr<u8>; N],
     sizes: [usize; N],
-    row: &(dyn Fn([usize; N], usize) + Sync),
+    row: &(dyn Fn([*mut u8; N], usize) + Sync),
 ) {
     let (rows, cols) = (l.shape[0], l.shape[1]);
     let widest = sizes.iter().copied().max().unwrap_or(1).max(1);
@@ -243,9 +244,9 @@ pub unsafe fn drive_tiles<const N: usize>(
             while j0 < cols {
                 let nc = width.min(cols - j0);
                 // Element (r0, j0) of each operand.
-                let corner: [usize; N] = std::array::from_fn(|k| {
+                let corner: [*mut u8; N] = std::array::from_fn(|k| {
                     let off = r0 as isize * l.strides[k][0] + j0 as isize * l.strides[k][1];
-                    (bases[k] as isize + off * sizes[k] as isize) as usize
+                    bases[k].at(off * sizes[k] as isize)
                 });
                 for k in 0..N {
                     if gathered[k] {
@@ -254,7 +255,7 @@ pub unsafe fn drive_tiles<const N: usize>(
                         unsafe {
                             gather(
                                 bufs[k].0.as_mut_ptr() as *mut u8,
-                                corner[k] as *const u8,
+                                corner[k],
                                 sizes[k],
                                 nr,
                                 nc,
@@ -265,12 +266,12 @@ pub unsafe fn drive_tiles<const N: usize>(
                     }
                 }
                 for r in 0..nr {
-                    let addrs: [usize; N] = std::array::from_fn(|k| {
+                    let addrs: [*mut u8; N] = std::array::from_fn(|k| {
                         if gathered[k] {
-                            bufs[k].0.as_ptr() as usize + r * nc * sizes[k]
+                            (bufs[k].0.as_ptr() as *mut u8).wrapping_add(r * nc * sizes[k])
                         } else {
                             let off = r as isize * l.strides[k][0] * sizes[k] as isize;
-                            (corner[k] as isize + off) as usize
+                            corner[k].wrapping_offset(off)
                         }
                     });
                     row(addrs, nc);
@@ -284,7 +285,7 @@ pub unsafe fn drive_tiles<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::layout::coalesce;
+    use crate::kernels::core::layout::coalesce;
 
     #[test]
     fn transposed_input_takes_tiles_dense_does_not() {

@@ -1,8 +1,11 @@
-//! Vectorization helpers for the row kernels: a branch-free `exp` for f32 that LLVM
-//! vectorizes, multi-lane sums and maxima, and [`multiversion!`], which compiles a row loop a
-//! second and third time with AVX2+FMA / AVX-512 enabled and picks one at run time.
+//! SIMD for every family: the instruction-set level of this CPU ([`level`]), multiversioning
+//! ([`multiversion!`](crate::multiversion) and
+//! [`unsafe_multiversion!`](crate::unsafe_multiversion), which compile a row loop a second and
+//! third time with AVX2+FMA / AVX-512 enabled and pick one at run time), and vectorization
+//! helpers for row kernels: a branch-free `exp` for f32 that LLVM vectorizes, multi-lane sums
+//! and maxima.
 
-use crate::kernels::float::Math;
+use crate::kernels::core::float::Math;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -48,7 +51,7 @@ fn detect() -> u8 {
 /// Defines `fn $name<$F: $bound>(args)` that calls `$body::<$F>(args)` compiled for the best
 /// instruction set available (`$body` and everything it calls must be `#[inline(always)]`).
 #[macro_export]
-macro_rules! nn_multiversion {
+macro_rules! multiversion {
     ($vis:vis fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) => $body:ident) => {
         $vis fn $name<$($F: $B),+>($($a: $t),*) {
             $crate::unsafe_multiversion!(unsafe fn dispatch<$($F: $B),+>($($a: $t),*) => $body);
@@ -94,7 +97,7 @@ macro_rules! unsafe_multiversion {
                     // SAFETY: forwarded from the caller.
                     unsafe { body::<$($F),+>($($a),*) }
                 }
-                match $crate::kernels::nn::simd::level() {
+                match $crate::kernels::core::simd::level() {
                     // SAFETY: the CPU has AVX-512 F/VL/BW/DQ, AVX2 and FMA (checked at run
                     // time); the rest is the caller's contract.
                     3 => return unsafe { v3::<$($F),+>($($a),*) },
@@ -117,7 +120,7 @@ pub trait FastExp: Math {
 impl FastExp for f32 {
     #[inline(always)]
     fn fexp(self) -> f32 {
-        crate::kernels::vmath::exp(self)
+        crate::kernels::core::vmath::exp(self)
     }
 }
 

@@ -4,15 +4,15 @@
 //! by element: 256 x 1024 @ (1024 x 1024)^T took 7.8 ms against 5.1 ms for `a @ b`, and
 //! 128 x 256 x 256 0.20 ms against 0.15 ms (one thread, measured); the blocked transpose costs
 //! about 0.5 ns per element of `w` (0.6 ms for 1024 x 1024), less than the difference from
-//! 128 rows of `a` on while `w` stays in the caches (`linalg::NT_PACK_ROWS` says when).
+//! 128 rows of `a` on while `w` stays in the caches ([`super::NT_PACK_ROWS`] says when).
 
-use super::linalg::GemmElem;
-use super::scratch::with_scratch;
-use super::transpose::transpose_into;
+use super::GemmElem;
+use crate::kernels::core::scratch::with_scratch;
+use crate::kernels::core::transpose::transpose_into;
 
 /// Calls `f` with a dense `k x n` copy of the transpose of `w` (`n x k`, rows `ldw` apart):
 /// the right operand of `a @ w.t()` in the row-major layout `gemm` reads fast. The copy lives
-/// in a kept scratch buffer (see `kernels::scratch`).
+/// in a kept scratch buffer (see `kernels::core::scratch`).
 ///
 /// # Safety
 /// `w` addresses every element of the `n x k` matrix.

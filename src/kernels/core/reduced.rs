@@ -3,38 +3,29 @@
 //! slice conversions (SIMD where the CPU has it), the generic strided copy otherwise.
 
 use super::layout::GRAIN;
-use super::parallel::parallel_for;
+use super::parallel::{par_chunks_mut, SendPtr};
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::tensor::{contiguous_strides, TensorMut, TensorRef};
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
-/// An address shared by the workers (raw pointers are not `Sync`).
-#[derive(Clone, Copy)]
-struct Addr(usize);
-
 /// A contiguous float32 copy of `t` (any float dtype, any strides).
 pub fn to_f32_vec(t: &TensorRef) -> FooResult<Vec<f32>> {
     let n = t.numel();
     let mut buf = vec![0f32; n];
-    let (dst, src) = (Addr(buf.as_mut_ptr() as usize), Addr(t.ptr as usize));
     match t.dtype {
         DType::F16 | DType::BF16 if t.is_contiguous() => {
             let bf = t.dtype == DType::BF16;
-            parallel_for(n, GRAIN, &|s, e| {
-                // SAFETY: `s..e` lies inside both the n-element buffer and the contiguous
-                // n-element source; each chunk is written by one worker.
-                let d =
-                    unsafe { std::slice::from_raw_parts_mut((dst.0 as *mut f32).add(s), e - s) };
-                // SAFETY: as above (reads of the source's elements s..e).
+            let src = SendPtr::<u16>::of(t.ptr);
+            par_chunks_mut(&mut buf, GRAIN, &|s, d| {
+                // SAFETY: elements s..s + d.len() of the contiguous n-element source, which
+                // nothing writes during the call.
                 unsafe {
                     if bf {
-                        std::slice::from_raw_parts((src.0 as *const bf16).add(s), e - s)
-                            .convert_to_f32_slice(d)
+                        src.cast::<bf16>().slice(s, d.len()).convert_to_f32_slice(d)
                     } else {
-                        std::slice::from_raw_parts((src.0 as *const f16).add(s), e - s)
-                            .convert_to_f32_slice(d)
+                        src.cast::<f16>().slice(s, d.len()).convert_to_f32_slice(d)
                     }
                 }
             });
@@ -57,27 +48,12 @@ pub fn to_f32_vec(t: &TensorRef) -> FooResult<Vec<f32>> {
 pub fn store_f32(out: &TensorMut, src: &[f32]) -> FooResult<()> {
     let n = out.numel();
     assert_eq!(src.len(), n, "store_f32: length mismatch");
-    let (dst, s) = (Addr(out.ptr as usize), Addr(src.as_ptr() as usize));
+    if n == 0 {
+        return Ok(());
+    }
     match out.dtype {
-        DType::F16 | DType::BF16 if out.is_contiguous() => {
-            let bf = out.dtype == DType::BF16;
-            parallel_for(n, GRAIN, &|a, b| {
-                // SAFETY: `a..b` lies inside the n-element source and the contiguous n-element
-                // output; each chunk is written by one worker.
-                let x = unsafe { std::slice::from_raw_parts((s.0 as *const f32).add(a), b - a) };
-                // SAFETY: as above.
-                unsafe {
-                    if bf {
-                        std::slice::from_raw_parts_mut((dst.0 as *mut bf16).add(a), b - a)
-                            .convert_from_f32_slice(x)
-                    } else {
-                        std::slice::from_raw_parts_mut((dst.0 as *mut f16).add(a), b - a)
-                            .convert_from_f32_slice(x)
-                    }
-                }
-            });
-            Ok(())
-        }
+        DType::BF16 if out.is_contiguous() => store_dense::<bf16>(out, src),
+        DType::F16 if out.is_contiguous() => store_dense::<f16>(out, src),
         _ => {
             let view = TensorRef {
                 ptr: src.as_ptr() as *const u8,
@@ -90,10 +66,26 @@ pub fn store_f32(out: &TensorMut, src: &[f32]) -> FooResult<()> {
     }
 }
 
+/// [`store_f32`] into a contiguous float16/bfloat16 `out` of `src.len() > 0` elements, in
+/// parallel chunks of the output.
+fn store_dense<H: Send>(out: &TensorMut, src: &[f32]) -> FooResult<()>
+where
+    [H]: HalfFloatSliceExt,
+{
+    // SAFETY: `out` is a live, writable, contiguous tensor of `src.len() > 0` elements of `H`
+    // (the caller checked its dtype and layout), which nothing else reads or writes during the
+    // call.
+    let dst = unsafe { std::slice::from_raw_parts_mut(out.ptr as *mut H, src.len()) };
+    par_chunks_mut(dst, GRAIN, &|a, d| {
+        d.convert_from_f32_slice(&src[a..a + d.len()])
+    });
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::map::testing::Owned;
+    use crate::kernels::core::map::testing::Owned;
 
     #[test]
     fn reduced_round_trip_dense_and_strided() {

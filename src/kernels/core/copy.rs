@@ -4,7 +4,7 @@
 use super::element::Element;
 use super::layout::{coalesce, Layout, GRAIN};
 use super::map::map1;
-use super::parallel::parallel_for;
+use super::parallel::{parallel_for, SendPtr};
 use crate::error::FooResult;
 use crate::invalid_arg;
 use crate::tensor::{TensorMut, TensorRef};
@@ -44,9 +44,9 @@ pub fn copy(dst: &TensorMut, src: &TensorRef) -> FooResult<()> {
         };
         d.dtype = dt;
         s.dtype = st;
-        return crate::dispatch_all!(dt, T => map1(&d, &s, move |x: T| x));
+        return crate::dispatch!(all: dt, T => map1(&d, &s, move |x: T| x));
     }
-    crate::dispatch_all!(dst.dtype, D => crate::dispatch_all!(src.dtype, S => map1(dst, src, move |x: S| x.cast::<D>())))
+    crate::dispatch!(all: dst.dtype, D => crate::dispatch!(all: src.dtype, S => map1(dst, src, move |x: S| x.cast::<D>())))
 }
 
 /// Same dtype, both operands dense along the innermost dim (a permute that keeps the last dim,
@@ -58,7 +58,7 @@ fn copy_rows(l: &Layout<2>, dst: *mut u8, src: *const u8, size: usize) {
     let len = l.shape[nd - 1];
     let outer = &l.shape[..nd - 1];
     let rows: usize = outer.iter().product();
-    let (d, s) = (dst as usize, src as usize);
+    let (d, s) = (SendPtr::new(dst), SendPtr::of(src));
     parallel_for(rows, (GRAIN / len.max(1)).max(1), &|r0, r1| {
         let mut idx = vec![0usize; outer.len()];
         let mut rem = r0;
@@ -79,8 +79,8 @@ fn copy_rows(l: &Layout<2>, dst: *mut u8, src: *const u8, size: usize) {
             // itself or `src`.
             unsafe {
                 std::ptr::copy_nonoverlapping(
-                    (s as *const u8).offset(os * size as isize),
-                    (d as *mut u8).offset(od * size as isize),
+                    s.at(os * size as isize),
+                    d.at(od * size as isize),
                     len * size,
                 )
             };
@@ -102,15 +102,11 @@ fn copy_rows(l: &Layout<2>, dst: *mut u8, src: *const u8, size: usize) {
 
 /// Parallel memcpy of `n` bytes.
 pub fn copy_bytes(dst: *mut u8, src: *const u8, n: usize) {
-    let (d, s) = (dst as usize, src as usize);
+    let (d, s) = (SendPtr::new(dst), SendPtr::of(src));
     parallel_for(n, 16 * GRAIN, &|start, end| {
         // SAFETY: callers pass non-overlapping regions of at least n bytes; ranges are disjoint.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                (s + start) as *const u8,
-                (d + start) as *mut u8,
-                end - start,
-            )
+            std::ptr::copy_nonoverlapping(s.at(start as isize), d.at(start as isize), end - start)
         }
     });
 }

@@ -1,6 +1,9 @@
-//! Iteration layout shared by elementwise kernels: drop size-1 dims, order dims by the output's
-//! memory order, merge dims that are contiguous in every operand, and build ndarray views over
+//! Iteration layouts, the one place dims are coalesced: drop size-1 dims, order dims by the
+//! output's memory order (or keep the logical order), merge dims that are contiguous in every
+//! operand (`merge_dims`), walk the result row by row (`walk_rows`); and ndarray views over
 //! raw device pointers (including zero strides from broadcasting and negative strides from flips).
+//! [`Layout`] has a fixed operand count (the elementwise engine, reductions, scans); [`DynLayout`]
+//! any number (indexing with a list of index tensors).
 
 use crate::tensor::{Dims, Strides};
 use ndarray::{ArrayViewD, ArrayViewMutD, Axis, IxDyn, ShapeBuilder};
@@ -38,7 +41,7 @@ impl<const N: usize> Layout<N> {
 /// (`x.expand(114, 5).prod()`) folds each row of distinct elements in turn, as the CPU does;
 /// sorting the zero-stride dim innermost multiplied each element by itself 114 times first,
 /// which overflows and underflows (inf * 0 = nan) where the CPU's product is 2e-25.
-fn traversal_order<const N: usize>(shape: &[usize], strides: &[&[isize]; N]) -> Dims {
+fn traversal_order(shape: &[usize], strides: &[&[isize]]) -> Dims {
     // Inner to outer while sorting, as TensorIterator's insertion sort (`reorder_dimensions`).
     let mut perm: Dims = (0..shape.len()).rev().filter(|&d| shape[d] != 1).collect();
     // True when `inner` belongs outside `outer`.
@@ -74,34 +77,180 @@ fn traversal_order<const N: usize>(shape: &[usize], strides: &[&[isize]; N]) -> 
     perm
 }
 
-/// Coalesces `shape` for `N` operands; operand 0 decides the traversal order (the next ones
-/// where operand 0 broadcasts, see [`traversal_order`]).
-pub fn coalesce<const N: usize>(shape: &[usize], strides: [&[isize]; N]) -> Layout<N> {
-    let dims = traversal_order(shape, &strides);
-    let mut out_shape = Dims::new();
-    let mut out_strides: [Strides; N] = std::array::from_fn(|_| Strides::new());
-    for &d in &dims {
+/// Appends the dims `dims` (outer to inner) of `shape` to `out_shape`/`out_strides` (one stride
+/// vector per operand), merging each into the previous one when the pair is contiguous for every
+/// operand: the step every coalescing shares.
+fn merge_dims(
+    shape: &[usize],
+    strides: &[&[isize]],
+    dims: &[usize],
+    out_shape: &mut Dims,
+    out_strides: &mut [Strides],
+) {
+    for &d in dims {
         if let Some(&last_n) = out_shape.last() {
             // Merge the previous (outer) dim into this (inner) one when contiguous for everyone.
             let k = out_shape.len() - 1;
-            let mergeable =
-                (0..N).all(|op| out_strides[op][k] == strides[op][d] * shape[d] as isize);
+            let mergeable = out_strides
+                .iter()
+                .zip(strides)
+                .all(|(o, s)| o[k] == s[d] * shape[d] as isize);
             if mergeable {
                 out_shape[k] = last_n * shape[d];
-                for (op, s) in out_strides.iter_mut().enumerate() {
-                    s[k] = strides[op][d];
+                for (o, s) in out_strides.iter_mut().zip(strides) {
+                    o[k] = s[d];
                 }
                 continue;
             }
         }
         out_shape.push(shape[d]);
-        for (op, s) in out_strides.iter_mut().enumerate() {
-            s.push(strides[op][d]);
+        for (o, s) in out_strides.iter_mut().zip(strides) {
+            o.push(s[d]);
         }
     }
-    Layout {
-        shape: out_shape,
-        strides: out_strides,
+}
+
+/// Coalesces `shape` for `N` operands; operand 0 decides the traversal order (the next ones
+/// where operand 0 broadcasts, see [`traversal_order`]).
+pub fn coalesce<const N: usize>(shape: &[usize], strides: [&[isize]; N]) -> Layout<N> {
+    let dims = traversal_order(shape, &strides);
+    let mut l = Layout {
+        shape: Dims::new(),
+        strides: std::array::from_fn(|_| Strides::new()),
+    };
+    merge_dims(shape, &strides, &dims, &mut l.shape, &mut l.strides);
+    l
+}
+
+/// A shape with one stride vector per operand (`strides[op][dim]`, in elements), for any number
+/// of operands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynLayout {
+    pub shape: Dims,
+    pub strides: Vec<Strides>,
+}
+
+impl DynLayout {
+    /// Coalesced as [`coalesce`] does it (traversal order decided by operand 0).
+    pub fn coalesce(shape: &[usize], strides: &[&[isize]]) -> Self {
+        Self::merged(shape, strides, &traversal_order(shape, strides))
+    }
+
+    /// Drops size-1 dims and merges adjacent mergeable dims, keeping the logical (row-major)
+    /// order: linear position `p` of the walk is the row-major position in `shape`.
+    pub fn logical(shape: &[usize], strides: &[&[isize]]) -> Self {
+        let dims: Dims = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+        Self::merged(shape, strides, &dims)
+    }
+
+    fn merged(shape: &[usize], strides: &[&[isize]], dims: &[usize]) -> Self {
+        let mut l = DynLayout {
+            shape: Dims::new(),
+            strides: vec![Strides::new(); strides.len()],
+        };
+        merge_dims(shape, strides, dims, &mut l.shape, &mut l.strides);
+        l
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn operands(&self) -> usize {
+        self.strides.len()
+    }
+
+    /// Stride of operand `op` along the innermost dim (0 for a 0-dim layout).
+    pub fn inner_stride(&self, op: usize) -> isize {
+        self.strides[op].last().copied().unwrap_or(0)
+    }
+
+    /// Calls `row(offsets, len, pos)` for every row of the linear range `start..end`:
+    /// `offsets[op]` is operand op's element offset of the row's first element, `pos` its
+    /// linear position. Stops early when `row` returns false.
+    pub fn for_each_row(
+        &self,
+        start: usize,
+        end: usize,
+        row: &mut dyn FnMut(&[isize], usize, usize) -> bool,
+    ) {
+        let mut offsets = vec![0isize; self.operands()];
+        walk_rows(&self.shape, &self.strides, start, end, &mut offsets, row);
+    }
+}
+
+/// Calls `row(offsets, len)` for every row of the linear range `start..end` of `l`'s index
+/// space: `offsets[k]` is operand k's element offset of the row's first element, and the row
+/// runs `len` elements along the innermost dim.
+pub fn for_each_row<const N: usize>(
+    l: &Layout<N>,
+    start: usize,
+    end: usize,
+    row: &mut dyn FnMut([isize; N], usize),
+) {
+    let mut offsets = [0isize; N];
+    walk_rows(
+        &l.shape,
+        &l.strides,
+        start,
+        end,
+        &mut offsets,
+        |off, len, _| {
+            row(off.try_into().expect("N offsets"), len);
+            true
+        },
+    );
+}
+
+/// The row walk of every layout: `row(offsets, len, pos)` for every row of the linear range
+/// `start..end` of `shape`'s index space, `offsets[k]` computed from `strides[k]` (as many as
+/// `offsets` holds); stops when `row` returns false. The outer dims advance as an index counter.
+#[inline(always)]
+fn walk_rows(
+    shape: &[usize],
+    strides: &[Strides],
+    start: usize,
+    end: usize,
+    offsets: &mut [isize],
+    mut row: impl FnMut(&[isize], usize, usize) -> bool,
+) {
+    if start >= end {
+        // Nothing to visit; the index split below would also divide by a zero-size dim (a
+        // reduction of a [5, 0] tensor asks for its empty range of reduced elements).
+        return;
+    }
+    let nd = shape.len();
+    if nd == 0 {
+        offsets.fill(0);
+        row(offsets, 1, 0);
+        return;
+    }
+    let inner = shape[nd - 1];
+    // Multi-index of `start` (outer dims) and position within the row.
+    let mut idx = vec![0usize; nd];
+    let mut rem = start;
+    for d in (0..nd).rev() {
+        idx[d] = rem % shape[d];
+        rem /= shape[d];
+    }
+    let mut pos = start;
+    while pos < end {
+        let len = (inner - idx[nd - 1]).min(end - pos);
+        for (o, s) in offsets.iter_mut().zip(strides) {
+            *o = idx.iter().zip(s).map(|(&i, &s)| i as isize * s).sum();
+        }
+        if !row(offsets, len, pos) {
+            return;
+        }
+        pos += len;
+        // Advance the counter by `len` (to the next row start, or past the end).
+        idx[nd - 1] += len;
+        let mut d = nd - 1;
+        while d > 0 && idx[d] >= shape[d] {
+            idx[d] = 0;
+            idx[d - 1] += 1;
+            d -= 1;
+        }
     }
 }
 
@@ -214,6 +363,32 @@ mod tests {
         assert_eq!(l.shape[..], [4, 3]);
         assert_eq!(l.strides[0][..], [3, 1]);
         assert_eq!(l.strides[1][..], [1, 4]);
+    }
+
+    #[test]
+    fn logical_keeps_order() {
+        // A transposed operand must not reorder the walk.
+        let l = DynLayout::logical(&[2, 3], &[&[1, 2]]);
+        assert_eq!(l.shape[..], [2, 3]);
+        let mut seen = vec![];
+        l.for_each_row(0, 6, &mut |o, len, _| {
+            for t in 0..len as isize {
+                seen.push(o[0] + t * l.inner_stride(0));
+            }
+            true
+        });
+        assert_eq!(seen, vec![0, 2, 4, 1, 3, 5]);
+    }
+
+    #[test]
+    fn empty_range_of_an_empty_layout() {
+        let l = Layout::<1> {
+            shape: smallvec::smallvec![5, 0],
+            strides: [smallvec::smallvec![0, 1]],
+        };
+        let mut rows = 0;
+        for_each_row(&l, 0, 0, &mut |_, _| rows += 1);
+        assert_eq!(rows, 0);
     }
 
     #[test]

@@ -71,7 +71,7 @@ unsafe fn fill_blocks_avx2(first_block: u64, key: [u32; 2], out: &mut [u32]) {
 /// Writes words `4 * first_block ..` of the stream keyed by `key` into `out`.
 pub fn fill_blocks(first_block: u64, key: [u32; 2], out: &mut [u32]) {
     #[cfg(target_arch = "x86_64")]
-    match crate::kernels::nn::simd::level() {
+    match crate::kernels::core::simd::level() {
         // SAFETY: the CPU supports AVX-512F and AVX2 (checked at run time).
         3 => return unsafe { fill_blocks_avx512(first_block, key, out) },
         // SAFETY: the CPU supports AVX2 (checked at run time).

@@ -2,11 +2,7 @@
 //! linear layer's `w.t()`), in 8 x 8 blocks held in registers so that reads and writes both stay
 //! within cache lines, parallel over blocks of destination rows for large matrices.
 
-use super::parallel::parallel_for;
-
-/// A pointer shareable across threads (each task writes its own rows of the destination).
-#[derive(Clone, Copy)]
-struct Addr(usize);
+use super::parallel::{parallel_for, SendPtr};
 
 /// `dst[j * rows + i] = src[i * ld + j]` for `i < rows`, `j < cols`: the transpose of a
 /// row-major `rows x cols` matrix (rows `ld` apart) into a dense `cols x rows` one, in 8 x 8
@@ -23,11 +19,11 @@ pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
 ) {
     const B: usize = 8;
     assert!(dst.len() >= rows * cols);
-    let (s, d) = (Addr(src as usize), Addr(dst.as_mut_ptr() as usize));
+    let (s, d) = (SendPtr::of(src), SendPtr::new(dst.as_mut_ptr()));
     // Parallel over blocks of destination rows (source columns), 64K elements or more each.
     let grain = (1 << 16) / (rows * B).max(1) + 1;
     parallel_for(cols.div_ceil(B), grain, &|c_lo, c_hi| {
-        let (src, dst) = (s.0 as *const T, d.0 as *mut T);
+        let (src, dst) = (s.get() as *const T, d.get());
         for cb in c_lo..c_hi {
             let (c0, c1) = (cb * B, ((cb + 1) * B).min(cols));
             let mut r0 = 0;

@@ -21,7 +21,7 @@ pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
     fn to_f64c(self) -> f64;
     fn round_even(self) -> Self;
     /// `exp`, `ln`, `tanh` and the logistic function in a form whose loops vectorize
-    /// (`kernels::vmath` for f32; f64 keeps libm's correctly rounded scalar versions).
+    /// (`kernels::core::vmath` for f32; f64 keeps libm's correctly rounded scalar versions).
     fn vexp(self) -> Self;
     /// `erf` for GELU, in the CPU's vectorized form (`vmath::erf_gelu`) for f32; libm for f64.
     fn verf_gelu(self) -> Self;
@@ -272,74 +272,4 @@ impl FloatStore for bf16 {
     fn min_finite() -> bf16 {
         bf16::MIN
     }
-}
-
-/// Runs `$body` with `$F` bound to the float storage type of `$dtype`; `$other` otherwise.
-#[macro_export]
-macro_rules! dispatch_float {
-    ($dtype:expr, $F:ident => $body:expr, _ => $other:expr) => {{
-        use $crate::dtype::DType as __D;
-        match $dtype {
-            __D::F32 => {
-                type $F = f32;
-                $body
-            }
-            __D::F64 => {
-                type $F = f64;
-                $body
-            }
-            __D::F16 => {
-                type $F = half::f16;
-                $body
-            }
-            __D::BF16 => {
-                type $F = half::bf16;
-                $body
-            }
-            _ => $other,
-        }
-    }};
-}
-
-/// Runs `$body` with `$I` bound to the integer type of `$dtype`; `$other` otherwise.
-#[macro_export]
-macro_rules! dispatch_int {
-    ($dtype:expr, $I:ident => $body:expr, _ => $other:expr) => {{
-        use $crate::dtype::DType as __D;
-        match $dtype {
-            __D::U8 => {
-                type $I = u8;
-                $body
-            }
-            __D::I8 => {
-                type $I = i8;
-                $body
-            }
-            __D::I16 => {
-                type $I = i16;
-                $body
-            }
-            __D::I32 => {
-                type $I = i32;
-                $body
-            }
-            __D::I64 => {
-                type $I = i64;
-                $body
-            }
-            __D::U16 => {
-                type $I = u16;
-                $body
-            }
-            __D::U32 => {
-                type $I = u32;
-                $body
-            }
-            __D::U64 => {
-                type $I = u64;
-                $body
-            }
-            _ => $other,
-        }
-    }};
 }

@@ -1,0 +1,352 @@
+//! The GEMM engine every matrix product runs on: float32/float64/complex products on the
+//! `gemm` crate ([`gemm_raw`]: one call, split over the calling thread's pool or under rayon by
+//! size, `a @ w.t()` packed or turned around first, see [`nt`]) and the native bfloat16 product
+//! for AVX512-BF16 CPUs ([`bf16`]). Users: `linalg` (mm/bmm/addmm...) and `conv` (im2col GEMMs).
+
+pub mod bf16;
+pub mod nt;
+
+use super::element::Element;
+use super::parallel::{parallel_for, SendPtr};
+use num_complex::{Complex32, Complex64};
+use std::ops::{Add, Mul};
+
+/// Element types `gemm` multiplies natively.
+pub trait GemmElem: Element + Add<Output = Self> + Mul<Output = Self> {
+    const ZERO: Self;
+    const ONE: Self;
+    /// Neither inf nor nan (complex: in either part).
+    fn finite(self) -> bool;
+}
+
+macro_rules! gemm_elem {
+    ($t:ty, $zero:expr, $one:expr) => {
+        impl GemmElem for $t {
+            const ZERO: Self = $zero;
+            const ONE: Self = $one;
+            #[inline(always)]
+            fn finite(self) -> bool {
+                self.is_finite()
+            }
+        }
+    };
+}
+gemm_elem!(f32, 0.0, 1.0);
+gemm_elem!(f64, 0.0, 1.0);
+gemm_elem!(
+    Complex32,
+    Complex32::new(0.0, 0.0),
+    Complex32::new(1.0, 0.0)
+);
+gemm_elem!(
+    Complex64,
+    Complex64::new(0.0, 0.0),
+    Complex64::new(1.0, 0.0)
+);
+
+/// Multiply-adds below which a matrix product stays on one thread. Handing a call to the pool
+/// costs about 12 us here (measured: a 64x64x64 mm takes 3.8 us on the calling thread, 16 us via
+/// the pool), as much as 2.5M multiply-adds on one core, so only clearly larger products go
+/// parallel (`gemm` itself does not split below 48 * 48 * 256 per block either).
+pub const GEMM_PARALLEL_FLOPS: usize = 1 << 22;
+
+/// Multiply-adds from which a product called from a plain thread is split into one
+/// single-threaded `gemm` call per thread over column (or row) blocks of the output, with
+/// `pool::fork_join`: the caller starts at once and a helper joins within a microsecond when
+/// one is polling, so this pays off from a few microseconds of work.
+pub const GEMM_SPLIT_FLOPS: usize = 1 << 18;
+
+/// Multiply-adds from which the FFI runs a product on a pool worker, so that `gemm` splits it
+/// with rayon itself (its blocking shares packed panels between threads, which matters only
+/// for large products).
+pub const GEMM_RAYON_FLOPS: usize = 1 << 27;
+
+/// `a @ w.t()` transposes `w` into a scratch matrix first ([`nt::with_transposed`]) from
+/// this many rows of `a`, for a `w` of fewer than [`NT_PACK_ELEMENTS`] elements (twice that
+/// from twice the rows). Measured on 2
+/// threads against `gemm` reading `w.t()` in place: 128 x 64 x 256 0.050 -> 0.036 ms,
+/// 256 x 1024 x 256 0.95 -> 0.70 ms, 512 x 768 x 768 3.5 -> 3.0 ms; but 64 x 256 x 256
+/// 0.068 -> 0.087 ms, and a `w` beyond the caches (768 x 3072) 3.5 -> 5.2 ms at 128 rows.
+pub const NT_PACK_ROWS: usize = 128;
+/// See [`NT_PACK_ROWS`].
+pub const NT_PACK_ELEMENTS: usize = 1 << 20;
+
+/// A strided matrix: element `(i, j)` is at `ptr + i * rs + j * cs` (elements of `T`).
+#[derive(Clone, Copy, Debug)]
+pub struct Mat<T> {
+    pub ptr: *const T,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+/// `dst = (read_dst ? dst : 0) + alpha * lhs @ rhs` with `lhs: m x k`, `rhs: k x n`.
+/// `parallel` lets `gemm` use the current rayon pool (it still decides by size); only honoured
+/// on a pool worker (under `runtime::pool`), so `gemm` never spreads onto rayon's global pool.
+///
+/// # Safety
+/// The three matrices must describe live memory of the given extents; `dst` must be writable,
+/// have no internal overlap and not overlap `lhs`/`rhs`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_raw<T: GemmElem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    read_dst: bool,
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+    alpha: T,
+    parallel: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    // `a @ w.t()` with many rows: `w` transposed once, then the row-major product.
+    if lhs.cs == 1
+        && rhs.rs == 1
+        && k > 1
+        && (m >= NT_PACK_ROWS && n * k < NT_PACK_ELEMENTS
+            || m >= 2 * NT_PACK_ROWS && n * k <= 2 * NT_PACK_ELEMENTS)
+    {
+        // SAFETY: `rhs` is `w.t()`: `w` is n x k with rows rhs.cs apart, inside the caller's
+        // operand; the scratch is a dense k x n matrix.
+        unsafe {
+            nt::with_transposed(rhs.ptr, rhs.cs, n, k, |wt| {
+                let rhs = Mat {
+                    ptr: wt.as_ptr(),
+                    rs: n as isize,
+                    cs: 1,
+                };
+                gemm_core(
+                    m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, parallel,
+                )
+            })
+        };
+        return;
+    }
+    // SAFETY: forwarded.
+    if unsafe {
+        gemm_nt(
+            m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, parallel,
+        )
+    } {
+        return;
+    }
+    // SAFETY: forwarded.
+    unsafe {
+        gemm_core(
+            m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, parallel,
+        )
+    }
+}
+
+/// `a @ w.t()` with row-major `a`, `w` and output (the linear layer) and fewer output rows than
+/// columns: `gemm` packs the column-major right operand slowly in that orientation, 4x1024 @
+/// 1024x1024 took 3-7 ms against 0.1 ms for `a @ b`, 65x1024 8.6 ms against 1.4 ms (measured,
+/// one thread; with more rows than columns it is as fast as `a @ b`). The transposed product
+/// `w @ a.t()` is computed instead, the orientation `gemm` does fast, into a scratch matrix that
+/// is then transposed into the output (`m * n` copies against `m * n * k` multiply-adds).
+/// Returns false for every other layout.
+///
+/// # Safety
+/// As [`gemm_raw`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_nt<T: GemmElem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    read_dst: bool,
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+    alpha: T,
+    parallel: bool,
+) -> bool {
+    let nt = dst_cs == 1 && lhs.cs == 1 && rhs.rs == 1 && rhs.cs == k as isize;
+    if !nt || m < 2 || m >= n || k < 2 {
+        return false;
+    }
+    let mut t = vec![T::ZERO; n * m];
+    let w = Mat {
+        ptr: rhs.ptr,
+        rs: rhs.cs,
+        cs: 1,
+    };
+    let at = Mat {
+        ptr: lhs.ptr,
+        rs: 1,
+        cs: lhs.rs,
+    };
+    // SAFETY: t is an owned row-major [n, m] matrix; w and at are the caller's operands read
+    // transposed.
+    unsafe {
+        gemm_core(
+            n,
+            m,
+            k,
+            t.as_mut_ptr(),
+            m as isize,
+            1,
+            false,
+            w,
+            at,
+            alpha,
+            parallel,
+        )
+    };
+    let (d, t) = (SendPtr::new(dst), &t);
+    parallel_for(m, (1 << 14) / n + 1, &|i0, i1| {
+        for i in i0..i1 {
+            // SAFETY: row i of the caller's row-major output (n elements, dst_cs == 1), written
+            // only here.
+            let row = unsafe { std::slice::from_raw_parts_mut(d.at(i as isize * dst_rs), n) };
+            for (j, v) in row.iter_mut().enumerate() {
+                let p = t[j * m + i];
+                *v = if read_dst { *v + p } else { p };
+            }
+        }
+    });
+    true
+}
+
+/// [`gemm_raw`] for any layout, as `gemm` (or [`gemm_split`]) does it.
+///
+/// # Safety
+/// As [`gemm_raw`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_core<T: GemmElem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    read_dst: bool,
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+    alpha: T,
+    parallel: bool,
+) {
+    let in_pool = rayon::current_thread_index().is_some();
+    let threads = crate::runtime::pool::num_threads();
+    if parallel && !in_pool && threads > 1 && m * n * k >= GEMM_SPLIT_FLOPS {
+        // SAFETY: forwarded; the blocks partition dst.
+        unsafe {
+            gemm_split(
+                m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, threads,
+            )
+        };
+        return;
+    }
+    let par = if parallel && in_pool && m * n * k >= GEMM_PARALLEL_FLOPS {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: caller's contract; gemm computes dst := 1 * dst + alpha * lhs @ rhs (its `alpha`
+    // scales dst, its `beta` the product) and ignores dst when read_dst is false.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            dst_cs,
+            dst_rs,
+            read_dst,
+            lhs.ptr,
+            lhs.cs,
+            lhs.rs,
+            rhs.ptr,
+            rhs.cs,
+            rhs.rs,
+            T::ONE,
+            alpha,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+/// [`gemm_raw`] as `parts` single-threaded products over blocks of the output's longer side,
+/// run with [`parallel_for`] from the calling thread.
+///
+/// # Safety
+/// As [`gemm_raw`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_split<T: GemmElem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    read_dst: bool,
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+    alpha: T,
+    parts: usize,
+) {
+    let by_cols = n >= m;
+    let len = if by_cols { n } else { m };
+    // Blocks in multiples of 16 rows/columns (whole microkernel tiles), at most `parts`.
+    let step = len.div_ceil(parts).next_multiple_of(16);
+    let blocks = len.div_ceil(step);
+    let (d, a, b) = (
+        SendPtr::new(dst),
+        SendPtr::of(lhs.ptr),
+        SendPtr::of(rhs.ptr),
+    );
+    parallel_for(blocks, 1, &|s, e| {
+        for blk in s..e {
+            let (start, end) = (blk * step, ((blk + 1) * step).min(len));
+            let off = start as isize;
+            let (dst, lhs, rhs, mm, nn) = if by_cols {
+                let dst = d.at(off * dst_cs);
+                let rhs = Mat {
+                    ptr: b.at(off * rhs.cs) as *const T,
+                    ..rhs
+                };
+                (
+                    dst,
+                    Mat {
+                        ptr: a.get() as *const T,
+                        ..lhs
+                    },
+                    rhs,
+                    m,
+                    end - start,
+                )
+            } else {
+                let dst = d.at(off * dst_rs);
+                let lhs = Mat {
+                    ptr: a.at(off * lhs.rs) as *const T,
+                    ..lhs
+                };
+                (
+                    dst,
+                    lhs,
+                    Mat {
+                        ptr: b.get() as *const T,
+                        ..rhs
+                    },
+                    end - start,
+                    n,
+                )
+            };
+            // SAFETY: a block of rows or columns of dst (disjoint between blocks) and the
+            // matching rows of lhs or columns of rhs, inside the caller's matrices.
+            unsafe {
+                gemm_core(
+                    mm, nn, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, false,
+                )
+            };
+        }
+    });
+}
