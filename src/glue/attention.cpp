@@ -1,6 +1,6 @@
 // Fused scaled-dot-product attention on foo: the _fused_sdp_choice stub and op (which backend
 // F.scaled_dot_product_attention takes for foo tensors) and the "overrideable" fused op with its
-// backward, computed by Rust (foo_ffi.h; kernels/nn/attention.rs). The glue checks
+// backward, computed by Rust (foo_ffi.h; kernels/attention). The glue checks
 // arguments, views operands as 4-D [batch, heads, seq, dim], broadcasts the mask with zero
 // strides, allocates outputs and takes the dropout seed/offset from foo's generator; inputs the
 // kernel does not take (nested tensors, broadcast batch dims, ...) get the math path from the

@@ -1,5 +1,5 @@
 // 2-D pooling (max with indices, average, adaptive average) forward and backward: argument
-// checks and output shapes as ATen's meta functions; the windows in Rust (kernels/conv/pool.rs).
+// checks and output shapes as ATen's meta functions; the windows in Rust (kernels/pool).
 // 1-D pooling reaches these through ATen's composite max_pool1d/avg_pool1d/adaptive_avg_pool1d.
 #include <ATen/native/Pool.h>
 #include <ATen/native/Resize.h>
