@@ -602,6 +602,47 @@ unsafe fn gemm_isa<M: Math, const TA: bool, const F: bool, const WIDE: bool>(
     unsafe { gemm::<M, TA, F, WIDE>(m, n, k, a, lda, b, ldb, c, ldc, acc) }
 }
 
+/// [`gemm_isa`] on slices, their extents checked once per block:
+/// `c (m x n, rows ldc apart) (+)= a @ b` with `a` m x k (k x m when `TA`, rows lda apart) and
+/// `b` k x n (rows ldb apart).
+///
+/// # Safety
+/// `F` and `WIDE` only as [`dispatch_isa`] picks them (the CPU has the features).
+#[inline(always)]
+unsafe fn block_mm<M: Math, const TA: bool, const F: bool, const WIDE: bool>(
+    (m, n, k): (usize, usize, usize),
+    (a, lda): (&[M], usize),
+    (b, ldb): (&[M], usize),
+    (c, ldc): (&mut [M], usize),
+    acc: bool,
+) {
+    let extent = |rows: usize, cols: usize, ld: usize| {
+        if rows == 0 || cols == 0 {
+            0
+        } else {
+            (rows - 1) * ld + cols
+        }
+    };
+    let (ar, ac) = if TA { (k, m) } else { (m, k) };
+    assert!(a.len() >= extent(ar, ac, lda) && b.len() >= extent(k, n, ldb));
+    assert!(c.len() >= extent(m, n, ldc));
+    // SAFETY: the three extents were checked above; `F`/`WIDE` are the caller's contract.
+    unsafe {
+        gemm_isa::<M, TA, F, WIDE>(
+            m,
+            n,
+            k,
+            a.as_ptr(),
+            lda,
+            b.as_ptr(),
+            ldb,
+            c.as_mut_ptr(),
+            ldc,
+            acc,
+        )
+    }
+}
+
 /// Runs `$body::<M, FMA, WIDE>(args)` compiled for AVX-512, AVX2+FMA or the baseline target.
 macro_rules! dispatch_isa {
     ($body:ident::<$M:ty>($($a:expr),*)) => {{
@@ -855,18 +896,13 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
         for kb in 0..g.key_blocks(job.p.causal, i0, bq) {
             let j0 = kb * BK;
             let kn = BK.min(g.s - j0);
-            // SAFETY: qb is bq x ep, the key block e x BK, sb BQ x BK.
+            // SAFETY: F and WIDE as dispatch_isa picked them (block_mm checks the extents).
             unsafe {
-                gemm_isa::<M, false, F, WIDE>(
-                    bq,
-                    BK,
-                    g.e,
-                    qb.as_ptr(),
-                    g.ep,
-                    kt[kb * g.e * BK..].as_ptr(),
-                    BK,
-                    sb.as_mut_ptr(),
-                    BK,
+                block_mm::<M, false, F, WIDE>(
+                    (bq, BK, g.e),
+                    (&qb, g.ep),
+                    (&kt[kb * g.e * BK..], BK),
+                    (&mut sb, BK),
                     false,
                 )
             };
@@ -915,18 +951,13 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                     }
                 }
             }
-            // SAFETY: sb is bq x BK (columns kn.. are zero), the value rows kn x evp, ob bq x evp.
+            // SAFETY: as above; sb's columns kn.. are zero.
             unsafe {
-                gemm_isa::<M, false, F, WIDE>(
-                    bq,
-                    g.evp,
-                    kn,
-                    sb.as_ptr(),
-                    BK,
-                    vr[j0 * g.evp..].as_ptr(),
-                    g.evp,
-                    ob.as_mut_ptr(),
-                    g.evp,
+                block_mm::<M, false, F, WIDE>(
+                    (bq, g.evp, kn),
+                    (&sb, BK),
+                    (&vr[j0 * g.evp..], g.evp),
+                    (&mut ob, g.evp),
                     true,
                 )
             };
@@ -1086,30 +1117,20 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                 for kb in kbs.start..kb_hi {
                     let j0 = kb * BK;
                     let kn = BK.min(g.s - j0);
-                    // SAFETY: buffer shapes as allocated above and packed by `pack_backward`.
+                    // SAFETY: F and WIDE as dispatch_isa picked them (block_mm checks the extents).
                     unsafe {
-                        gemm_isa::<M, false, F, WIDE>(
-                            bq,
-                            BK,
-                            g.e,
-                            qb.as_ptr(),
-                            g.ep,
-                            kt[kb * g.e * BK..].as_ptr(),
-                            BK,
-                            pb.as_mut_ptr(),
-                            BK,
+                        block_mm::<M, false, F, WIDE>(
+                            (bq, BK, g.e),
+                            (&qb, g.ep),
+                            (&kt[kb * g.e * BK..], BK),
+                            (&mut pb, BK),
                             false,
                         );
-                        gemm_isa::<M, false, F, WIDE>(
-                            bq,
-                            BK,
-                            g.ev,
-                            dob.as_ptr(),
-                            g.evp,
-                            vt[kb * g.evp * BK..].as_ptr(),
-                            BK,
-                            dsb.as_mut_ptr(),
-                            BK,
+                        block_mm::<M, false, F, WIDE>(
+                            (bq, BK, g.ev),
+                            (&dob, g.evp),
+                            (&vt[kb * g.evp * BK..], BK),
+                            (&mut dsb, BK),
                             false,
                         );
                     }
@@ -1159,45 +1180,30 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                             dst.copy_from_slice(&drow[..kn]);
                         }
                     }
-                    // SAFETY: buffer shapes as allocated above; dk/dv rows j0..j0+BK exist (Sp rows).
+                    // SAFETY: as above.
                     unsafe {
                         if do_dkv {
-                            gemm_isa::<M, true, F, WIDE>(
-                                BK,
-                                g.evp,
-                                bq,
-                                pb.as_ptr(),
-                                BK,
-                                dob.as_ptr(),
-                                g.evp,
-                                dv[j0 * g.evp..].as_mut_ptr(),
-                                g.evp,
+                            block_mm::<M, true, F, WIDE>(
+                                (BK, g.evp, bq),
+                                (&pb, BK),
+                                (&dob, g.evp),
+                                (&mut dv[j0 * g.evp..], g.evp),
                                 true,
                             );
-                            gemm_isa::<M, true, F, WIDE>(
-                                BK,
-                                g.ep,
-                                bq,
-                                dsb.as_ptr(),
-                                BK,
-                                qb.as_ptr(),
-                                g.ep,
-                                dk[j0 * g.ep..].as_mut_ptr(),
-                                g.ep,
+                            block_mm::<M, true, F, WIDE>(
+                                (BK, g.ep, bq),
+                                (&dsb, BK),
+                                (&qb, g.ep),
+                                (&mut dk[j0 * g.ep..], g.ep),
                                 true,
                             );
                         }
                         if do_dq {
-                            gemm_isa::<M, false, F, WIDE>(
-                                bq,
-                                g.ep,
-                                kn,
-                                dsb.as_ptr(),
-                                BK,
-                                kr[j0 * g.ep..].as_ptr(),
-                                g.ep,
-                                dqb.as_mut_ptr(),
-                                g.ep,
+                            block_mm::<M, false, F, WIDE>(
+                                (bq, g.ep, kn),
+                                (&dsb, BK),
+                                (&kr[j0 * g.ep..], g.ep),
+                                (&mut dqb, g.ep),
                                 true,
                             );
                         }

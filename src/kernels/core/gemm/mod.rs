@@ -100,6 +100,18 @@ pub unsafe fn gemm_raw<T: GemmElem>(
     alpha: T,
     parallel: bool,
 ) {
+    let p = Product {
+        m,
+        n,
+        k,
+        dst,
+        dst_rs,
+        dst_cs,
+        read_dst,
+        lhs,
+        rhs,
+        alpha,
+    };
     if m == 0 || n == 0 {
         return;
     }
@@ -119,27 +131,32 @@ pub unsafe fn gemm_raw<T: GemmElem>(
                     rs: n as isize,
                     cs: 1,
                 };
-                gemm_core(
-                    m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, parallel,
-                )
+                gemm_core(Product { rhs, ..p }, parallel)
             })
         };
         return;
     }
     // SAFETY: forwarded.
-    if unsafe {
-        gemm_nt(
-            m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, parallel,
-        )
-    } {
+    if unsafe { gemm_nt(p, parallel) } {
         return;
     }
     // SAFETY: forwarded.
-    unsafe {
-        gemm_core(
-            m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, parallel,
-        )
-    }
+    unsafe { gemm_core(p, parallel) }
+}
+
+/// The arguments of one [`gemm_raw`] call, passed whole between its strategies.
+#[derive(Clone, Copy)]
+struct Product<T> {
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    read_dst: bool,
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+    alpha: T,
 }
 
 /// `a @ w.t()` with row-major `a`, `w` and output (the linear layer) and fewer output rows than
@@ -152,53 +169,39 @@ pub unsafe fn gemm_raw<T: GemmElem>(
 ///
 /// # Safety
 /// As [`gemm_raw`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_nt<T: GemmElem>(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut T,
-    dst_rs: isize,
-    dst_cs: isize,
-    read_dst: bool,
-    lhs: Mat<T>,
-    rhs: Mat<T>,
-    alpha: T,
-    parallel: bool,
-) -> bool {
-    let nt = dst_cs == 1 && lhs.cs == 1 && rhs.rs == 1 && rhs.cs == k as isize;
+unsafe fn gemm_nt<T: GemmElem>(p: Product<T>, parallel: bool) -> bool {
+    let Product {
+        m, n, k, lhs, rhs, ..
+    } = p;
+    let nt = p.dst_cs == 1 && lhs.cs == 1 && rhs.rs == 1 && rhs.cs == k as isize;
     if !nt || m < 2 || m >= n || k < 2 {
         return false;
     }
     let mut t = vec![T::ZERO; n * m];
-    let w = Mat {
-        ptr: rhs.ptr,
-        rs: rhs.cs,
-        cs: 1,
+    let turned = Product {
+        m: n,
+        n: m,
+        k,
+        dst: t.as_mut_ptr(),
+        dst_rs: m as isize,
+        dst_cs: 1,
+        read_dst: false,
+        lhs: Mat {
+            ptr: rhs.ptr,
+            rs: rhs.cs,
+            cs: 1,
+        },
+        rhs: Mat {
+            ptr: lhs.ptr,
+            rs: 1,
+            cs: lhs.rs,
+        },
+        alpha: p.alpha,
     };
-    let at = Mat {
-        ptr: lhs.ptr,
-        rs: 1,
-        cs: lhs.rs,
-    };
-    // SAFETY: t is an owned row-major [n, m] matrix; w and at are the caller's operands read
+    // SAFETY: t is an owned row-major [n, m] matrix; the operands are the caller's, read
     // transposed.
-    unsafe {
-        gemm_core(
-            n,
-            m,
-            k,
-            t.as_mut_ptr(),
-            m as isize,
-            1,
-            false,
-            w,
-            at,
-            alpha,
-            parallel,
-        )
-    };
-    let (d, t) = (SendPtr::new(dst), &t);
+    unsafe { gemm_core(turned, parallel) };
+    let (d, t, read_dst, dst_rs) = (SendPtr::new(p.dst), &t, p.read_dst, p.dst_rs);
     parallel_for(m, (1 << 14) / n + 1, &|i0, i1| {
         for i in i0..i1 {
             // SAFETY: row i of the caller's row-major output (n elements, dst_cs == 1), written
@@ -217,29 +220,13 @@ unsafe fn gemm_nt<T: GemmElem>(
 ///
 /// # Safety
 /// As [`gemm_raw`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_core<T: GemmElem>(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut T,
-    dst_rs: isize,
-    dst_cs: isize,
-    read_dst: bool,
-    lhs: Mat<T>,
-    rhs: Mat<T>,
-    alpha: T,
-    parallel: bool,
-) {
+unsafe fn gemm_core<T: GemmElem>(p: Product<T>, parallel: bool) {
+    let Product { m, n, k, .. } = p;
     let in_pool = rayon::current_thread_index().is_some();
     let threads = crate::runtime::pool::num_threads();
     if parallel && !in_pool && threads > 1 && m * n * k >= GEMM_SPLIT_FLOPS {
         // SAFETY: forwarded; the blocks partition dst.
-        unsafe {
-            gemm_split(
-                m, n, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, threads,
-            )
-        };
+        unsafe { gemm_split(p, threads) };
         return;
     }
     let par = if parallel && in_pool && m * n * k >= GEMM_PARALLEL_FLOPS {
@@ -247,6 +234,7 @@ unsafe fn gemm_core<T: GemmElem>(
     } else {
         gemm::Parallelism::None
     };
+    let Product { lhs, rhs, .. } = p;
     // SAFETY: caller's contract; gemm computes dst := 1 * dst + alpha * lhs @ rhs (its `alpha`
     // scales dst, its `beta` the product) and ignores dst when read_dst is false.
     unsafe {
@@ -254,10 +242,10 @@ unsafe fn gemm_core<T: GemmElem>(
             m,
             n,
             k,
-            dst,
-            dst_cs,
-            dst_rs,
-            read_dst,
+            p.dst,
+            p.dst_cs,
+            p.dst_rs,
+            p.read_dst,
             lhs.ptr,
             lhs.cs,
             lhs.rs,
@@ -265,7 +253,7 @@ unsafe fn gemm_core<T: GemmElem>(
             rhs.cs,
             rhs.rs,
             T::ONE,
-            alpha,
+            p.alpha,
             false,
             false,
             false,
@@ -279,74 +267,58 @@ unsafe fn gemm_core<T: GemmElem>(
 ///
 /// # Safety
 /// As [`gemm_raw`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_split<T: GemmElem>(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut T,
-    dst_rs: isize,
-    dst_cs: isize,
-    read_dst: bool,
-    lhs: Mat<T>,
-    rhs: Mat<T>,
-    alpha: T,
-    parts: usize,
-) {
-    let by_cols = n >= m;
-    let len = if by_cols { n } else { m };
+unsafe fn gemm_split<T: GemmElem>(p: Product<T>, parts: usize) {
+    let by_cols = p.n >= p.m;
+    let len = if by_cols { p.n } else { p.m };
     // Blocks in multiples of 16 rows/columns (whole microkernel tiles), at most `parts`.
     let step = len.div_ceil(parts).next_multiple_of(16);
     let blocks = len.div_ceil(step);
     let (d, a, b) = (
-        SendPtr::new(dst),
-        SendPtr::of(lhs.ptr),
-        SendPtr::of(rhs.ptr),
+        SendPtr::new(p.dst),
+        SendPtr::of(p.lhs.ptr),
+        SendPtr::of(p.rhs.ptr),
     );
     parallel_for(blocks, 1, &|s, e| {
         for blk in s..e {
             let (start, end) = (blk * step, ((blk + 1) * step).min(len));
             let off = start as isize;
-            let (dst, lhs, rhs, mm, nn) = if by_cols {
-                let dst = d.at(off * dst_cs);
-                let rhs = Mat {
-                    ptr: b.at(off * rhs.cs) as *const T,
-                    ..rhs
-                };
-                (
-                    dst,
-                    Mat {
-                        ptr: a.get() as *const T,
-                        ..lhs
+            // Re-derive the pointers from the Send wrappers inside the worker.
+            let whole = Product {
+                dst: d.get(),
+                lhs: Mat {
+                    ptr: a.get() as *const T,
+                    ..p.lhs
+                },
+                rhs: Mat {
+                    ptr: b.get() as *const T,
+                    ..p.rhs
+                },
+                ..p
+            };
+            let block = if by_cols {
+                Product {
+                    n: end - start,
+                    dst: d.at(off * p.dst_cs),
+                    rhs: Mat {
+                        ptr: b.at(off * p.rhs.cs) as *const T,
+                        ..p.rhs
                     },
-                    rhs,
-                    m,
-                    end - start,
-                )
+                    ..whole
+                }
             } else {
-                let dst = d.at(off * dst_rs);
-                let lhs = Mat {
-                    ptr: a.at(off * lhs.rs) as *const T,
-                    ..lhs
-                };
-                (
-                    dst,
-                    lhs,
-                    Mat {
-                        ptr: b.get() as *const T,
-                        ..rhs
+                Product {
+                    m: end - start,
+                    dst: d.at(off * p.dst_rs),
+                    lhs: Mat {
+                        ptr: a.at(off * p.lhs.rs) as *const T,
+                        ..p.lhs
                     },
-                    end - start,
-                    n,
-                )
+                    ..whole
+                }
             };
             // SAFETY: a block of rows or columns of dst (disjoint between blocks) and the
             // matching rows of lhs or columns of rhs, inside the caller's matrices.
-            unsafe {
-                gemm_core(
-                    mm, nn, k, dst, dst_rs, dst_cs, read_dst, lhs, rhs, alpha, false,
-                )
-            };
+            unsafe { gemm_core(block, false) };
         }
     });
 }
