@@ -10,6 +10,8 @@
 
 use super::layout::{Layout, GRAIN};
 use super::parallel::{parallel_for, SendPtr};
+#[cfg(target_arch = "x86_64")]
+use super::transpose::{avx2, transpose4x4_64, transpose8x8_32};
 use std::mem::MaybeUninit;
 
 /// Rows per tile: 16 consecutive elements of a transposed 4-byte operand are one 64-byte line.
@@ -100,13 +102,6 @@ unsafe fn gather_scalar(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-fn avx2() -> bool {
-    use std::sync::OnceLock;
-    static AVX2: OnceLock<bool> = OnceLock::new();
-    *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
-}
-
 /// [`gather`] of a source with `so == 1`: blocks of 8x8 (4-byte) or 4x4 (8-byte) elements are
 /// loaded as column vectors (contiguous in the source), transposed in registers and stored as
 /// row vectors; the ragged edges go through the scalar loop.
@@ -143,73 +138,6 @@ unsafe fn gather_transposed_avx2(
     unsafe {
         gather_scalar(dst, src, size, 0..rb, cb..cols, cols, 1, si);
         gather_scalar(dst, src, size, rb..rows, 0..cols, cols, 1, si);
-    }
-}
-
-/// `d[i * dstride + k] = s[k * sstride + i]` for an 8x8 block of 32-bit elements.
-///
-/// # Safety
-/// Both blocks must be in bounds; AVX2 is present.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn transpose8x8_32(s: *const f32, sstride: isize, d: *mut f32, dstride: usize) {
-    use std::arch::x86_64::*;
-    // SAFETY: caller's contract (8 rows of 8 elements each side).
-    unsafe {
-        let l = |k: isize| _mm256_loadu_ps(s.offset(k * sstride));
-        let (r0, r1, r2, r3) = (l(0), l(1), l(2), l(3));
-        let (r4, r5, r6, r7) = (l(4), l(5), l(6), l(7));
-        let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
-        let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
-        let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
-        let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
-        let (s0, s1) = (
-            _mm256_shuffle_ps::<0x44>(t0, t2),
-            _mm256_shuffle_ps::<0xEE>(t0, t2),
-        );
-        let (s2, s3) = (
-            _mm256_shuffle_ps::<0x44>(t1, t3),
-            _mm256_shuffle_ps::<0xEE>(t1, t3),
-        );
-        let (s4, s5) = (
-            _mm256_shuffle_ps::<0x44>(t4, t6),
-            _mm256_shuffle_ps::<0xEE>(t4, t6),
-        );
-        let (s6, s7) = (
-            _mm256_shuffle_ps::<0x44>(t5, t7),
-            _mm256_shuffle_ps::<0xEE>(t5, t7),
-        );
-        let st = |i: usize, v: __m256| _mm256_storeu_ps(d.add(i * dstride), v);
-        st(0, _mm256_permute2f128_ps::<0x20>(s0, s4));
-        st(1, _mm256_permute2f128_ps::<0x20>(s1, s5));
-        st(2, _mm256_permute2f128_ps::<0x20>(s2, s6));
-        st(3, _mm256_permute2f128_ps::<0x20>(s3, s7));
-        st(4, _mm256_permute2f128_ps::<0x31>(s0, s4));
-        st(5, _mm256_permute2f128_ps::<0x31>(s1, s5));
-        st(6, _mm256_permute2f128_ps::<0x31>(s2, s6));
-        st(7, _mm256_permute2f128_ps::<0x31>(s3, s7));
-    }
-}
-
-/// `d[i * dstride + k] = s[k * sstride + i]` for a 4x4 block of 64-bit elements.
-///
-/// # Safety
-/// As [`transpose8x8_32`] with 4 rows.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn transpose4x4_64(s: *const f64, sstride: isize, d: *mut f64, dstride: usize) {
-    use std::arch::x86_64::*;
-    // SAFETY: caller's contract (4 rows of 4 elements each side).
-    unsafe {
-        let l = |k: isize| _mm256_loadu_pd(s.offset(k * sstride));
-        let (r0, r1, r2, r3) = (l(0), l(1), l(2), l(3));
-        let (t0, t1) = (_mm256_unpacklo_pd(r0, r1), _mm256_unpackhi_pd(r0, r1));
-        let (t2, t3) = (_mm256_unpacklo_pd(r2, r3), _mm256_unpackhi_pd(r2, r3));
-        let st = |i: usize, v: __m256d| _mm256_storeu_pd(d.add(i * dstride), v);
-        st(0, _mm256_permute2f128_pd::<0x20>(t0, t2));
-        st(1, _mm256_permute2f128_pd::<0x20>(t1, t3));
-        st(2, _mm256_permute2f128_pd::<0x31>(t0, t2));
-        st(3, _mm256_permute2f128_pd::<0x31>(t1, t3));
     }
 }
 

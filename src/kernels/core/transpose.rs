@@ -1,6 +1,8 @@
 //! A blocked out-of-place transpose (GEMM operand preparation: conv's weight gradient, the
 //! linear layer's `w.t()`), in 8 x 8 blocks held in registers so that reads and writes both stay
-//! within cache lines, parallel over blocks of destination rows for large matrices.
+//! within cache lines (AVX2 shuffles for 4- and 8-byte elements), parallel over blocks of
+//! destination rows for large matrices. The register transposes also serve `tiles` (copies and
+//! elementwise ops with a transposed operand).
 
 use super::parallel::{parallel_for, SendPtr};
 
@@ -20,6 +22,11 @@ pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
     const B: usize = 8;
     assert!(dst.len() >= rows * cols);
     let (s, d) = (SendPtr::of(src), SendPtr::new(dst.as_mut_ptr()));
+    let size = std::mem::size_of::<T>();
+    #[cfg(target_arch = "x86_64")]
+    let registers = (size == 4 || size == 8) && avx2();
+    #[cfg(not(target_arch = "x86_64"))]
+    let registers = false;
     // Parallel over blocks of destination rows (source columns), 64K elements or more each.
     let grain = (1 << 16) / (rows * B).max(1) + 1;
     parallel_for(cols.div_ceil(B), grain, &|c_lo, c_hi| {
@@ -29,28 +36,64 @@ pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
             let mut r0 = 0;
             while r0 < rows {
                 let r1 = (r0 + B).min(rows);
-                if r1 - r0 == B && c1 - c0 == B {
+                let full = r1 - r0 == B && c1 - c0 == B;
+                // SAFETY: the block's corners; every (r, c) of the block lies in the source
+                // matrix and its (c, r) in dst, whose rows c0..c1 are this task's.
+                let (sb, db) = unsafe {
+                    (
+                        src.offset(r0 as isize * ld + c0 as isize),
+                        dst.add(c0 * rows + r0),
+                    )
+                };
+                if full && registers {
+                    // SAFETY: as above; AVX2 is present (checked), T is 4 or 8 bytes, moved as
+                    // bits.
+                    #[cfg(target_arch = "x86_64")]
+                    unsafe {
+                        if size == 4 {
+                            transpose8x8_32(sb as *const f32, ld, db as *mut f32, rows);
+                        } else {
+                            transpose4x4_64(sb as *const f64, ld, db as *mut f64, rows);
+                            transpose4x4_64(
+                                sb.offset(4 * ld) as *const f64,
+                                ld,
+                                db.add(4) as *mut f64,
+                                rows,
+                            );
+                            transpose4x4_64(
+                                sb.add(4) as *const f64,
+                                ld,
+                                db.add(4 * rows) as *mut f64,
+                                rows,
+                            );
+                            transpose4x4_64(
+                                sb.offset(4 * ld + 4) as *const f64,
+                                ld,
+                                db.add(4 * rows + 4) as *mut f64,
+                                rows,
+                            );
+                        }
+                    }
+                } else if full {
                     let mut blk = [[T::default(); B]; B];
                     for (r, row) in blk.iter_mut().enumerate() {
                         for (cc, v) in row.iter_mut().enumerate() {
-                            // SAFETY: (r0 + r, c0 + cc) lies in the source matrix.
-                            *v =
-                                unsafe { *src.offset((r0 + r) as isize * ld + (c0 + cc) as isize) };
+                            // SAFETY: as above.
+                            *v = unsafe { *sb.offset(r as isize * ld + cc as isize) };
                         }
                     }
                     for cc in 0..B {
                         for (r, row) in blk.iter().enumerate() {
-                            // SAFETY: (c0 + cc, r0 + r) lies in dst, whose rows c0..c1 are
-                            // this task's.
-                            unsafe { *dst.add((c0 + cc) * rows + r0 + r) = row[cc] };
+                            // SAFETY: as above.
+                            unsafe { *db.add(cc * rows + r) = row[cc] };
                         }
                     }
                 } else {
-                    for r in r0..r1 {
-                        for cc in c0..c1 {
+                    for r in 0..r1 - r0 {
+                        for cc in 0..c1 - c0 {
                             // SAFETY: as above.
                             unsafe {
-                                *dst.add(cc * rows + r) = *src.offset(r as isize * ld + cc as isize)
+                                *db.add(cc * rows + r) = *sb.offset(r as isize * ld + cc as isize)
                             };
                         }
                     }
@@ -71,6 +114,81 @@ pub fn transpose<T: Copy + Default + Send + Sync>(
     assert!(src.len() >= rows * cols);
     // SAFETY: src holds the rows x cols matrix (checked); transpose_into checks dst.
     unsafe { transpose_into(src.as_ptr(), cols as isize, rows, cols, dst) }
+}
+
+#[cfg(target_arch = "x86_64")]
+/// Whether the CPU has AVX2 (checked once).
+pub fn avx2() -> bool {
+    use std::sync::OnceLock;
+    static AVX2: OnceLock<bool> = OnceLock::new();
+    *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
+}
+
+/// `d[i * dstride + k] = s[k * sstride + i]` for an 8x8 block of 32-bit elements.
+///
+/// # Safety
+/// Both blocks must be in bounds; AVX2 is present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub unsafe fn transpose8x8_32(s: *const f32, sstride: isize, d: *mut f32, dstride: usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: caller's contract (8 rows of 8 elements each side).
+    unsafe {
+        let l = |k: isize| _mm256_loadu_ps(s.offset(k * sstride));
+        let (r0, r1, r2, r3) = (l(0), l(1), l(2), l(3));
+        let (r4, r5, r6, r7) = (l(4), l(5), l(6), l(7));
+        let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+        let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+        let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
+        let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+        let (s0, s1) = (
+            _mm256_shuffle_ps::<0x44>(t0, t2),
+            _mm256_shuffle_ps::<0xEE>(t0, t2),
+        );
+        let (s2, s3) = (
+            _mm256_shuffle_ps::<0x44>(t1, t3),
+            _mm256_shuffle_ps::<0xEE>(t1, t3),
+        );
+        let (s4, s5) = (
+            _mm256_shuffle_ps::<0x44>(t4, t6),
+            _mm256_shuffle_ps::<0xEE>(t4, t6),
+        );
+        let (s6, s7) = (
+            _mm256_shuffle_ps::<0x44>(t5, t7),
+            _mm256_shuffle_ps::<0xEE>(t5, t7),
+        );
+        let st = |i: usize, v: __m256| _mm256_storeu_ps(d.add(i * dstride), v);
+        st(0, _mm256_permute2f128_ps::<0x20>(s0, s4));
+        st(1, _mm256_permute2f128_ps::<0x20>(s1, s5));
+        st(2, _mm256_permute2f128_ps::<0x20>(s2, s6));
+        st(3, _mm256_permute2f128_ps::<0x20>(s3, s7));
+        st(4, _mm256_permute2f128_ps::<0x31>(s0, s4));
+        st(5, _mm256_permute2f128_ps::<0x31>(s1, s5));
+        st(6, _mm256_permute2f128_ps::<0x31>(s2, s6));
+        st(7, _mm256_permute2f128_ps::<0x31>(s3, s7));
+    }
+}
+
+/// `d[i * dstride + k] = s[k * sstride + i]` for a 4x4 block of 64-bit elements.
+///
+/// # Safety
+/// As [`transpose8x8_32`] with 4 rows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub unsafe fn transpose4x4_64(s: *const f64, sstride: isize, d: *mut f64, dstride: usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: caller's contract (4 rows of 4 elements each side).
+    unsafe {
+        let l = |k: isize| _mm256_loadu_pd(s.offset(k * sstride));
+        let (r0, r1, r2, r3) = (l(0), l(1), l(2), l(3));
+        let (t0, t1) = (_mm256_unpacklo_pd(r0, r1), _mm256_unpackhi_pd(r0, r1));
+        let (t2, t3) = (_mm256_unpacklo_pd(r2, r3), _mm256_unpackhi_pd(r2, r3));
+        let st = |i: usize, v: __m256d| _mm256_storeu_pd(d.add(i * dstride), v);
+        st(0, _mm256_permute2f128_pd::<0x20>(t0, t2));
+        st(1, _mm256_permute2f128_pd::<0x20>(t1, t3));
+        st(2, _mm256_permute2f128_pd::<0x31>(t0, t2));
+        st(3, _mm256_permute2f128_pd::<0x31>(t1, t3));
+    }
 }
 
 #[cfg(test)]
@@ -96,6 +214,13 @@ mod tests {
                 for j in 0..c {
                     assert_eq!(dst[j * r + i], src[i * (c + 2) + j]);
                 }
+            }
+            let src32: Vec<f32> = src.iter().map(|&v| v as f32).collect();
+            let mut dst32 = vec![0.0f32; r * c];
+            // SAFETY: src32 holds r rows of c + 2 elements.
+            unsafe { transpose_into(src32.as_ptr(), (c + 2) as isize, r, c, &mut dst32) };
+            for (d64, d32) in dst.iter().zip(&dst32) {
+                assert_eq!(*d64 as f32, *d32);
             }
             let dense: Vec<u32> = (0..(r * c) as u32).collect();
             let mut out = vec![0u32; r * c];
