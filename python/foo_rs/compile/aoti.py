@@ -1,34 +1,177 @@
-"""The C++ wrapper of a foo graph (``cpp_wrapper=True``, AOTInductor): not available.
+"""The C++ wrapper of a foo graph: ``torch.compile(m, options={"cpp_wrapper": True})`` and
+AOTInductor (``torch._inductor.aoti_compile_and_package`` / ``aoti_load_package``).
 
-Inductor's C++ wrapper calls extern kernels (matmul, convolution, ...) and fallback ops through
-per-device C shims, ``aoti_torch_<device>_<op>``, which PyTorch builds for cpu, cuda, xpu and
-mps only; the CPU's would run the CPU's kernels on foo memory, which is not foo's op. An
-AOTInductor package also needs, at load time, a model runner registered for its device in C++
-(``torch::inductor::RegisterAOTIModelRunner``) and a device string that torch's AOTI runtime
-parses (``parse_device_str`` in aoti_runtime/model_base.h takes cpu|cuda|xpu|mps). Until foo
-has those, asking for a C++ wrapper raises a clear error instead of compiling code that
-cannot work.
+It is inductor's CPU C++ wrapper (``CppWrapperCpu``) with three differences:
+
+- **Buffers are foo tensors**: the wrapper allocates them with ``aoti_torch_empty_strided(...,
+  aoti_torch_device_type_privateuse1(), index)``, i.e. foo's caching allocator (what
+  ``CppWrapperCpu`` emits for a buffer on foo, unchanged). The C++ kernels are the CPU's, run on
+  foo buffers in place (foo memory is host memory), as with the Python wrapper (inductor.py).
+- **Extern kernels and fallback ops go through the dispatcher**: inductor's C++ wrapper calls
+  them through per-device C shims (``aoti_torch_<device>_<op>``) that PyTorch builds for cpu,
+  cuda, xpu and mps only; the CPU's call the CPU's kernels directly (``at::cpu::...``), which is
+  not foo's op. In a foo graph every extern kernel (mm, addmm, bmm, convolution, ...) and every
+  fallback op is instead a boxed call of the op through ``c10::Dispatcher`` on the foo tensors
+  (the code inductor emits for cpp_wrapper's runtime-lookup fallbacks,
+  ``generate_fallback_kernel_with_runtime_lookup_boxed``), in JIT and AOT mode alike, so each
+  runs foo's native kernel as in eager mode. An op whose schema that path cannot box (a return
+  other than tensors, e.g. the fused attention's integers) keeps inductor's own runtime lookup:
+  in JIT mode a call of the op from Python (dispatcher again), in AOT mode the proxy executor.
+- **AOTInductor's model device**: the package's device is "foo" (its AOTI_DEVICE_KEY), and
+  foo's extension registers a model runner for it in C++ (src/glue/aoti_runner.cpp,
+  ``RegisterAOTIModelRunner``). The AOTI runtime parses the container's device string with
+  ``parse_device_str`` (aoti_runtime/model_base.h), which takes cpu|cuda|xpu|mps only, so the
+  runner passes "cpu:N", and the model's constructor generated here then sets the model's
+  device type to PrivateUse1: its constants are loaded as foo tensors (the runtime's constants
+  blob, host memory, as for a CPU model), buffers and outputs are allocated on foo:N.
+
+Not available: a foo graph whose wrapper needs subgraphs (``torch.cond`` and other control flow
+under ``cpp_wrapper``; inductor's CPU C++ wrapper does not support them either).
 """
 
 from __future__ import annotations
 
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import torch
+from torch._inductor import ir
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.ir import GraphPartitionSignature
+from torch._inductor.virtualized import V
 
-UNSUPPORTED = (
-    "foo has no inductor C++ wrapper, so AOTInductor (aoti_compile_and_package) and "
-    "cpp_wrapper=True are not available on foo: its extern kernels would need C shims "
-    "(aoti_torch_foo_<op>) and AOTI packages a model runner registered in C++ for the device "
-    "(RegisterAOTIModelRunner); PyTorch has those for cpu/cuda/xpu/mps only. "
-    "torch.compile with the default (Python) wrapper works on foo."
-)
+from .._registration import BACKEND_NAME as BACKEND
+
+
+def _output_name(out: Any) -> Any:
+    """The C++ name of a fallback op's output, as ``generate_fallback_kernel_with_runtime_lookup``
+    names it (a list for several)."""
+    if out is None:
+        return None
+    if isinstance(out, (ir.MultiOutput, ir._CollectiveKernel, ir.FallbackKernel)):
+        return out.get_name()
+    if isinstance(out, ir.MutationOutput):
+        names = out.get_mutation_names()
+        if len(names) != 1:
+            raise AssertionError("a mutation output names one buffer")
+        return names[0]
+    if isinstance(out, (list, tuple)):
+        return [_output_name(o) for o in out]
+    if isinstance(out, int):
+        return str(out)
+    raise AssertionError(f"unexpected output: {type(out)}")
+
+
+def _schema_args(node: ir.ExternKernel) -> list[Any]:
+    """A kernel's arguments in its op's schema order: IR nodes for tensors, Python values for
+    the rest (what ``export_extern_kernel_node`` gives, without serializing anything)."""
+    args, kwargs = node.unflatten_args(node.inputs, node.constant_args)
+    args = node.fill_non_provided_args(args, kwargs)
+    return [*args, *(node.get_kwargs_value(key, **kwargs) for key in node.ordered_kwargs_for_cpp_kernel)]
 
 
 class FooCppWrapperCodegen(CppWrapperCpu):
+    """The C++ wrapper of a foo graph (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        # The wrapper and its kernels are compiled as the CPU's C++ (headers, vector ISA, build
+        # options); the device of each buffer and op is its own (foo).
+        self.device = "cpu"
+        super().__init__()
+
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: PythonWrapperCodegen | None,
-               partition_signatures: GraphPartitionSignature | None = None) -> NoReturn:
-        raise NotImplementedError(UNSUPPORTED)
+               partition_signatures: GraphPartitionSignature | None = None) -> FooCppWrapperCodegen:
+        return FooCppWrapperCodegen()
+
+    @staticmethod
+    def get_device_include_path_jit(device: str) -> str:
+        return CppWrapperCpu.get_device_include_path_jit("cpu" if device == BACKEND else device)
+
+    @staticmethod
+    def get_device_include_path_aot(device: str) -> str:
+        return CppWrapperCpu.get_device_include_path_aot("cpu" if device == BACKEND else device)
+
+    # --- extern kernels and fallback ops: foo's ops, through the dispatcher -----------------
+
+    def _dispatch(self, node: ir.ExternKernel, raw_args: Sequence[Any], output_args: Sequence[str | None],
+                  raw_outputs: Sequence[Any]) -> bool:
+        """Emits a boxed dispatcher call of ``node``'s op; False where it cannot."""
+        op = node.op_overload
+        if not isinstance(op, torch._ops.OpOverload) or not self._compatible_with_cpp_boxed_dispatch(op):
+            return False
+        self.generate_fallback_kernel_with_runtime_lookup_boxed(op, raw_args, output_args, raw_outputs)
+        return True
+
+    def generate_extern_kernel_out(self, node: ir.ExternKernelOut) -> None:
+        op = node.op_overload
+        if isinstance(op, torch._ops.OpOverload):
+            out = node.output_view or node
+            raw = [out if arg.is_out else value
+                   for arg, value in zip(op._schema.arguments, _schema_args(node))]
+            node.codegen_comment(self)
+            if self._dispatch(node, raw, [], []):
+                return
+        super().generate_extern_kernel_out(node)
+
+    def _generate_extern_kernel_alloc_helper(self, extern_kernel: ir.ExternKernelAlloc, args: list[str]) -> None:
+        if getattr(extern_kernel, "outputs", None):
+            outputs = list(extern_kernel.outputs)
+            names = [_output_name(o) for o in outputs]
+        elif isinstance(extern_kernel.layout, ir.NoneLayout):
+            outputs, names = [], []
+        else:
+            outputs, names = [extern_kernel], [extern_kernel.get_name()]
+        if not self._dispatch(extern_kernel, _schema_args(extern_kernel), names, outputs):
+            super()._generate_extern_kernel_alloc_helper(extern_kernel, args)
+
+    def generate_fallback_kernel(self, node: ir.FallbackKernel) -> None:
+        if isinstance(node.op_overload, torch._ops.OpOverload) and node.python_kernel_name is not None:
+            self.generate_fallback_kernel_with_runtime_lookup(
+                node.get_name(), node.python_kernel_name,
+                lambda: [*node.codegen_args(), *node.codegen_kwargs()],
+                node.op_overload, _schema_args(node), node.codegen_outputs(),
+            )
+            return
+        super().generate_fallback_kernel(node)
+
+    def generate_fallback_kernel_with_runtime_lookup(self, buf_name: str, python_kernel_name: str,
+                                                     get_args: Callable[[], Sequence[str]], op_overload: Any,
+                                                     raw_args: Sequence[Any], outputs: Sequence[Any]) -> None:
+        if isinstance(op_overload, torch._ops.OpOverload) and self._compatible_with_cpp_boxed_dispatch(op_overload):
+            if not op_overload._schema.returns:
+                output_args: list[str | None] = []
+            elif isinstance(name := _output_name(outputs), str):
+                output_args = [name]
+            else:
+                output_args = name
+            self.generate_fallback_kernel_with_runtime_lookup_boxed(op_overload, raw_args, output_args, outputs)
+            return
+        super().generate_fallback_kernel_with_runtime_lookup(
+            buf_name, python_kernel_name, get_args, op_overload, raw_args, outputs
+        )
+
+    # --- AOTInductor: the model's device --------------------------------------------------
+
+    def codegen_model_constructor(self) -> None:
+        # Constants on foo are on the model's device (CppWrapperCpu checks against self.device).
+        self.device = BACKEND
+        try:
+            super().codegen_model_constructor()
+        finally:
+            self.device = "cpu"
+        if V.graph.device_type != BACKEND:
+            return
+        closing = self.prefix._lines.pop()
+        if not isinstance(closing, str) or closing.strip() != "}":
+            raise AssertionError(f"the model constructor ends with {closing!r}")
+        with self.prefix.indent():
+            self.prefix.writeline(
+                "// foo's runner (src/glue/aoti_runner.cpp) creates the container with \"cpu:N\", the"
+            )
+            self.prefix.writeline(
+                "// device string AOTInductorModelBase parses; the model's device is foo:N (PrivateUse1)."
+            )
+            self.prefix.writeline("device_type_ = aoti_torch_device_type_privateuse1();")
+        self.prefix.writeline(closing)
