@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._inductor import ir
+from torch._inductor import codecache, ir
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.ir import GraphPartitionSignature
@@ -69,6 +69,23 @@ def _schema_args(node: ir.ExternKernel) -> list[Any]:
     args, kwargs = node.unflatten_args(node.inputs, node.constant_args)
     args = node.fill_non_provided_args(args, kwargs)
     return [*args, *(node.get_kwargs_value(key, **kwargs) for key in node.ordered_kwargs_for_cpp_kernel)]
+
+
+def _wrap_cpp_wrapper_header(original: Callable[..., str]) -> Callable[..., str]:
+    def _get_cpp_wrapper_header(device: str, aot_mode: bool = False) -> str:
+        # The header AOTInductor precompiles for the wrapper: foo's wrapper is the CPU's C++.
+        if device.split(":", maxsplit=1)[0] == BACKEND:
+            device = "cpu"
+        return original(device, aot_mode)
+
+    _get_cpp_wrapper_header._foo_rs = True  # type: ignore[attr-defined]
+    return _get_cpp_wrapper_header
+
+
+def install() -> None:
+    """Idempotent: the wrapper header of a foo graph is the CPU's."""
+    if not getattr(codecache._get_cpp_wrapper_header, "_foo_rs", False):
+        codecache._get_cpp_wrapper_header = _wrap_cpp_wrapper_header(codecache._get_cpp_wrapper_header)
 
 
 class FooCppWrapperCodegen(CppWrapperCpu):
