@@ -444,8 +444,8 @@ def _eval_case(name: str) -> tuple[nn.Module, torch.Tensor]:
 
 def _check_native(name: str, outputs: Any, want: torch.Tensor) -> None:
     got = outputs[0] if isinstance(outputs, (list, tuple)) else outputs
-    assert got.device == torch.device("foo", 0)
-    assert_same(got, want, atol=1e-5, rtol=1e-5)
+    assert got.device == torch.device("foo", 0) and want.device == torch.device("foo", 0)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     counts = foo_rs.native_counts()
     assert counts.get(_EXTERN_OPS[name], 0) >= 1, counts
     assert not foo_rs.fallback_counts()
@@ -495,4 +495,4 @@ def test_aoti_package_runs_on_foo(name: str, tmp_path: Path):
     # A second input of the same shape: the package is not a recording of the first.
     x2 = torch.randn_like(x)
     with torch.no_grad():
-        assert_same(loaded(x2), model(x2), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(loaded(x2), model(x2), atol=1e-5, rtol=1e-5)

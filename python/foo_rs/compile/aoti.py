@@ -66,7 +66,10 @@ def _output_name(out: Any) -> Any:
 def _schema_args(node: ir.ExternKernel) -> list[Any]:
     """A kernel's arguments in its op's schema order: IR nodes for tensors, Python values for
     the rest (what ``export_extern_kernel_node`` gives, without serializing anything)."""
-    args, kwargs = node.unflatten_args(node.inputs, node.constant_args)
+    if isinstance(node, ir.FallbackKernel):
+        args, kwargs = node.unflatten_args(node.inputs, node.constant_args)
+    else:  # extern kernels (ExternKernelOut, ExternKernelAlloc): tensors, then the rest
+        args, kwargs = [*node.inputs, *node.constant_args], dict(node.kwargs)
     args = node.fill_non_provided_args(args, kwargs)
     return [*args, *(node.get_kwargs_value(key, **kwargs) for key in node.ordered_kwargs_for_cpp_kernel)]
 
