@@ -172,26 +172,54 @@ class FooCppWrapperCodegen(CppWrapperCpu):
             buf_name, python_kernel_name, get_args, op_overload, raw_args, outputs
         )
 
-    # --- AOTInductor: the model's device --------------------------------------------------
+    # --- AOTInductor: the model's constants ----------------------------------------------
 
     def codegen_model_constructor(self) -> None:
-        # Constants on foo are on the model's device (CppWrapperCpu checks against self.device).
+        # foo constants pass CppWrapperCpu's check (constants on the model's device or the CPU),
+        # and are declared host (CPU) constants: the AOTI runtime loads them into host tensors
+        # over the model's constants blob (malloc'd memory, which foo rightly refuses to wrap as
+        # foo memory), and the first run uploads them to foo (_write_constants_unpacking).
         self.device = BACKEND
         try:
             super().codegen_model_constructor()
         finally:
             self.device = "cpu"
-        if V.graph.device_type != BACKEND:
-            return
-        closing = self.prefix._lines.pop()
-        if not isinstance(closing, str) or closing.strip() != "}":
-            raise AssertionError(f"the model constructor ends with {closing!r}")
-        with self.prefix.indent():
-            self.prefix.writeline(
-                "// foo's runner (src/glue/aoti_runner.cpp) creates the container with \"cpu:N\", the"
-            )
-            self.prefix.writeline(
-                "// device string AOTInductorModelBase parses; the model's device is foo:N (PrivateUse1)."
-            )
-            self.prefix.writeline("device_type_ = aoti_torch_device_type_privateuse1();")
-        self.prefix.writeline(closing)
+        declared = ".device_type = cached_torch_device_type_privateuse1;"
+        lines = self.prefix._lines
+        for i, line in enumerate(lines):
+            if isinstance(line, str) and line.lstrip().startswith("constants_info_[") and line.endswith(declared):
+                lines[i] = line.replace(declared, ".device_type = cached_torch_device_type_cpu;")
+                self.used_cached_devices.add("cpu")
+
+    def _write_constants_unpacking(self) -> None:
+        if V.graph.aot_mode and V.graph.constants:
+            self.prefix.splice_aot(_UPLOAD_CONSTANTS)
+        super()._write_constants_unpacking()
+
+
+# At a model's first run, each host constant becomes a foo tensor on the model's foo device (a
+# copy by foo's copy_ into foo's allocator, once: what a GPU model's load does with its
+# constants), replacing the host tensor in the model's constants map and array.
+_UPLOAD_CONSTANTS = """
+for (size_t foo_i = 0; foo_i < constants_->size(); ++foo_i) {
+    AtenTensorHandle foo_host = constants_->at(foo_i);
+    if (foo_host == nullptr) continue;
+    int32_t foo_device_type;
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(foo_host, &foo_device_type));
+    if (foo_device_type == aoti_torch_device_type_privateuse1()) continue;
+    int64_t foo_ndim;
+    int64_t* foo_sizes;
+    int64_t* foo_strides;
+    int32_t foo_dtype;
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dim(foo_host, &foo_ndim));
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_sizes(foo_host, &foo_sizes));
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_strides(foo_host, &foo_strides));
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(foo_host, &foo_dtype));
+    AtenTensorHandle foo_constant;
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(foo_ndim, foo_sizes, foo_strides, foo_dtype,
+        aoti_torch_device_type_privateuse1(), this->device_idx_, &foo_constant));
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_copy_(foo_constant, foo_host, 0));
+    (*constants_map_)[this->constant_name(static_cast<int64_t>(foo_i))] = RAIIAtenTensorHandle(foo_constant);
+    constants_->at(foo_i) = ConstantHandle(foo_constant);
+}
+"""
