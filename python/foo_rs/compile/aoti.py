@@ -17,16 +17,22 @@ It is inductor's CPU C++ wrapper (``CppWrapperCpu``) with three differences:
   runs foo's native kernel as in eager mode. An op whose schema that path cannot box (a return
   other than tensors, e.g. the fused attention's integers) keeps inductor's own runtime lookup:
   in JIT mode a call of the op from Python (dispatcher again), in AOT mode the proxy executor.
-- **AOTInductor's model device**: the package's device is "foo" (its AOTI_DEVICE_KEY), and
-  foo's extension registers a model runner for it in C++ (src/glue/aoti_runner.cpp,
+- **AOTInductor's device and constants**: the package's device is "foo" (its AOTI_DEVICE_KEY),
+  and foo's extension registers a model runner for it in C++ (src/glue/aoti_runner.cpp,
   ``RegisterAOTIModelRunner``). The AOTI runtime parses the container's device string with
   ``parse_device_str`` (aoti_runtime/model_base.h), which takes cpu|cuda|xpu|mps only, so the
-  runner passes "cpu:N", and the model's constructor generated here then sets the model's
-  device type to PrivateUse1: its constants are loaded as foo tensors (the runtime's constants
-  blob, host memory, as for a CPU model), buffers and outputs are allocated on foo:N.
+  runner passes "cpu:N": N is the foo device the generated code allocates on
+  (``this->device_idx_``). The runtime loads the model's constants into tensors over its
+  constants blob, memory it mallocs; foo refuses to wrap a pointer that is not foo memory as a
+  foo tensor (``getDeviceFromPtr``), so foo's constants are declared host constants, and the
+  model's first run uploads each to a foo tensor on foo:N (foo's copy into foo's allocator, once,
+  as a GPU model's load copies its constants to the device) in the constants map and array.
 
-Not available: a foo graph whose wrapper needs subgraphs (``torch.cond`` and other control flow
-under ``cpp_wrapper``; inductor's CPU C++ wrapper does not support them either).
+Caveats: until the first run, ``extract_constants_map`` gives the host constants, and the
+runtime's host copy of the constants stays allocated beside the foo one; constants given with
+``load_constants``/``update_constant_buffer`` are host tensors (the declared device). Control
+flow (``torch.cond``, ...) under the C++ wrapper is untested: ``create`` makes no subgraph
+wrapper, as ``CppWrapperCpu.create`` does not.
 """
 
 from __future__ import annotations
@@ -147,11 +153,16 @@ class FooCppWrapperCodegen(CppWrapperCpu):
             super()._generate_extern_kernel_alloc_helper(extern_kernel, args)
 
     def generate_fallback_kernel(self, node: ir.FallbackKernel) -> None:
-        if isinstance(node.op_overload, torch._ops.OpOverload) and node.python_kernel_name is not None:
+        op = node.op_overload
+        if isinstance(op, torch._ops.OpOverload) and node.python_kernel_name is not None:
+            # An op the boxed call cannot take goes to inductor's runtime lookup, which in AOT
+            # mode is the proxy executor: it needs the op exported (V.extern_kernel_nodes).
+            boxed = self._compatible_with_cpp_boxed_dispatch(op)
+            raw_args = _schema_args(node) if boxed else node.export_extern_kernel_node()
             self.generate_fallback_kernel_with_runtime_lookup(
                 node.get_name(), node.python_kernel_name,
                 lambda: [*node.codegen_args(), *node.codegen_kwargs()],
-                node.op_overload, _schema_args(node), node.codegen_outputs(),
+                op, raw_args, node.codegen_outputs(),
             )
             return
         super().generate_fallback_kernel(node)
