@@ -29,7 +29,7 @@ from torch._inductor.ir import GraphPartitionSignature
 from torch._inductor.virtualized import V
 
 from .._registration import BACKEND_NAME as BACKEND
-from . import cpp_backend, random_ops
+from . import aoti, cpp_backend, random_ops
 
 
 class FooDeviceOpOverrides(DeviceOpOverrides):
@@ -113,7 +113,6 @@ def register() -> None:
     cpp_backend.install()
     random_ops.install()  # before compile_fx takes its decomposition table
     register_device_op_overrides(BACKEND, FooDeviceOpOverrides())
+    aoti.install()
     if get_scheduling_for_device(BACKEND) is None:
-        from .aoti import FooCppWrapperCodegen
-
-        register_backend_for_device(BACKEND, CppScheduling, FooWrapperCodegen, FooCppWrapperCodegen)
+        register_backend_for_device(BACKEND, CppScheduling, FooWrapperCodegen, aoti.FooCppWrapperCodegen)
