@@ -8,7 +8,9 @@ use super::parallel::{parallel_for, SendPtr};
 
 /// `dst[j * rows + i] = src[i * ld + j]` for `i < rows`, `j < cols`: the transpose of a
 /// row-major `rows x cols` matrix (rows `ld` apart) into a dense `cols x rows` one, in 8 x 8
-/// blocks so that reads and writes both stay within cache lines.
+/// blocks so that reads and writes both stay within cache lines. `parallel`: large matrices
+/// are split over the pool; false keeps the whole transpose on the calling thread (a caller that
+/// is itself one of the pool's tasks).
 ///
 /// # Safety
 /// `src` addresses every element of the `rows x cols` matrix; `dst` holds `rows * cols`.
@@ -18,6 +20,7 @@ pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
     rows: usize,
     cols: usize,
     dst: &mut [T],
+    parallel: bool,
 ) {
     const B: usize = 8;
     assert!(dst.len() >= rows * cols);
@@ -28,7 +31,11 @@ pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
     #[cfg(not(target_arch = "x86_64"))]
     let registers = false;
     // Parallel over blocks of destination rows (source columns), 64K elements or more each.
-    let grain = (1 << 16) / (rows * B).max(1) + 1;
+    let grain = if parallel {
+        (1 << 16) / (rows * B).max(1) + 1
+    } else {
+        usize::MAX
+    };
     parallel_for(cols.div_ceil(B), grain, &|c_lo, c_hi| {
         let (src, dst) = (s.get() as *const T, d.get());
         for cb in c_lo..c_hi {
@@ -113,7 +120,7 @@ pub fn transpose<T: Copy + Default + Send + Sync>(
 ) {
     assert!(src.len() >= rows * cols);
     // SAFETY: src holds the rows x cols matrix (checked); transpose_into checks dst.
-    unsafe { transpose_into(src.as_ptr(), cols as isize, rows, cols, dst) }
+    unsafe { transpose_into(src.as_ptr(), cols as isize, rows, cols, dst, true) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -209,7 +216,7 @@ mod tests {
             let src: Vec<f64> = (0..r * (c + 2)).map(|i| i as f64).collect();
             let mut dst = vec![0.0; r * c];
             // SAFETY: src holds r rows of c + 2 elements.
-            unsafe { transpose_into(src.as_ptr(), (c + 2) as isize, r, c, &mut dst) };
+            unsafe { transpose_into(src.as_ptr(), (c + 2) as isize, r, c, &mut dst, true) };
             for i in 0..r {
                 for j in 0..c {
                     assert_eq!(dst[j * r + i], src[i * (c + 2) + j]);
@@ -218,7 +225,7 @@ mod tests {
             let src32: Vec<f32> = src.iter().map(|&v| v as f32).collect();
             let mut dst32 = vec![0.0f32; r * c];
             // SAFETY: src32 holds r rows of c + 2 elements.
-            unsafe { transpose_into(src32.as_ptr(), (c + 2) as isize, r, c, &mut dst32) };
+            unsafe { transpose_into(src32.as_ptr(), (c + 2) as isize, r, c, &mut dst32, false) };
             for (d64, d32) in dst.iter().zip(&dst32) {
                 assert_eq!(*d64 as f32, *d32);
             }

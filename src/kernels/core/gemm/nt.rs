@@ -12,7 +12,8 @@ use crate::kernels::core::transpose::transpose_into;
 
 /// Calls `f` with a dense `k x n` copy of the transpose of `w` (`n x k`, rows `ldw` apart):
 /// the right operand of `a @ w.t()` in the row-major layout `gemm` reads fast. The copy lives
-/// in a kept scratch buffer (see `kernels::core::scratch`).
+/// in a kept scratch buffer of the calling thread (see `kernels::core::scratch`); `parallel` as
+/// [`transpose_into`]'s.
 ///
 /// # Safety
 /// `w` addresses every element of the `n x k` matrix.
@@ -21,12 +22,13 @@ pub unsafe fn with_transposed<T: GemmElem, R>(
     ldw: isize,
     n: usize,
     k: usize,
+    parallel: bool,
     f: impl FnOnce(&[T]) -> R,
 ) -> R {
     with_scratch(n * k, |dst| {
         // SAFETY: the caller's contract for `w`; every element of dst is written before `f`
         // reads it.
-        unsafe { transpose_into(w, ldw, n, k, dst) };
+        unsafe { transpose_into(w, ldw, n, k, dst, parallel) };
         f(dst)
     })
 }
@@ -40,7 +42,7 @@ mod tests {
         for (n, k) in [(3, 4), (5, 2), (64, 64)] {
             let w: Vec<f32> = (0..n * k).map(|i| i as f32).collect();
             // SAFETY: w is n x k, dense.
-            let t = unsafe { with_transposed(w.as_ptr(), k as isize, n, k, |t| t.to_vec()) };
+            let t = unsafe { with_transposed(w.as_ptr(), k as isize, n, k, true, |t| t.to_vec()) };
             for j in 0..n {
                 for p in 0..k {
                     assert_eq!(t[p * n + j], w[j * k + p]);
