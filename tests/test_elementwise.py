@@ -508,3 +508,22 @@ def test_mean_backward_of_pooled_activation():
     torch.nn.functional.adaptive_avg_pool2d(fx, 1).square().sum().backward()
     torch.nn.functional.adaptive_avg_pool2d(x, 1).square().sum().backward()
     assert_same(fx.grad, x.grad)
+
+
+@pytest.mark.parametrize("op", [torch.sin, torch.cos])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_sin_cos_vectorized_and_huge_arguments(op, dtype):
+    """float32 sin/cos run vectorized (double-precision reduction by pi/2) below 2^28 pi/2; a tensor
+    with a larger finite element takes libm's exact reduction: both within 1 ulp of the CPU's."""
+    half_pi = torch.arange(1, 3000, dtype=torch.float64) * (torch.pi / 2)
+    near = half_pi.to(torch.float32)
+    base = torch.cat([near, torch.nextafter(near, torch.full_like(near, 1e9)), torch.randn(4000) * 1e4,
+                      torch.tensor([0.0, -0.0, 1e-30, -1e-30, 4.2e8, -4.2e8, torch.inf, -torch.inf, torch.nan])])
+    for x in (base, torch.cat([base, torch.tensor([4.3e8, 3e38, -1e20])])):
+        x = x.to(dtype)
+        got, want = op(to_foo(x)).cpu(), op(x)
+        torch.testing.assert_close(got, want, atol=0, rtol=torch.finfo(dtype).eps, equal_nan=True)
+        assert torch.equal(torch.signbit(got[want == 0]), torch.signbit(want[want == 0]))
+        strided = x[::3]
+        torch.testing.assert_close(op(to_foo(strided)).cpu(), op(strided), atol=0, rtol=torch.finfo(dtype).eps,
+                                   equal_nan=True)

@@ -4,7 +4,7 @@
 use super::core::element::Element;
 use super::core::float::{FloatStore, Math};
 use super::core::int::IntElem;
-use super::core::map::map1;
+use super::core::map::{any1, map1};
 use crate::error::{FooError, FooResult};
 use crate::not_implemented;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
@@ -197,6 +197,20 @@ pub fn erfinv(y: f64) -> f64 {
     x
 }
 
+/// Whether `a` has a finite element too large for `Math::vsin`/`vcos`'s argument reduction.
+fn beyond_trig_fast_range<F: FloatStore>(a: &TensorRef) -> bool {
+    type M<F> = <F as FloatStore>::M;
+    let limit = M::<F>::TRIG_FAST_LIMIT;
+    if !limit.is_finite() {
+        return false;
+    }
+    let (limit, inf) = (M::<F>::from_f64c(limit), M::<F>::infinity());
+    any1::<F>(a, |v| {
+        let x = v.load().abs();
+        x >= limit && x < inf
+    })
+}
+
 fn float_unary<F: FloatStore>(
     op: UnaryOp,
     out: &TensorMut,
@@ -250,8 +264,13 @@ fn float_unary<F: FloatStore>(
         Sqrt => m!(|x| x.sqrt()),
         Rsqrt => m!(|x| one / x.sqrt()),
         Reciprocal => m!(|x| one / x),
-        Sin => m!(|x| x.sin()),
-        Cos => m!(|x| x.cos()),
+        // The vectorized forms, unless some finite element is beyond their exact range.
+        Sin | Cos if beyond_trig_fast_range::<F>(a) => match op {
+            Sin => m!(|x| x.sin()),
+            _ => m!(|x| x.cos()),
+        },
+        Sin => m!(|x| x.vsin()),
+        Cos => m!(|x| x.vcos()),
         Tan => m!(|x| x.tan()),
         Tanh => m!(|x| x.vtanh()),
         Asin => m!(|x| x.asin()),

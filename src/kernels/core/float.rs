@@ -28,6 +28,12 @@ pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
     fn vln(self) -> Self;
     fn vtanh(self) -> Self;
     fn vsigmoid(self) -> Self;
+    /// `sin`/`cos` whose loops vectorize (`vmath::sin`/`cos` for f32, libm for f64), exact
+    /// below [`Math::TRIG_FAST_LIMIT`] in magnitude; a tensor with a larger finite element
+    /// takes `sin`/`cos` (libm) instead.
+    fn vsin(self) -> Self;
+    fn vcos(self) -> Self;
+    const TRIG_FAST_LIMIT: f64;
     /// `if take { a } else { b }` through bit masks: LLVM turns a float `select` into a branch
     /// (even under `select_unpredictable`), which mispredicts half the time on data-dependent
     /// choices such as a running max.
@@ -93,6 +99,15 @@ impl Math for f32 {
         super::vmath::sigmoid(self)
     }
     #[inline(always)]
+    fn vsin(self) -> f32 {
+        super::vmath::sin(self)
+    }
+    #[inline(always)]
+    fn vcos(self) -> f32 {
+        super::vmath::cos(self)
+    }
+    const TRIG_FAST_LIMIT: f64 = super::vmath::TRIG_FAST_LIMIT as f64;
+    #[inline(always)]
     fn pick(take: bool, a: f32, b: f32) -> f32 {
         let m = 0u32.wrapping_sub(take as u32);
         f32::from_bits((a.to_bits() & m) | (b.to_bits() & !m))
@@ -157,6 +172,15 @@ impl Math for f64 {
     fn vsigmoid(self) -> f64 {
         1.0 / (1.0 + (-self).exp())
     }
+    #[inline(always)]
+    fn vsin(self) -> f64 {
+        self.sin()
+    }
+    #[inline(always)]
+    fn vcos(self) -> f64 {
+        self.cos()
+    }
+    const TRIG_FAST_LIMIT: f64 = f64::INFINITY;
     #[inline(always)]
     fn pick(take: bool, a: f64, b: f64) -> f64 {
         let m = 0u64.wrapping_sub(take as u64);

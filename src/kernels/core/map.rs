@@ -69,6 +69,31 @@ crate::multiversion!(fn dense1<A: Copy, O: Sized, F: Fn(A) -> O>(o: &mut [O], x:
 crate::multiversion!(fn dense2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) => dense2_body);
 
 crate::unsafe_multiversion!(
+    /// [`rows2`] with one input: `rows` rows of `len` elements (a unary op of a row slice,
+    /// `-x[..., h:]` in a rotary embedding).
+    ///
+    /// # Safety
+    /// As [`rows2`].
+    unsafe fn rows1<A: Copy, O: Sized, F: Fn(A) -> O>(
+        o: *mut O,
+        x: *const A,
+        rows: usize,
+        len: usize,
+        outer: [isize; 2],
+        f: &F,
+    ) {
+        for r in 0..rows as isize {
+            // SAFETY: caller's contract.
+            unsafe {
+                let o = std::slice::from_raw_parts_mut(o.offset(r * outer[0]), len);
+                let x = std::slice::from_raw_parts(x.offset(r * outer[1]), len);
+                dense1_body(o, x, f);
+            }
+        }
+    }
+);
+
+crate::unsafe_multiversion!(
     /// `rows` rows of `len` elements, row r of each operand at `ptr + r * outer[k]`, all inner
     /// strides 1: the row loop runs inside one multiversioned call, so short rows (a broadcast
     /// add of [10000, 100] + [100]) do not pay a dispatch and an indirect call each.
@@ -96,6 +121,35 @@ crate::unsafe_multiversion!(
         }
     }
 );
+
+/// Whether `pred` holds for some element of `a`: a read-only pass (parallel), each row folded
+/// without a branch so that its loop vectorizes. For kernels with a fast path that is exact
+/// only on part of the range (`sin` of huge arguments).
+pub fn any1<A: Element>(a: &TensorRef, pred: impl Fn(A) -> bool + Sync) -> bool {
+    if a.numel() == 0 {
+        return false;
+    }
+    let l = coalesce(&a.shape, [&a.strides]);
+    let [sa] = inner_strides(&l);
+    let pa = SendPtr::<A>::of(a.ptr);
+    let found = std::sync::atomic::AtomicBool::new(false);
+    drive_rows(&l, &|off, len| {
+        let x = pa.at(off[0]) as *const A;
+        let hit = if sa == 1 {
+            // SAFETY: a dense row of `len` elements of `a` (the layout came from its shape and
+            // strides).
+            let xs = unsafe { std::slice::from_raw_parts(x, len) };
+            xs.iter().fold(false, |acc, &v| acc | pred(v))
+        } else {
+            // SAFETY: as above, `len` elements `sa` apart.
+            (0..len as isize).fold(false, |acc, i| acc | pred(unsafe { *x.offset(i * sa) }))
+        };
+        if hit {
+            found.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    found.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// `out[i] = f(a[i])`.
 pub fn map1<A: Element, O: Element>(
@@ -131,6 +185,19 @@ pub fn map1<A: Element, O: Element>(
     }
     let [so, sa] = inner_strides(&l);
     let (po, pa) = (SendPtr::<O>::of(out.ptr), SendPtr::<A>::of(a.ptr));
+    if l.shape.len() == 2 && so == 1 && sa == 1 {
+        // Rows with dense insides: whole chunks of rows per call, as in map2.
+        let (rows, len) = (l.shape[0], l.shape[1]);
+        let outer = [l.strides[0][0], l.strides[1][0]];
+        parallel_for(rows, (GRAIN / len.max(1)).max(1), &|s, e| {
+            let r = s as isize;
+            let (o, x) = (po.at(r * outer[0]), pa.at(r * outer[1]));
+            // SAFETY: rows s..e of the operands, in bounds by their shapes and strides; the
+            // output's rows are disjoint and written by this chunk only.
+            unsafe { rows1(o, x as *const A, e - s, len, outer, &f) };
+        });
+        return Ok(());
+    }
     drive_rows(&l, &|off, len| {
         let (o, x) = (po.at(off[0]), pa.at(off[1]));
         // SAFETY: every (row offset + i * inner stride), i < len, addresses an element of the

@@ -142,6 +142,78 @@ pub fn sincos_2pi(u: f32) -> (f32, f32) {
     }
 }
 
+/// Below this magnitude [`sin`] and [`cos`] reduce their argument exactly enough (musl's
+/// `__rem_pio2f` medium case, |x| < 2^28 π/2); beyond it they need libm's Payne-Hanek
+/// reduction, which callers use for the whole tensor (`Math::TRIG_FAST_LIMIT`).
+pub const TRIG_FAST_LIMIT: f32 = 421_657_440.0;
+
+/// `x` reduced by multiples of π/2 in double precision: (quadrant, remainder in [-π/4, π/4]),
+/// exact enough below [`TRIG_FAST_LIMIT`] (25 + 53 bits of π/2, as musl's `__rem_pio2f`).
+#[inline(always)]
+fn rem_pio2(x: f32) -> (i32, f64) {
+    const TOINT: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52: adding it rounds to an integer
+    const INVPIO2: f64 = std::f64::consts::FRAC_2_PI;
+    const PIO2_1: f64 = 1.570_796_310_901_641_845_70;
+    const PIO2_1T: f64 = 1.589_325_477_352_819_669_16e-8;
+    let xd = x as f64;
+    let t = xd * INVPIO2 + TOINT;
+    let f = t - TOINT;
+    let n = t.to_bits() as i32;
+    (n, xd - f * PIO2_1 - f * PIO2_1T)
+}
+
+/// sin on [-π/4, π/4] in double (musl's `__sindf`, |error| < 2^-37.5 relative).
+#[inline(always)]
+fn sin_kernel(x: f64) -> f64 {
+    const S1: f64 = -0.166_666_666_416_265_235_595;
+    const S2: f64 = 0.008_333_329_385_889_463_175_6;
+    const S3: f64 = -0.000_198_393_348_360_966_317_347;
+    const S4: f64 = 0.000_002_718_311_493_989_821_906_4;
+    let z = x * x;
+    let w = z * z;
+    let r = S3 + z * S4;
+    let s = z * x;
+    (x + s * (S1 + z * S2)) + s * w * r
+}
+
+/// cos on [-π/4, π/4] in double (musl's `__cosdf`, |error| < 2^-34.1).
+#[inline(always)]
+fn cos_kernel(x: f64) -> f64 {
+    const C0: f64 = -0.499_999_997_251_031_003_120;
+    const C1: f64 = 0.041_666_623_323_739_063_189_4;
+    const C2: f64 = -0.001_388_676_377_460_992_946_92;
+    const C3: f64 = 0.000_024_390_448_796_277_409_065_4;
+    let z = x * x;
+    let w = z * z;
+    let r = C2 + z * C3;
+    ((1.0 + z * C0) + w * C1) + (w * z) * r
+}
+
+/// `sin x` for |x| below [`TRIG_FAST_LIMIT`] (and ±inf, NaN: NaN), branch-free: the float
+/// result of a double-precision evaluation, as musl's `sinf` (within 1 ulp of the exact value).
+#[inline(always)]
+pub fn sin(x: f32) -> f32 {
+    let (n, y) = rem_pio2(x);
+    let (s, c) = (sin_kernel(y), cos_kernel(y));
+    let v = if n & 1 == 0 { s } else { c };
+    let v = if n & 2 == 0 { v } else { -v } as f32;
+    // sin(±0) = ±0 (the polynomial gives +0 for -0).
+    if x == 0.0 {
+        x
+    } else {
+        v
+    }
+}
+
+/// `cos x` under the same conditions as [`sin`].
+#[inline(always)]
+pub fn cos(x: f32) -> f32 {
+    let (n, y) = rem_pio2(x);
+    let (s, c) = (sin_kernel(y), cos_kernel(y));
+    let v = if n & 1 == 0 { c } else { -s };
+    (if n & 2 == 0 { v } else { -v }) as f32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +295,36 @@ mod tests {
         assert_eq!(erf_gelu(f32::INFINITY), 1.0);
         assert_eq!(erf_gelu(f32::NEG_INFINITY), -1.0);
         assert!(erf_gelu(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn sin_cos_within_one_ulp_below_the_limit() {
+        for (lo, hi) in [(-7.0f32, 7.0), (-1e4, 1e4), (-4e8, 4e8), (-1e-30, 1e-30)] {
+            assert!(
+                sweep(lo, hi, 200_000, sin, f64::sin) <= 1.0,
+                "sin {lo}..{hi}"
+            );
+            assert!(
+                sweep(lo, hi, 200_000, cos, f64::cos) <= 1.0,
+                "cos {lo}..{hi}"
+            );
+        }
+        // Near multiples of π/2, where the reduction must keep its bits.
+        for k in 1..2000 {
+            let x = (k as f64 * std::f64::consts::FRAC_PI_2) as f32;
+            for x in [
+                x,
+                f32::from_bits(x.to_bits() + 1),
+                f32::from_bits(x.to_bits() - 1),
+            ] {
+                assert!(ulps(sin(x), (x as f64).sin()) <= 1.0, "sin {x}");
+                assert!(ulps(cos(x), (x as f64).cos()) <= 1.0, "cos {x}");
+            }
+        }
+        assert_eq!(sin(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(cos(-0.0), 1.0);
+        for v in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {
+            assert!(sin(v).is_nan() && cos(v).is_nan());
+        }
     }
 }
