@@ -527,3 +527,17 @@ def test_sin_cos_vectorized_and_huge_arguments(op, dtype):
         strided = x[::3]
         torch.testing.assert_close(op(to_foo(strided)).cpu(), op(strided), atol=0, rtol=torch.finfo(dtype).eps,
                                    equal_nan=True)
+
+
+@pytest.mark.parametrize("op", [torch.sin, torch.cos])
+def test_sin_cos_zero_size_scalar_and_gradient(op):
+    for x in (torch.empty(0, 3), torch.tensor(0.75), torch.tensor(-3e38)):
+        got, want = op(to_foo(x)), op(x)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want, atol=0, rtol=torch.finfo(x.dtype).eps)
+    x = torch.randn(5, 7) * 10
+    xf = to_foo(x).requires_grad_()
+    xc = x.clone().requires_grad_()
+    op(xf).sum().backward()
+    op(xc).sum().backward()
+    torch.testing.assert_close(xf.grad.cpu(), xc.grad, atol=0, rtol=torch.finfo(torch.float32).eps)
