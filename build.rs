@@ -21,6 +21,9 @@ registry = os.path.join(ext.include_paths()[0], "torch", "csrc", "profiler", "st
 print(int(torch.autograd.profiler.kineto_available() and os.path.exists(registry)))
 for p in ext.include_paths():
     print(p)
+# Python's headers: src/glue/distributed.cpp is a pybind11 class, as torch's C++ extensions are.
+import sysconfig
+print(sysconfig.get_paths()["include"])
 "#;
 
 fn python() -> String {
@@ -281,7 +284,8 @@ fn main() {
     println!("cargo:rustc-link-lib=dylib=stdc++");
 
     println!("cargo:rustc-link-search=native={lib_dir}");
-    for lib in ["c10", "torch_cpu", "torch"] {
+    // torch_python: pybind11's casters for torch's types (src/glue/distributed.cpp).
+    for lib in ["c10", "torch_cpu", "torch", "torch_python"] {
         println!("cargo:rustc-link-lib=dylib={lib}");
     }
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");

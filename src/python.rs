@@ -302,6 +302,21 @@ fn cpu_model_name() -> Option<String> {
     cpu::model_name()
 }
 
+extern "C" {
+    /// src/glue/distributed.cpp: a new reference to the `foo_rs._C._distributed` module, or null
+    /// with the Python error set.
+    fn foo_glue_distributed_module() -> *mut pyo3::ffi::PyObject;
+}
+
+/// `foo_rs._C._distributed` (the c10d backend, a pybind11 class made by the glue). Built on
+/// first use, once torch.distributed is imported: its base class is torch's `Backend`.
+#[pyfunction]
+fn distributed_module(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    // SAFETY: the glue function runs with the GIL held (we hold `py`) and returns an owned
+    // reference or null with an exception set, which `from_owned_ptr_or_err` takes either way.
+    unsafe { Bound::from_owned_ptr_or_err(py, foo_glue_distributed_module()) }
+}
+
 #[pymodule]
 #[pyo3(name = "_C")]
 fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -351,5 +366,6 @@ fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(x86_64_level, m)?)?;
     m.add_function(wrap_pyfunction!(native_bf16, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_model_name, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed_module, m)?)?;
     Ok(())
 }

@@ -9,6 +9,7 @@ reductions are also checked against the same call on CPU tensors through PyTorch
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -352,9 +353,26 @@ def work_objects(rank: int) -> dict[str, str]:
         "ok" if value[0].device.type == FOO and value[0].data_ptr() == t.data_ptr() else f"future value {value}"
     )
     out["future done"] = "ok" if future.done() else "future not done after wait"
-    # README: PyTorch's PyWorkHolder (around the Work of any backend written in Python) does not
-    # forward is_completed(). Pinned so that the README is corrected when PyTorch forwards it.
-    out["is_completed() is PyTorch's holder's"] = "ok" if work.is_completed() is False else "now forwarded"
+    # The Work users get is foo_gloo's own (a C++ backend): completion and errors are reported.
+    out["is_completed after wait"] = "ok" if work.is_completed() is True else "is_completed() False after wait()"
+    out["no exception"] = "ok" if work.exception() is None else f"exception {work.exception()}"
+    out["result is the foo tensor"] = (
+        "ok" if [r.data_ptr() for r in work.result()] == [t.data_ptr()] else f"result {work.result()}"
+    )
+    # Polling alone (no wait) sees the collective finish, with its result in place: a strided
+    # tensor (written back from a contiguous stand-in) and an AVG (divided after gloo's sum).
+    base = torch.zeros(3, 4, device=FOO)
+    strided = base[:, 1]
+    strided.fill_(rank + 1.0)
+    polled = dist.all_reduce(strided, op=dist.ReduceOp.AVG, async_op=True)
+    deadline = time.monotonic() + 30
+    while not polled.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    out["is_completed by polling"] = (
+        _expect(base, torch.zeros(3, 4).index_fill_(1, torch.tensor([1]), 1.5))
+        if polled.is_completed()
+        else "never completed"
+    )
     out["then-chain"] = _expect(doubled.wait(), torch.full((3,), 6.0))
     many = [torch.full((1000,), float(i + rank), device=FOO) for i in range(4)]
     works = [dist.all_reduce(m, async_op=True) for m in many]
@@ -369,6 +387,7 @@ def work_objects(rank: int) -> dict[str, str]:
         for _ in range(8):
             torch.full((4096,), -1.0, device=FOO)
         w.wait()
+        out["send is_completed after wait"] = "ok" if w.is_completed() else "send not completed after wait()"
     else:
         got = torch.empty(4096, device=FOO)
         dist.recv(got, src=0)

@@ -7,8 +7,16 @@ FSDP2 and DTensor work over them. See README, "Training on several processes".
 
 from __future__ import annotations
 
-from ._backend import BACKEND, ProcessGroupFooGloo
-from ._host import GLOO_DTYPES, host_view
+from .._host_view import host_view
+from ._backend import BACKEND, GLOO_DTYPES, GLOO_REDUCIBLE, ProcessGroupFooGloo
 from ._register import is_registered, register
 
-__all__ = ["BACKEND", "GLOO_DTYPES", "ProcessGroupFooGloo", "host_view", "is_registered", "register"]
+__all__ = [
+    "BACKEND",
+    "GLOO_DTYPES",
+    "GLOO_REDUCIBLE",
+    "ProcessGroupFooGloo",
+    "host_view",
+    "is_registered",
+    "register",
+]
