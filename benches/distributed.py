@@ -1,6 +1,6 @@
 """torch.distributed on foo: all_reduce bandwidth foo vs CPU (gloo), and DDP 2 x 1 vs 1 x 2 threads.
 
-    python benches/distributed.py [--quick] [--sizes-mb 1 64] [--steps 10]
+    python benches/distributed.py [--quick] [--sizes-mb 0.004 1 64] [--steps 10]
 
 1. all_reduce of a float32 tensor of each size between 2 ranks over 127.0.0.1, the same loop on
    foo tensors (the foo_gloo backend: gloo on CPU views of foo memory) and on CPU tensors
@@ -162,7 +162,8 @@ def _spawn(target: Any, nprocs: int, args: tuple[Any, ...], env: dict[str, str],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes-mb", type=float, nargs="+", default=[1, 64])
+    # 4 KB: the per-call cost (latency), 1 and 64 MB: bandwidth.
+    parser.add_argument("--sizes-mb", type=float, nargs="+", default=[4 / 1024, 1, 64])
     parser.add_argument("--repeat", type=int, default=20, help="all_reduce timings per size and device")
     parser.add_argument("--steps", type=int, default=10, help="timed training steps")
     parser.add_argument("--batch", type=int, default=16, help="global batch of the LM")
@@ -179,8 +180,9 @@ def main() -> None:
     print(f"{'size':>8} {'CPU (gloo)':>14} {'foo (foo_gloo)':>16} {'foo/CPU':>8}")
     for mb, t in bw.items():
         nbytes = mb * 2**20
-        print(f"{mb:>6g}MB {t['cpu'] * 1e3:>8.2f} ms {nbytes / t['cpu'] / 1e9:>4.1f}GB/s "
-              f"{t['foo'] * 1e3:>8.2f} ms {nbytes / t['foo'] / 1e9:>4.1f}GB/s {t['foo'] / t['cpu']:>8.3f}")
+        size = f"{mb * 1024:g}KB" if mb < 1 else f"{mb:g}MB"
+        print(f"{size:>8} {t['cpu'] * 1e3:>8.3f} ms {nbytes / t['cpu'] / 1e9:>4.1f}GB/s "
+              f"{t['foo'] * 1e3:>8.3f} ms {nbytes / t['foo'] / 1e9:>4.1f}GB/s {t['foo'] / t['cpu']:>8.3f}")
 
     print(f"\ntransformer LM training step (d=128, 4 layers, ctx 64), global batch {args.batch}, "
           f"median of {args.steps}")

@@ -439,8 +439,6 @@ def barriers(rank: int) -> dict[str, str]:
 
 def timed_collective(rank: int, kind: str, device: str = FOO, n: int | None = None) -> dict[str, Any]:
     """Runs one collective that cannot succeed; returns how it ended and how long it took."""
-    import time
-
     t = torch.ones(n if n is not None else 4 + rank, device=device)  # rank-dependent size
     start = time.monotonic()
     try:
@@ -451,6 +449,16 @@ def timed_collective(rank: int, kind: str, device: str = FOO, n: int | None = No
             dist.all_gather_into_tensor(out, t)
         elif kind == "broadcast":
             dist.broadcast(t, src=0)
+        elif kind == "all_reduce polled":
+            # Nobody waits: the Work itself must report the failure once gloo gives up.
+            work = dist.all_reduce(t, async_op=True)
+            while not work.is_completed() and time.monotonic() - start < 60:
+                time.sleep(0.01)
+            seconds = time.monotonic() - start
+            if not work.is_completed():
+                return {"outcome": "never completed", "seconds": seconds}
+            error = work.exception()
+            return {"outcome": f"completed: {type(error).__name__}: {error}", "seconds": seconds}
         outcome = "returned"
     except Exception as e:  # noqa: BLE001 (the outcome is the result)
         outcome = f"{type(e).__name__}: {e}"

@@ -240,6 +240,20 @@ def test_hung_rank_times_out() -> None:
     assert "Timed out" in seen["outcome"] and 1.5 < seen["seconds"] < 15, seen
 
 
+def test_hung_rank_async_work_reports_timeout_when_polled() -> None:
+    """is_completed() and exception() of the Work users get (foo_gloo's) report gloo's timeout
+    without a wait()."""
+    with Ranks(2) as r:
+        r.run("dist_scenarios.init", port=r.port(), timeout_s=2)
+        r.send(0, "dist_scenarios.timed_collective", kind="all_reduce polled", n=8)
+        r.send(1, "dist_scenarios.sleep", seconds=60)
+        (seen,) = r.collect("polled all_reduce with a silent peer", timeout=30, ranks=[0])
+        r.kill(1)
+        r.kill(0)
+    assert seen["outcome"].startswith("completed: ") and "Timed out" in seen["outcome"], seen
+    assert 1.5 < seen["seconds"] < 15, seen
+
+
 def test_mismatched_shapes_clear_error_in_detail_mode() -> None:
     """With TORCH_DISTRIBUTED_DEBUG=DETAIL (PyTorch's collective checks) both ranks raise and
     name the shapes. Without it gloo does not check: it aborts the process on a mismatched
