@@ -250,6 +250,10 @@ class Call {
   }
 
   template <class Role>
+  at::Tensor each(const at::Tensor& t, Role role) {
+    return (this->*role)(t);
+  }
+  template <class Role>
   std::vector<at::Tensor> each(const std::vector<at::Tensor>& ts, Role role) {
     std::vector<at::Tensor> out;
     out.reserve(ts.size());
@@ -326,21 +330,31 @@ void check_reducible(const Tensors& tensors, const c10d::ReduceOp& op) {
   }
 }
 
-Call reducer(const Tensors& tensors, const c10d::ReduceOp& op) {
-  check_reducible(tensors, op);
-  return Call();
+// The tensors of a collective's arguments (a tensor, a list, a list of lists), in one list.
+void flatten_into(Tensors& all, const at::Tensor& t) { all.push_back(t); }
+void flatten_into(Tensors& all, const Tensors& ts) { all.insert(all.end(), ts.begin(), ts.end()); }
+void flatten_into(Tensors& all, const TensorLists& tss) {
+  for (const auto& ts : tss) {
+    flatten_into(all, ts);
+  }
+}
+template <class... Groups>
+Tensors flat(const Groups&... groups) {
+  Tensors all;
+  (flatten_into(all, groups), ...);
+  return all;
 }
 
-bool all_carried(const Tensors& ts) {
-  return std::all_of(ts.begin(), ts.end(), [](const at::Tensor& t) { return gloo_carries(t.scalar_type()); });
-}
-bool all_carried(const TensorLists& tss) {
-  return std::all_of(tss.begin(), tss.end(), [](const Tensors& ts) { return all_carried(ts); });
+template <class... Groups>
+Call reducer(const c10d::ReduceOp& op, const Groups&... groups) {
+  check_reducible(flat(groups...), op);
+  return Call();
 }
 
 template <class... Groups>
 Call mover(const Groups&... groups) {
-  return Call(!(all_carried(groups) && ...));
+  const Tensors all = flat(groups...);
+  return Call(!std::all_of(all.begin(), all.end(), [](const at::Tensor& t) { return gloo_carries(t.scalar_type()); }));
 }
 
 c10d::ReduceOp sum_if_avg(const c10d::ReduceOp& op) {
@@ -376,51 +390,24 @@ class ProcessGroupFooGloo : public c10d::Backend {
   // -- reductions ------------------------------------------------------------------------------
 
   WorkPtr allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override {
-    Call call = reducer(tensors, opts.reduceOp);
-    Tensors given = call.each(tensors, kBoth);
-    return call.work(gloo_->allreduce(given, summing(opts)), average(opts.reduceOp, tensors));
+    return reducing_in_place(&c10d::Backend::allreduce, tensors, opts, true);
   }
-
   WorkPtr allreduce_coalesced(Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
-    Call call = reducer(tensors, opts.reduceOp);
-    Tensors given = call.each(tensors, kBoth);
-    return call.work(gloo_->allreduce_coalesced(given, summing(opts)), average(opts.reduceOp, tensors));
+    return reducing_in_place(&c10d::Backend::allreduce_coalesced, tensors, opts, true);
   }
-
   WorkPtr reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override {
-    Call call = reducer(tensors, opts.reduceOp);
-    Tensors given = call.each(tensors, kBoth);
-    const bool root = opts.rootRank == getRank();
-    return call.work(gloo_->reduce(given, summing(opts)), root ? average(opts.reduceOp, tensors) : nullptr);
+    return reducing_in_place(&c10d::Backend::reduce, tensors, opts, opts.rootRank == getRank());
   }
-
   WorkPtr reduce_scatter(Tensors& outputs, TensorLists& inputs, const c10d::ReduceScatterOptions& opts) override {
-    Tensors all = outputs;
-    for (const auto& ts : inputs) {
-      all.insert(all.end(), ts.begin(), ts.end());
-    }
-    Call call = reducer(all, opts.reduceOp);
-    Tensors out = call.each(outputs, kWritten);
-    TensorLists in = call.each(inputs, kRead);
-    return call.work(gloo_->reduce_scatter(out, in, summing(opts)), average(opts.reduceOp, outputs));
+    return reducing(&c10d::Backend::reduce_scatter, outputs, inputs, opts);
   }
-
   WorkPtr reduce_scatter_single(at::Tensor& output, at::Tensor& input,
                                 const c10d::ReduceScatterOptions& opts) override {
-    Call call = reducer({output, input}, opts.reduceOp);
-    at::Tensor out = call.written(output);
-    at::Tensor in = call.read(input);
-    return call.work(gloo_->reduce_scatter_single(out, in, summing(opts)), average(opts.reduceOp, {output}));
+    return reducing(&c10d::Backend::reduce_scatter_single, output, input, opts);
   }
-
   WorkPtr reduce_scatter_single_coalesced(Tensors& outputs, Tensors& inputs,
                                           const c10d::ReduceScatterOptions& opts) override {
-    Tensors all = outputs;
-    all.insert(all.end(), inputs.begin(), inputs.end());
-    Call call = reducer(all, opts.reduceOp);
-    Tensors out = call.each(outputs, kWritten);
-    Tensors in = call.each(inputs, kRead);
-    return call.work(gloo_->reduce_scatter_single_coalesced(out, in, summing(opts)), average(opts.reduceOp, outputs));
+    return reducing(&c10d::Backend::reduce_scatter_single_coalesced, outputs, inputs, opts);
   }
 
   // -- data movement (any dtype: raw bytes where gloo has no type) ----------------------------
@@ -430,60 +417,31 @@ class ProcessGroupFooGloo : public c10d::Backend {
     Tensors given = call.each(tensors, kBoth);
     return call.work(gloo_->broadcast(given, opts));
   }
-
   WorkPtr allgather(TensorLists& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) override {
-    Call call = mover(inputs, outputs);
-    TensorLists out = call.each(outputs, kWritten);
-    Tensors in = call.each(inputs, kRead);
-    return call.work(gloo_->allgather(out, in, opts));
+    return moving(&c10d::Backend::allgather, outputs, inputs, opts);
   }
-
   WorkPtr all_gather_single(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override {
-    Call call = mover(Tensors{output, input});
-    at::Tensor out = call.written(output);
-    at::Tensor in = call.read(input);
-    return call.work(gloo_->all_gather_single(out, in, opts));
+    return moving(&c10d::Backend::all_gather_single, output, input, opts);
   }
-
   WorkPtr allgather_coalesced(TensorLists& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) override {
-    Call call = mover(inputs, outputs);
-    TensorLists out = call.each(outputs, kWritten);
-    Tensors in = call.each(inputs, kRead);
-    return call.work(gloo_->allgather_coalesced(out, in, opts));
+    return moving(&c10d::Backend::allgather_coalesced, outputs, inputs, opts);
   }
-
   WorkPtr all_gather_single_coalesced(Tensors& outputs, Tensors& inputs,
                                       const c10d::AllgatherOptions& opts) override {
-    Call call = mover(outputs, inputs);
-    Tensors out = call.each(outputs, kWritten);
-    Tensors in = call.each(inputs, kRead);
-    return call.work(gloo_->all_gather_single_coalesced(out, in, opts));
+    return moving(&c10d::Backend::all_gather_single_coalesced, outputs, inputs, opts);
   }
-
   WorkPtr gather(TensorLists& outputs, Tensors& inputs, const c10d::GatherOptions& opts) override {
-    Call call = mover(inputs, outputs);
-    TensorLists out = call.each(outputs, kWritten);
-    Tensors in = call.each(inputs, kRead);
-    return call.work(gloo_->gather(out, in, opts));
+    return moving(&c10d::Backend::gather, outputs, inputs, opts);
   }
-
   WorkPtr scatter(Tensors& outputs, TensorLists& inputs, const c10d::ScatterOptions& opts) override {
-    Call call = mover(outputs, inputs);
-    Tensors out = call.each(outputs, kWritten);
-    TensorLists in = call.each(inputs, kRead);
-    return call.work(gloo_->scatter(out, in, opts));
+    return moving(&c10d::Backend::scatter, outputs, inputs, opts);
   }
-
   WorkPtr alltoall(Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) override {
-    Call call = mover(outputs, inputs);
-    Tensors out = call.each(outputs, kWritten);
-    Tensors in = call.each(inputs, kRead);
-    return call.work(gloo_->alltoall(out, in, opts));
+    return moving(&c10d::Backend::alltoall, outputs, inputs, opts);
   }
-
   WorkPtr all_to_all_single(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
                             std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) override {
-    Call call = mover(Tensors{output, input});
+    Call call = mover(output, input);
     at::Tensor out = call.written(output);
     at::Tensor in = call.read(input);
     return call.work(gloo_->all_to_all_single(out, in, output_split_sizes, input_split_sizes, opts));
@@ -522,6 +480,39 @@ class ProcessGroupFooGloo : public c10d::Backend {
   void abort() override { gloo_->abort(); }
 
  private:
+  template <class Opts>
+  using InPlace = WorkPtr (c10d::Backend::*)(Tensors&, const Opts&);
+  template <class Out, class In, class Opts>
+  using OutOfPlace = WorkPtr (c10d::Backend::*)(Out&, In&, const Opts&);
+
+  // A reduction gloo runs in place on `tensors` (as SUM where AVG was asked for); `averaged`:
+  // whether this rank receives the result (and so divides it).
+  template <class Opts>
+  WorkPtr reducing_in_place(InPlace<Opts> collective, Tensors& tensors, const Opts& opts, bool averaged) {
+    Call call = reducer(opts.reduceOp, tensors);
+    Tensors given = call.each(tensors, kBoth);
+    return call.work(((*gloo_).*collective)(given, summing(opts)),
+                     averaged ? average(opts.reduceOp, tensors) : nullptr);
+  }
+
+  // A reduction of `inputs` into `outputs`.
+  template <class Out, class In, class Opts>
+  WorkPtr reducing(OutOfPlace<Out, In, Opts> collective, Out& outputs, In& inputs, const Opts& opts) {
+    Call call = reducer(opts.reduceOp, outputs, inputs);
+    Out out = call.each(outputs, kWritten);
+    In in = call.each(inputs, kRead);
+    return call.work(((*gloo_).*collective)(out, in, summing(opts)), average(opts.reduceOp, flat(outputs)));
+  }
+
+  // A collective that only moves data from `inputs` into `outputs`.
+  template <class Out, class In, class Opts>
+  WorkPtr moving(OutOfPlace<Out, In, Opts> collective, Out& outputs, In& inputs, const Opts& opts) {
+    Call call = mover(outputs, inputs);
+    Out out = call.each(outputs, kWritten);
+    In in = call.each(inputs, kRead);
+    return call.work(((*gloo_).*collective)(out, in, opts));
+  }
+
   // What turns gloo's SUM into the AVG that was asked for, run once the SUM has landed.
   std::function<void()> average(const c10d::ReduceOp& op, const Tensors& tensors) const {
     if (op != c10d::ReduceOp::AVG) {
