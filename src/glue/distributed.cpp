@@ -83,8 +83,8 @@ at::Tensor host_alias(const at::Tensor& t, bool raw) {
 }
 
 // What a collective's Work still has to do in foo memory once gloo is done (write strided
-// results back, AVG's division), run exactly once: from the chained future's callback on gloo's
-// thread, or from wait()/is_completed() for Works without a future (send/recv).
+// results back, AVG's division), run exactly once, by whichever comes first: wait() or
+// is_completed() on the caller's thread, or the chained future's callback on gloo's thread.
 class Epilogue {
  public:
   explicit Epilogue(std::function<void()> run) : run_(std::move(run)) {}
@@ -140,46 +140,23 @@ class Swaps {
 };
 
 // The Work of one collective on foo tensors: gloo's, with the foo tensors as its result and its
-// epilogue run before it reports completion. Its future (gloo's, chained) completes after the
-// epilogue, with the foo tensors as its value, and carries gloo's error. gloo's Works for
-// send/recv have no future: get_future() raises for those as gloo's does on CPU tensors.
+// epilogue run before it reports completion (wait() returns, is_completed() is true). Its future,
+// chained on gloo's when first asked for (DDP's reducer, comm hooks, users), completes after
+// the epilogue, with the foo tensors as its value, and carries gloo's error; a synchronous
+// collective never builds it. gloo's Works for send/recv have no future: get_future() raises
+// for those as gloo's does on CPU tensors.
 class FooWork : public Work {
  public:
   FooWork(WorkPtr gloo, std::shared_ptr<const Swaps> swaps, std::shared_ptr<Epilogue> epilogue)
-      : Work(-1, gloo->retrieveOpType()), gloo_(std::move(gloo)), swaps_(std::move(swaps)), epilogue_(std::move(epilogue)) {
-    c10::intrusive_ptr<c10::ivalue::Future> inner;
-    try {
-      inner = gloo_->getFuture();
-    } catch (const c10::Error&) {
-      return;  // send/recv
-    }
-    future_ = inner->then(
-        [swaps = swaps_, epilogue = epilogue_](c10::ivalue::Future& done) -> c10::IValue {
-          const c10::IValue& value = done.value();  // re-raises gloo's error into the chained future
-          epilogue->run();
-          return swaps->user(value);
-        },
-        inner->elementType());
-  }
+      : Work(-1, gloo->retrieveOpType()), gloo_(std::move(gloo)), swaps_(std::move(swaps)), epilogue_(std::move(epilogue)) {}
 
   bool wait(std::chrono::milliseconds timeout) override {
     const bool finished = gloo_->wait(timeout);  // gloo's timeout and errors (a peer that died)
-    if (future_) {
-      // gloo completes its future before its Work, and the chained callback runs inside that.
-      future_->wait();
-      if (future_->hasError()) {
-        std::rethrow_exception(future_->exception_ptr());
-      }
-    } else {
-      epilogue_->run();
-    }
+    epilogue_->run();  // done already if a chained future ran it (call_once waits for that run)
     return finished;
   }
 
   bool isCompleted() override {
-    if (future_) {
-      return future_->completed();
-    }
     if (!gloo_->isCompleted()) {
       return false;
     }
@@ -189,14 +166,8 @@ class FooWork : public Work {
     return true;
   }
 
-  bool isSuccess() const override {
-    return future_ ? future_->completed() && !future_->hasError() : gloo_->isSuccess();
-  }
-
-  std::exception_ptr exception() const override {
-    return future_ && future_->hasError() ? future_->exception_ptr() : gloo_->exception();
-  }
-
+  bool isSuccess() const override { return gloo_->isSuccess(); }
+  std::exception_ptr exception() const override { return gloo_->exception(); }
   int sourceRank() const override { return gloo_->sourceRank(); }
 
   std::vector<at::Tensor> result() override {
@@ -207,7 +178,20 @@ class FooWork : public Work {
     return out;
   }
 
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_ ? future_ : gloo_->getFuture(); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    std::lock_guard<std::mutex> lock(future_mutex_);
+    if (!future_) {
+      const auto inner = gloo_->getFuture();  // raises for send/recv, as gloo's
+      future_ = inner->then(
+          [swaps = swaps_, epilogue = epilogue_](c10::ivalue::Future& done) -> c10::IValue {
+            const c10::IValue& value = done.value();  // re-raises gloo's error into the chained future
+            epilogue->run();
+            return swaps->user(value);
+          },
+          inner->elementType());
+    }
+    return future_;
+  }
 
   void abort() override { gloo_->abort(); }
 
@@ -215,6 +199,7 @@ class FooWork : public Work {
   WorkPtr gloo_;
   std::shared_ptr<const Swaps> swaps_;
   std::shared_ptr<Epilogue> epilogue_;
+  std::mutex future_mutex_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
