@@ -61,9 +61,11 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         a, b = torch.randn(1000, 1000).to(dev), torch.randn(1000, 1000).to(dev)
         return lambda: a + b.t()
 
-    def unary(dev: torch.device) -> Callable[[], object]:
-        a = torch.randn(1_000_000).to(dev)
-        return lambda: torch.exp(a)
+    def unary(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.device], Callable[[], object]]:
+        def make(dev: torch.device) -> Callable[[], object]:
+            a = torch.randn(1_000_000).to(dev)
+            return lambda: fn(a)
+        return make
 
     def to_device(dev: torch.device) -> Callable[[], object]:
         # A host -> device copy on foo; on the CPU the comparable work is a host copy (clone).
@@ -224,7 +226,12 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "add 1e7": elementwise(10_000_000),
         "broadcast add 1000x1000 + 1000": bcast_add,
         "transposed add 1000x1000": transposed_add,
-        "exp 1e6": unary,
+        "exp 1e6": unary(torch.exp),
+        "tanh 1e6": unary(torch.tanh),
+        "sigmoid 1e6": unary(torch.sigmoid),
+        "gelu 1e6": unary(torch.nn.functional.gelu),
+        "erf 1e6": unary(torch.erf),
+        "erfc 1e6": unary(torch.erfc),
         "copy host->device 1e6 (CPU: clone)": to_device,
         "sum of 16": reduce_case("sum16"),
         "sum 1e6": reduce_case("sum"),

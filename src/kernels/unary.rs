@@ -4,7 +4,8 @@
 use super::core::element::Element;
 use super::core::float::{FloatStore, Math};
 use super::core::int::IntElem;
-use super::core::map::{any1, map1};
+use super::core::map::{any1, map1, map1_isa};
+use super::core::simd::Isa;
 use crate::error::{FooError, FooResult};
 use crate::not_implemented;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
@@ -222,12 +223,16 @@ fn float_unary<F: FloatStore>(
     let c = |v: f64| Mf::<F>::from_f64c(v);
     macro_rules! m {
         (|$x:ident| $e:expr) => {
+            m!(|$x, _isa| $e)
+        };
+        // `$isa`: the loop copy's instruction set, for the `Math::v*` functions.
+        (|$x:ident, $isa:ident| $e:expr) => {
             // Always inlined, as binary.rs's `m!`.
-            map1(
+            map1_isa(
                 out,
                 a,
                 #[inline(always)]
-                move |v: F| {
+                move |v: F, $isa: Isa| {
                     let $x: Mf<F> = v.load();
                     F::store($e)
                 },
@@ -254,10 +259,10 @@ fn float_unary<F: FloatStore>(
         } else {
             zero
         }),
-        Exp => m!(|x| x.vexp()),
+        Exp => m!(|x, isa| x.vexp(isa)),
         Exp2 => m!(|x| x.exp2()),
         Expm1 => m!(|x| x.exp_m1()),
-        Log => m!(|x| x.vln()),
+        Log => m!(|x, isa| x.vln(isa)),
         Log2 => m!(|x| x.log2()),
         Log10 => m!(|x| x.log10()),
         Log1p => m!(|x| x.ln_1p()),
@@ -269,10 +274,10 @@ fn float_unary<F: FloatStore>(
             Sin => m!(|x| x.sin()),
             _ => m!(|x| x.cos()),
         },
-        Sin => m!(|x| x.vsin()),
-        Cos => m!(|x| x.vcos()),
+        Sin => m!(|x, isa| x.vsin(isa)),
+        Cos => m!(|x, isa| x.vcos(isa)),
         Tan => m!(|x| x.tan()),
-        Tanh => m!(|x| x.vtanh()),
+        Tanh => m!(|x, isa| x.vtanh(isa)),
         Asin => m!(|x| x.asin()),
         Acos => m!(|x| x.acos()),
         Atan => m!(|x| x.atan()),
@@ -281,7 +286,7 @@ fn float_unary<F: FloatStore>(
         Asinh => m!(|x| x.asinh_wide()),
         Acosh => m!(|x| x.acosh_wide()),
         Atanh => m!(|x| x.atanh_accurate()),
-        Sigmoid => m!(|x| x.vsigmoid()),
+        Sigmoid => m!(|x, isa| x.vsigmoid(isa)),
         // As the CPU: NaN and -0.0 fail `x < 0` and pass through. One compare and a blend, which
         // the compiler vectorises (the `x > 0 || x.is_nan()` spelling it did not: 2x abs's time).
         Relu => m!(|x| if x < zero { zero } else { x }),
@@ -289,14 +294,14 @@ fn float_unary<F: FloatStore>(
             let k = c((2.0 / std::f64::consts::PI).sqrt());
             let k1 = c(0.044715);
             let half = c(0.5);
-            m!(|x| half * x * (one + (k * (x + k1 * x * x * x)).vtanh()))
+            m!(|x, isa| half * x * (one + (k * (x + k1 * x * x * x)).vtanh(isa)))
         }
         Gelu => {
             let r = c(std::f64::consts::FRAC_1_SQRT_2);
             let half = c(0.5);
-            m!(|x| half * x * (one + (x * r).verf_gelu()))
+            m!(|x, isa| half * x * (one + (x * r).verf_gelu(isa)))
         }
-        Silu => m!(|x| x * x.vsigmoid()),
+        Silu => m!(|x, isa| x * x.vsigmoid(isa)),
         Mish => m!(|x| x * x.exp().ln_1p().tanh()),
         Softplus => {
             let beta = c(pf(p, 0, 1.0));
@@ -307,8 +312,8 @@ fn float_unary<F: FloatStore>(
                 (x * beta).exp().ln_1p() / beta
             })
         }
-        Erf => m!(|x| x.erf()),
-        Erfc => m!(|x| x.erfc()),
+        Erf => m!(|x, isa| x.verf(isa)),
+        Erfc => m!(|x, isa| x.verfc(isa)),
         Erfinv => m!(|x| Mf::<F>::from_f64c(erfinv(x.to_f64c()))),
         // The CPU's formula: 1 at 0, else sin(pi x) / (pi x) in the math type.
         Sinc => {

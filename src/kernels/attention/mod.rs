@@ -32,7 +32,7 @@ use crate::invalid_arg;
 use crate::kernels::core::float::{FloatStore, Math};
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::kernels::core::philox::fill_blocks;
-use crate::kernels::core::simd::{self, FastExp};
+use crate::kernels::core::simd::{self, FastExp, Isa};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Query rows per block.
@@ -929,8 +929,8 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                     row.fill(M::zero());
                     continue;
                 }
-                let alpha = (mx[r] - m_new).fexp();
-                let bs = simd::exp_sub_store(&mut row[..n], m_new);
+                let alpha = (mx[r] - m_new).fexp(Isa::with_fma(F));
+                let bs = simd::exp_sub_store(Isa::with_fma(F), &mut row[..n], m_new);
                 row[n..].fill(M::zero());
                 sum[r] = sum[r] * alpha + bs;
                 mx[r] = m_new;
@@ -1150,7 +1150,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                         }
                         let n = Geo::valid(job.p.causal, i, j0, kn);
                         for x in &mut prow[..n] {
-                            *x = (*x - lse[r]).fexp();
+                            *x = (*x - lse[r]).fexp(Isa::with_fma(F));
                         }
                         prow[n..].fill(M::zero());
                         let dr = dvec[r];

@@ -3,6 +3,7 @@
 //! themselves.
 
 use super::element::Element;
+use super::simd::Isa;
 use half::{bf16, f16};
 use num_traits::Float;
 
@@ -21,18 +22,23 @@ pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
     fn to_f64c(self) -> f64;
     fn round_even(self) -> Self;
     /// `exp`, `ln`, `tanh` and the logistic function in a form whose loops vectorize
-    /// (`kernels::core::vmath` for f32; f64 keeps libm's correctly rounded scalar versions).
-    fn vexp(self) -> Self;
+    /// (`kernels::core::vmath` for f32, with FMA where `isa` has it; f64 keeps libm's
+    /// correctly rounded scalar versions).
+    fn vexp(self, isa: Isa) -> Self;
     /// `erf` for GELU, in the CPU's vectorized form (`vmath::erf_gelu`) for f32; libm for f64.
-    fn verf_gelu(self) -> Self;
-    fn vln(self) -> Self;
-    fn vtanh(self) -> Self;
-    fn vsigmoid(self) -> Self;
+    fn verf_gelu(self, isa: Isa) -> Self;
+    fn vln(self, isa: Isa) -> Self;
+    fn vtanh(self, isa: Isa) -> Self;
+    fn vsigmoid(self, isa: Isa) -> Self;
+    /// `erf` and `erfc` whose loops vectorize (`vmath::erf`/`erfc` for f32, within 2 ulp;
+    /// libm for f64).
+    fn verf(self, isa: Isa) -> Self;
+    fn verfc(self, isa: Isa) -> Self;
     /// `sin`/`cos` whose loops vectorize (`vmath::sin`/`cos` for f32, libm for f64), exact
     /// below [`Math::TRIG_FAST_LIMIT`] in magnitude; a tensor with a larger finite element
     /// takes `sin`/`cos` (libm) instead.
-    fn vsin(self) -> Self;
-    fn vcos(self) -> Self;
+    fn vsin(self, isa: Isa) -> Self;
+    fn vcos(self, isa: Isa) -> Self;
     const TRIG_FAST_LIMIT: f64;
     /// `if take { a } else { b }` through bit masks: LLVM turns a float `select` into a branch
     /// (even under `select_unpredictable`), which mispredicts half the time on data-dependent
@@ -79,32 +85,40 @@ impl Math for f32 {
         self.round_ties_even()
     }
     #[inline(always)]
-    fn vexp(self) -> f32 {
-        super::vmath::exp(self)
+    fn vexp(self, isa: Isa) -> f32 {
+        super::vmath::exp(isa, self)
     }
     #[inline(always)]
-    fn verf_gelu(self) -> f32 {
-        super::vmath::erf_gelu(self)
+    fn verf_gelu(self, isa: Isa) -> f32 {
+        super::vmath::erf_gelu(isa, self)
     }
     #[inline(always)]
-    fn vln(self) -> f32 {
-        super::vmath::ln(self)
+    fn vln(self, isa: Isa) -> f32 {
+        super::vmath::ln(isa, self)
     }
     #[inline(always)]
-    fn vtanh(self) -> f32 {
-        super::vmath::tanh(self)
+    fn vtanh(self, isa: Isa) -> f32 {
+        super::vmath::tanh(isa, self)
     }
     #[inline(always)]
-    fn vsigmoid(self) -> f32 {
-        super::vmath::sigmoid(self)
+    fn vsigmoid(self, isa: Isa) -> f32 {
+        super::vmath::sigmoid(isa, self)
     }
     #[inline(always)]
-    fn vsin(self) -> f32 {
-        super::vmath::sin(self)
+    fn vsin(self, isa: Isa) -> f32 {
+        super::vmath::sin(isa, self)
     }
     #[inline(always)]
-    fn vcos(self) -> f32 {
-        super::vmath::cos(self)
+    fn vcos(self, isa: Isa) -> f32 {
+        super::vmath::cos(isa, self)
+    }
+    #[inline(always)]
+    fn verf(self, isa: Isa) -> f32 {
+        super::vmath::erf(isa, self)
+    }
+    #[inline(always)]
+    fn verfc(self, isa: Isa) -> f32 {
+        super::vmath::erfc(isa, self)
     }
     const TRIG_FAST_LIMIT: f64 = super::vmath::TRIG_FAST_LIMIT as f64;
     #[inline(always)]
@@ -153,32 +167,40 @@ impl Math for f64 {
         self.round_ties_even()
     }
     #[inline(always)]
-    fn vexp(self) -> f64 {
+    fn vexp(self, _: Isa) -> f64 {
         self.exp()
     }
     #[inline(always)]
-    fn verf_gelu(self) -> f64 {
+    fn verf_gelu(self, _: Isa) -> f64 {
         libm::erf(self)
     }
     #[inline(always)]
-    fn vln(self) -> f64 {
+    fn vln(self, _: Isa) -> f64 {
         self.ln()
     }
     #[inline(always)]
-    fn vtanh(self) -> f64 {
+    fn vtanh(self, _: Isa) -> f64 {
         self.tanh()
     }
     #[inline(always)]
-    fn vsigmoid(self) -> f64 {
+    fn vsigmoid(self, _: Isa) -> f64 {
         1.0 / (1.0 + (-self).exp())
     }
     #[inline(always)]
-    fn vsin(self) -> f64 {
+    fn vsin(self, _: Isa) -> f64 {
         self.sin()
     }
     #[inline(always)]
-    fn vcos(self) -> f64 {
+    fn vcos(self, _: Isa) -> f64 {
         self.cos()
+    }
+    #[inline(always)]
+    fn verf(self, _: Isa) -> f64 {
+        libm::erf(self)
+    }
+    #[inline(always)]
+    fn verfc(self, _: Isa) -> f64 {
+        libm::erfc(self)
     }
     const TRIG_FAST_LIMIT: f64 = f64::INFINITY;
     #[inline(always)]

@@ -10,6 +10,7 @@
 use super::element::Element;
 use super::layout::{coalesce, for_each_row, Layout, GRAIN};
 use super::parallel::{parallel_for, SendPtr};
+use super::simd::Isa;
 use super::tiles::{drive_tiles, wants_tiles};
 use crate::error::{FooError, FooResult};
 use crate::tensor::{TensorMut, TensorRef};
@@ -51,22 +52,80 @@ fn inner_strides<const N: usize>(l: &Layout<N>) -> [isize; N] {
 /// The dense inner loops, compiled three times: for the baseline target, with AVX2+FMA and with
 /// AVX-512, chosen at run time. `kernels::core::vmath` math is branch-free, so 8 lanes instead of 4 is close to twice as
 /// fast for exp/tanh/sigmoid-style ops; memory-bound ops are unaffected.
+/// The op gets the copy's [`Isa`] (for `vmath`'s polynomials).
 #[inline(always)]
-fn dense1_body<A: Copy, O, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) {
+fn dense1_body<A: Copy, O, F: Fn(A, Isa) -> O>(isa: Isa, o: &mut [O], x: &[A], f: &F) {
     for (o, &x) in o.iter_mut().zip(x) {
-        *o = f(x);
+        *o = f(x, isa);
     }
 }
 
 #[inline(always)]
-fn dense2_body<A: Copy, B: Copy, O, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) {
+fn dense2_body<A: Copy, B: Copy, O, F: Fn(A, B, Isa) -> O>(
+    isa: Isa,
+    o: &mut [O],
+    x: &[A],
+    y: &[B],
+    f: &F,
+) {
     for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
-        *o = f(x, y);
+        *o = f(x, y, isa);
     }
 }
 
-crate::multiversion!(fn dense1<A: Copy, O: Sized, F: Fn(A) -> O>(o: &mut [O], x: &[A], f: &F) => dense1_body);
-crate::multiversion!(fn dense2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) => dense2_body);
+crate::multiversion!(fn dense1<A: Copy, O: Sized, F: Fn(A, Isa) -> O>(o: &mut [O], x: &[A], f: &F) => isa dense1_body);
+crate::multiversion!(fn dense2<A: Copy, B: Copy, O: Sized, F: Fn(A, B, Isa) -> O>(o: &mut [O], x: &[A], y: &[B], f: &F) => isa dense2_body);
+
+/// [`rows1`]'s body.
+///
+/// # Safety
+/// As [`rows2`].
+#[inline(always)]
+unsafe fn rows1_body<A: Copy, O: Sized, F: Fn(A, Isa) -> O>(
+    isa: Isa,
+    o: *mut O,
+    x: *const A,
+    rows: usize,
+    len: usize,
+    outer: [isize; 2],
+    f: &F,
+) {
+    for r in 0..rows as isize {
+        // SAFETY: caller's contract.
+        unsafe {
+            let o = std::slice::from_raw_parts_mut(o.offset(r * outer[0]), len);
+            let x = std::slice::from_raw_parts(x.offset(r * outer[1]), len);
+            dense1_body(isa, o, x, f);
+        }
+    }
+}
+
+/// [`rows2`]'s body.
+///
+/// # Safety
+/// As [`rows2`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows2_body<A: Copy, B: Copy, O: Sized, F: Fn(A, B, Isa) -> O>(
+    isa: Isa,
+    o: *mut O,
+    x: *const A,
+    y: *const B,
+    rows: usize,
+    len: usize,
+    outer: [isize; 3],
+    f: &F,
+) {
+    for r in 0..rows as isize {
+        // SAFETY: caller's contract.
+        unsafe {
+            let o = std::slice::from_raw_parts_mut(o.offset(r * outer[0]), len);
+            let x = std::slice::from_raw_parts(x.offset(r * outer[1]), len);
+            let y = std::slice::from_raw_parts(y.offset(r * outer[2]), len);
+            dense2_body(isa, o, x, y, f);
+        }
+    }
+}
 
 crate::unsafe_multiversion!(
     /// [`rows2`] with one input: `rows` rows of `len` elements (a unary op of a row slice,
@@ -74,23 +133,7 @@ crate::unsafe_multiversion!(
     ///
     /// # Safety
     /// As [`rows2`].
-    unsafe fn rows1<A: Copy, O: Sized, F: Fn(A) -> O>(
-        o: *mut O,
-        x: *const A,
-        rows: usize,
-        len: usize,
-        outer: [isize; 2],
-        f: &F,
-    ) {
-        for r in 0..rows as isize {
-            // SAFETY: caller's contract.
-            unsafe {
-                let o = std::slice::from_raw_parts_mut(o.offset(r * outer[0]), len);
-                let x = std::slice::from_raw_parts(x.offset(r * outer[1]), len);
-                dense1_body(o, x, f);
-            }
-        }
-    }
+    unsafe fn rows1<A: Copy, O: Sized, F: Fn(A, Isa) -> O>(o: *mut O, x: *const A, rows: usize, len: usize, outer: [isize; 2], f: &F) => isa rows1_body
 );
 
 crate::unsafe_multiversion!(
@@ -101,25 +144,7 @@ crate::unsafe_multiversion!(
     /// # Safety
     /// Every row of every operand must be in bounds; output rows must not overlap each other
     /// or the inputs except elementwise.
-    unsafe fn rows2<A: Copy, B: Copy, O: Sized, F: Fn(A, B) -> O>(
-        o: *mut O,
-        x: *const A,
-        y: *const B,
-        rows: usize,
-        len: usize,
-        outer: [isize; 3],
-        f: &F,
-    ) {
-        for r in 0..rows as isize {
-            // SAFETY: caller's contract.
-            unsafe {
-                let o = std::slice::from_raw_parts_mut(o.offset(r * outer[0]), len);
-                let x = std::slice::from_raw_parts(x.offset(r * outer[1]), len);
-                let y = std::slice::from_raw_parts(y.offset(r * outer[2]), len);
-                dense2_body(o, x, y, f);
-            }
-        }
-    }
+    unsafe fn rows2<A: Copy, B: Copy, O: Sized, F: Fn(A, B, Isa) -> O>(o: *mut O, x: *const A, y: *const B, rows: usize, len: usize, outer: [isize; 3], f: &F) => isa rows2_body
 );
 
 /// Whether `pred` holds for some element of `a`: a read-only pass (parallel), each row folded
@@ -156,6 +181,15 @@ pub fn map1<A: Element, O: Element>(
     out: &TensorMut,
     a: &TensorRef,
     f: impl Fn(A) -> O + Sync + Send,
+) -> FooResult<()> {
+    map1_isa(out, a, move |x, _| f(x))
+}
+
+/// `out[i] = f(a[i], isa)`: `isa` is the instruction set of the loop's copy, for `vmath`.
+pub fn map1_isa<A: Element, O: Element>(
+    out: &TensorMut,
+    a: &TensorRef,
+    f: impl Fn(A, Isa) -> O + Sync + Send,
 ) -> FooResult<()> {
     check_operand::<O>("output", out.dtype, &out.shape, &out.shape)?;
     check_operand::<A>("input", a.dtype, &a.shape, &out.shape)?;
@@ -211,10 +245,10 @@ pub fn map1<A: Element, O: Element>(
                 dense1(o, x, &f);
             } else if so == 1 && sa == 0 {
                 // A broadcast row (`expand(...).contiguous()`, mean's backward): one value.
-                std::slice::from_raw_parts_mut(o, len).fill(f(*x));
+                std::slice::from_raw_parts_mut(o, len).fill(f(*x, Isa::BASELINE));
             } else {
                 for i in 0..len as isize {
-                    *o.offset(i * so) = f(*x.offset(i * sa));
+                    *o.offset(i * so) = f(*x.offset(i * sa), Isa::BASELINE);
                 }
             }
         }
@@ -228,6 +262,16 @@ pub fn map2<A: Element, B: Element, O: Element>(
     a: &TensorRef,
     b: &TensorRef,
     f: impl Fn(A, B) -> O + Sync + Send,
+) -> FooResult<()> {
+    map2_isa(out, a, b, move |x, y, _| f(x, y))
+}
+
+/// `out[i] = f(a[i], b[i], isa)`, `isa` as in [`map1_isa`].
+pub fn map2_isa<A: Element, B: Element, O: Element>(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    f: impl Fn(A, B, Isa) -> O + Sync + Send,
 ) -> FooResult<()> {
     check_operand::<O>("output", out.dtype, &out.shape, &out.shape)?;
     check_operand::<A>("input 1", a.dtype, &a.shape, &out.shape)?;
@@ -294,20 +338,20 @@ pub fn map2<A: Element, B: Element, O: Element>(
                     std::slice::from_raw_parts(x as *const A, len),
                     *y,
                 );
-                dense1(o, x, &|x| f(x, y));
+                dense1(o, x, &|x, isa| f(x, y, isa));
             } else if o_dense && sa == 0 && sb == 1 {
                 let (o, x, y) = (
                     std::slice::from_raw_parts_mut(o, len),
                     *x,
                     std::slice::from_raw_parts(y as *const B, len),
                 );
-                dense1(o, y, &|y| f(x, y));
+                dense1(o, y, &|y, isa| f(x, y, isa));
             } else if o_dense && sa == 0 && sb == 0 {
                 // Both inputs broadcast along the row (an expanded tensor times a scalar).
-                std::slice::from_raw_parts_mut(o, len).fill(f(*x, *y));
+                std::slice::from_raw_parts_mut(o, len).fill(f(*x, *y, Isa::BASELINE));
             } else {
                 for i in 0..len as isize {
-                    *o.offset(i * so) = f(*x.offset(i * sa), *y.offset(i * sb));
+                    *o.offset(i * so) = f(*x.offset(i * sa), *y.offset(i * sb), Isa::BASELINE);
                 }
             }
         }
@@ -540,6 +584,30 @@ mod tests {
         map1(&o.m(), &col, move |x: i32| x > 2).unwrap();
         assert_eq!(o.data, vec![false, true, true]);
         assert!(map1(&o.m(), &col, move |x: f32| x > 2.0).is_err());
+    }
+
+    #[test]
+    fn loop_copies_get_their_isa() {
+        // The copy that runs evaluates vmath with FMA exactly where the CPU has it: its results
+        // are those of the scalar evaluation with that Isa (libm's exact fmaf here), bit for
+        // bit, and with FMA some differ from the unfused ones.
+        use crate::kernels::core::{simd, vmath};
+        let x: Vec<f32> = (0..4099).map(|i| (i as f32 - 2049.0) * 0.003_7).collect();
+        let mut o = vec![0f32; x.len()];
+        dense1(&mut o, &x, &|v, isa| {
+            vmath::erfc(isa, v) + vmath::tanh(isa, v)
+        });
+        let f = |isa, v| vmath::erfc(isa, v) + vmath::tanh(isa, v);
+        let fma = simd::level() >= 2;
+        let isa = if fma { Isa::FMA } else { Isa::BASELINE };
+        for (&v, &y) in x.iter().zip(&o) {
+            assert_eq!(y.to_bits(), f(isa, v).to_bits(), "{v}");
+        }
+        let unfused = x
+            .iter()
+            .zip(&o)
+            .filter(|&(&v, &y)| y != f(Isa::BASELINE, v));
+        assert_eq!(unfused.count() > 0, fma);
     }
 
     #[test]

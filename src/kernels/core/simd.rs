@@ -48,10 +48,73 @@ fn detect() -> u8 {
     1
 }
 
+/// What the math in a multiversioned copy may assume of the instruction set it is compiled for:
+/// whether a fused multiply-add is one instruction. `f32::mul_add` is always fused, so in the
+/// baseline x86-64 copy it is a call to libm's `fmaf`; [`Isa::mul_add`] fuses only where that
+/// is cheap. The copies get it as a constant ([`multiversion!`](crate::multiversion)'s
+/// `=> isa body` form), so after inlining its branch folds away and each copy has either
+/// `vfmadd` or `vmulps` + `vaddps`. (`cfg!(target_feature = "fma")` cannot tell: it is the
+/// crate's setting, the same in a `#[target_feature(enable = "fma")]` function.) Code outside
+/// multiversioned copies passes [`Isa::BASELINE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Isa {
+    fma: bool,
+}
+
+impl Isa {
+    /// Baseline x86-64 (and other targets): no FMA.
+    pub const BASELINE: Isa = Isa { fma: false };
+    /// Code compiled with FMA enabled (the AVX2 and AVX-512 copies).
+    pub const FMA: Isa = Isa { fma: true };
+
+    /// [`Isa::FMA`] when `fma` (attention's `const F: bool` copies), else baseline.
+    #[inline(always)]
+    pub const fn with_fma(fma: bool) -> Isa {
+        Isa { fma }
+    }
+
+    /// `a * b + c`: fused (one rounding) where the copy has FMA, a multiply and an add else.
+    #[inline(always)]
+    pub fn mul_add<M: num_traits::Float>(self, a: M, b: M, c: M) -> M {
+        if self.fma {
+            a.mul_add(b, c)
+        } else {
+            a * b + c
+        }
+    }
+
+    /// `a * b + c` rounded once, for products that nearly cancel `c` (a residual such as
+    /// `1 - t * d` with `t ≈ 1 / d`): fused with FMA; without, Dekker's exact product, whose
+    /// high part cancels `c` exactly. (Products that neither overflow nor underflow.)
+    #[inline(always)]
+    pub fn mul_add_exact(self, a: f32, b: f32, c: f32) -> f32 {
+        if self.fma {
+            a.mul_add(b, c)
+        } else {
+            // 12 + 12 bits: the partial products are exact, and so is p + c.
+            let p = a * b;
+            let hi = |v: f32| f32::from_bits(v.to_bits() & 0xffff_f000);
+            let (ah, bh) = (hi(a), hi(b));
+            let (al, bl) = (a - ah, b - bh);
+            let e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+            (p + c) + e
+        }
+    }
+}
+
 /// Defines `fn $name<$F: $bound>(args)` that calls `$body::<$F>(args)` compiled for the best
 /// instruction set available (`$body` and everything it calls must be `#[inline(always)]`).
+/// With `=> isa $body`, it calls `$body::<$F>(isa, args)`, `isa` the copy's [`Isa`].
 #[macro_export]
 macro_rules! multiversion {
+    ($vis:vis fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) => isa $body:ident) => {
+        $vis fn $name<$($F: $B),+>($($a: $t),*) {
+            $crate::unsafe_multiversion!(unsafe fn dispatch<$($F: $B),+>($($a: $t),*) => isa $body);
+            // SAFETY: `$body` is a safe function; the dispatcher only adds target features that
+            // it checks at run time.
+            unsafe { dispatch::<$($F),+>($($a),*) }
+        }
+    };
     ($vis:vis fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) => $body:ident) => {
         $vis fn $name<$($F: $B),+>($($a: $t),*) {
             $crate::unsafe_multiversion!(unsafe fn dispatch<$($F: $B),+>($($a: $t),*) => $body);
@@ -62,40 +125,50 @@ macro_rules! multiversion {
     };
 }
 
-/// Defines `unsafe fn $name<$F: $bound>(args)` whose body (a block, or `=> f` for a call of
-/// the `#[inline(always)]` function `f::<$F>(args)`) is compiled with AVX-512 F/VL/BW/DQ, with
-/// AVX2+FMA, and for the baseline target, and runs in whichever [`level`] allows. The crate is
-/// built for baseline x86-64 and, like PyTorch's own kernels, picks at run time. Everything
-/// the body calls must be `#[inline(always)]` to inherit the features.
+/// Defines `unsafe fn $name<$F: $bound>(args)` whose body (a block, `=> f` for a call of the
+/// `#[inline(always)]` function `f::<$F>(args)`, or `=> isa f` for `f::<$F>(isa, args)` with
+/// the copy's [`Isa`]) is compiled with AVX-512 F/VL/BW/DQ, with AVX2+FMA, and for the
+/// baseline target, and runs in whichever [`level`] allows. The crate is built for baseline
+/// x86-64 and, like PyTorch's own kernels, picks at run time. Everything the body calls must
+/// be `#[inline(always)]` to inherit the features.
 #[macro_export]
 macro_rules! unsafe_multiversion {
+    ($(#[$m:meta])* $vis:vis unsafe fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) => isa $body:ident) => {
+        $crate::unsafe_multiversion!(@emit [$(#[$m])*] $vis $name [$($F: $B),+] [$($a: $t),*] isa {
+            // SAFETY: `$name`'s contract is `$body`'s.
+            unsafe { $body::<$($F),+>(isa, $($a),*) }
+        });
+    };
     ($(#[$m:meta])* $vis:vis unsafe fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) => $body:ident) => {
-        $crate::unsafe_multiversion!($(#[$m])* $vis unsafe fn $name<$($F: $B),+>($($a: $t),*) {
+        $crate::unsafe_multiversion!(@emit [$(#[$m])*] $vis $name [$($F: $B),+] [$($a: $t),*] _isa {
             // SAFETY: `$name`'s contract is `$body`'s.
             unsafe { $body::<$($F),+>($($a),*) }
         });
     };
     ($(#[$m:meta])* $vis:vis unsafe fn $name:ident<$($F:ident: $B:path),+>($($a:ident: $t:ty),* $(,)?) $body:block) => {
+        $crate::unsafe_multiversion!(@emit [$(#[$m])*] $vis $name [$($F: $B),+] [$($a: $t),*] _isa $body);
+    };
+    (@emit [$(#[$m:meta])*] $vis:vis $name:ident [$($F:ident: $B:path),+] [$($a:ident: $t:ty),*] $isa:ident $body:block) => {
         $(#[$m])*
         #[inline(always)]
         #[allow(unused_unsafe)]
         $vis unsafe fn $name<$($F: $B),+>($($a: $t),*) {
             #[inline(always)]
             #[allow(unused_unsafe, clippy::too_many_arguments)]
-            unsafe fn body<$($F: $B),+>($($a: $t),*) $body
+            unsafe fn body<$($F: $B),+>($isa: $crate::kernels::core::simd::Isa, $($a: $t),*) $body
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn v3<$($F: $B),+>($($a: $t),*) {
                     // SAFETY: forwarded from the caller.
-                    unsafe { body::<$($F),+>($($a),*) }
+                    unsafe { body::<$($F),+>($crate::kernels::core::simd::Isa::FMA, $($a),*) }
                 }
                 #[target_feature(enable = "avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn v2<$($F: $B),+>($($a: $t),*) {
                     // SAFETY: forwarded from the caller.
-                    unsafe { body::<$($F),+>($($a),*) }
+                    unsafe { body::<$($F),+>($crate::kernels::core::simd::Isa::FMA, $($a),*) }
                 }
                 match $crate::kernels::core::simd::level() {
                     // SAFETY: the CPU has AVX-512 F/VL/BW/DQ, AVX2 and FMA (checked at run
@@ -107,26 +180,26 @@ macro_rules! unsafe_multiversion {
                 }
             }
             // SAFETY: the caller's contract.
-            unsafe { body::<$($F),+>($($a),*) }
+            unsafe { body::<$($F),+>($crate::kernels::core::simd::Isa::BASELINE, $($a),*) }
         }
     };
 }
 
 /// Math types with a vectorizable `exp`.
 pub trait FastExp: Math {
-    fn fexp(self) -> Self;
+    fn fexp(self, isa: Isa) -> Self;
 }
 
 impl FastExp for f32 {
     #[inline(always)]
-    fn fexp(self) -> f32 {
-        crate::kernels::core::vmath::exp(self)
+    fn fexp(self, isa: Isa) -> f32 {
+        crate::kernels::core::vmath::exp(isa, self)
     }
 }
 
 impl FastExp for f64 {
     #[inline(always)]
-    fn fexp(self) -> f64 {
+    fn fexp(self, _: Isa) -> f64 {
         self.exp()
     }
 }
@@ -250,19 +323,19 @@ pub fn max<M: Math>(x: &[M]) -> M {
 
 /// `buf[i] = exp(buf[i] - m)`, returning the sum.
 #[inline(always)]
-pub fn exp_sub_store<M: FastExp>(buf: &mut [M], m: M) -> M {
+pub fn exp_sub_store<M: FastExp>(isa: Isa, buf: &mut [M], m: M) -> M {
     let mut acc = [M::zero(); EXP_LANES];
     let mut chunks = buf.chunks_exact_mut(EXP_LANES);
     for c in &mut chunks {
         for j in 0..EXP_LANES {
-            let e = (c[j] - m).fexp();
+            let e = (c[j] - m).fexp(isa);
             c[j] = e;
             acc[j] = acc[j] + e;
         }
     }
     let mut tail = M::zero();
     for v in chunks.into_remainder() {
-        let e = (*v - m).fexp();
+        let e = (*v - m).fexp(isa);
         *v = e;
         tail = tail + e;
     }
@@ -272,21 +345,21 @@ pub fn exp_sub_store<M: FastExp>(buf: &mut [M], m: M) -> M {
 /// `y[i] = exp(x[i] - m)`, returning the sum (the exp pass of a softmax that writes its
 /// output directly).
 #[inline(always)]
-pub fn exp_sub_into<M: FastExp>(y: &mut [M], x: &[M], m: M) -> M {
+pub fn exp_sub_into<M: FastExp>(isa: Isa, y: &mut [M], x: &[M], m: M) -> M {
     let n = y.len().min(x.len());
     let (y, x) = (&mut y[..n], &x[..n]);
     let mut acc = [M::zero(); EXP_LANES];
     let ((ys, yr), (xs, xr)) = (lanes_mut::<EXP_LANES, M>(y), lanes::<EXP_LANES, M>(x));
     for (c, d) in ys.zip(xs) {
         for j in 0..EXP_LANES {
-            let e = (d[j] - m).fexp();
+            let e = (d[j] - m).fexp(isa);
             c[j] = e;
             acc[j] = acc[j] + e;
         }
     }
     let mut tail = M::zero();
     for (v, &u) in yr.iter_mut().zip(xr) {
-        let e = (u - m).fexp();
+        let e = (u - m).fexp(isa);
         *v = e;
         tail = tail + e;
     }
@@ -302,16 +375,16 @@ mod tests {
         let mut worst = 0.0f64;
         let mut x = -87.0f32;
         while x < 88.0 {
-            let got = x.fexp() as f64;
+            let got = x.fexp(Isa::BASELINE) as f64;
             let want = (x as f64).exp();
             worst = worst.max(((got - want) / want).abs());
             x += 0.0137;
         }
         assert!(worst < 3e-7, "worst relative error {worst}");
-        assert_eq!(f32::NEG_INFINITY.fexp(), 0.0);
-        assert_eq!(f32::INFINITY.fexp(), f32::INFINITY);
-        assert!(f32::NAN.fexp().is_nan());
-        assert_eq!(0.0f32.fexp(), 1.0);
+        assert_eq!(f32::NEG_INFINITY.fexp(Isa::BASELINE), 0.0);
+        assert_eq!(f32::INFINITY.fexp(Isa::BASELINE), f32::INFINITY);
+        assert!(f32::NAN.fexp(Isa::BASELINE).is_nan());
+        assert_eq!(0.0f32.fexp(Isa::BASELINE), 1.0);
     }
 
     #[test]

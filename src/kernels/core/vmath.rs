@@ -1,47 +1,109 @@
-//! Branch-free single-precision math that LLVM vectorizes: `exp`, `ln`, `tanh`, `sigmoid`, and
-//! `sincos(2πu)` for Box-Muller. libm's `expf`/`logf` are scalar calls, which made `exp` on foo
-//! ~5× slower than the CPU backend's SLEEF kernels. Accuracy: within 2 ulp of the correctly
-//! rounded result on the whole range (tests below check against f64), with the IEEE special
-//! values (NaN, ±inf, 0, subnormals) of the libm functions.
+//! Branch-free single-precision math that LLVM vectorizes: `exp`, `ln`, `tanh`, `sigmoid`,
+//! `erf`, `erfc`, `sin`, `cos`, and `sincos(2πu)` for Box-Muller. libm's `expf`/`logf`/`erff`
+//! are scalar calls, which made `exp` on foo ~5× slower than the CPU backend's SLEEF kernels
+//! (`erf` 20×). Accuracy: within 2 ulp of the correctly rounded result on the whole range
+//! (`sigmoid` 2.5; tests below check against f64, `worst_ulps` every float), with the IEEE
+//! special values (NaN, ±inf, ±0, subnormals) of the libm functions.
 //!
 //! Every function is `#[inline(always)]` so it is compiled into the caller's loop (and into its
-//! AVX2 copy where the caller is multiversioned).
+//! AVX2 / AVX-512 copies where the caller is multiversioned). Each takes the [`Isa`] of the
+//! copy it is compiled into: polynomials are evaluated with [`Isa::mul_add`], fused where the
+//! copy has FMA, a multiply and an add in the baseline one (where `f32::mul_add` would be a
+//! call to libm's `fmaf`). Both evaluations are within the stated accuracy (the tests run both).
 
-// The polynomial coefficients are Cephes' as published; some carry a digit beyond f32's.
+// Cephes' polynomial coefficients are as published, some with a digit beyond f32's; the others
+// are minimax fits (Remez, in high precision) rounded to f32.
 #![allow(clippy::excessive_precision)]
 
-/// `e^x`: Cephes-style range reduction by ln 2 and a degree-6 polynomial.
+use super::simd::Isa;
+
+/// `c[0] x^(N-1) + c[1] x^(N-2) + ... + c[N-1]` by Horner's rule, with `isa`'s multiply-add.
 #[inline(always)]
-pub fn exp(x: f32) -> f32 {
-    const HI: f32 = 88.3;
-    const LO: f32 = -87.33;
-    let xc = x.clamp(LO, HI);
-    // Round x * log2(e) to nearest with the 1.5 * 2^23 trick (no SSE4.1 needed).
-    const MAGIC: f32 = 12_582_912.0;
-    let t = xc * std::f32::consts::LOG2_E + MAGIC;
+fn poly<const N: usize>(isa: Isa, x: f32, c: [f32; N]) -> f32 {
+    let mut acc = c[0];
+    for &ck in &c[1..] {
+        acc = isa.mul_add(acc, x, ck);
+    }
+    acc
+}
+
+/// Rounds `t - MAGIC` to an integer: `t` is `x + MAGIC` (or `fma(x, c, MAGIC)`), |x| < 2^22,
+/// which rounds `x` to the nearest integer (the 1.5 * 2^23 trick: no SSE4.1 needed). Returns
+/// that integer as f32 and as i32.
+#[inline(always)]
+fn round_int(t: f32) -> (f32, i32) {
     let n = t - MAGIC;
-    let ni = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
-    let r = xc - n * 0.693_359_4 - n * -2.121_944_4e-4;
-    let z = r * r;
-    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
-        + 1.666_666_5e-1)
-        * r
-        + 0.5;
-    let y = p * z + r + 1.0;
-    let scale = f32::from_bits(((ni + 127) as u32) << 23);
-    let v = y * scale;
-    if x < LO {
-        0.0
-    } else if x > HI {
-        f32::INFINITY
+    (n, (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32))
+}
+
+const MAGIC: f32 = 12_582_912.0;
+
+/// ln 2 split for Cody-Waite reduction: `LN2_HI` has 9 significant bits, so `n * LN2_HI` is
+/// exact for |n| < 2^15.
+const LN2_HI: f32 = 0.693_359_375;
+const LN2_LO: f32 = -2.121_944_4e-4;
+
+/// `x = n ln 2 + r`, |r| <= ln(2)/2 (|x| < 2^15): `(r, n)`.
+#[inline(always)]
+fn exp_reduce(isa: Isa, x: f32) -> (f32, i32) {
+    let (n, ni) = round_int(isa.mul_add(x, std::f32::consts::LOG2_E, MAGIC));
+    (isa.mul_add(n, -LN2_LO, isa.mul_add(n, -LN2_HI, x)), ni)
+}
+
+/// `2^n` for `n` in [-126, 127].
+#[inline(always)]
+fn pow2(n: i32) -> f32 {
+    f32::from_bits(((n + 127) as u32) << 23)
+}
+
+/// `e^r - 1` for |r| <= ln(2)/2 + 0.001: `r + r² P(r)`, `P` minimax for the relative error of
+/// `e^r` (3.1e-9; Cephes' `expf` has one degree more).
+#[inline(always)]
+fn expm1_kernel(isa: Isa, r: f32) -> f32 {
+    let p = poly(
+        isa,
+        r,
+        [
+            1.381_419_1e-3,
+            8.368_914e-3,
+            4.166_840_8e-2,
+            1.666_652e-1,
+            4.999_999_4e-1,
+        ],
+    );
+    isa.mul_add(p, r * r, r)
+}
+
+/// `e^x`: range reduction by ln 2 (Cody-Waite) and a degree-6 polynomial, within 1.1 ulp on the
+/// whole range: subnormal results below `e^-87.3`, 0 below `e^-104`, +inf above `e^88.72`.
+#[inline(always)]
+pub fn exp(isa: Isa, x: f32) -> f32 {
+    // Beyond these e^x rounds to 0 or overflows; clamping keeps n in [-150, 128] (NaN stays).
+    let xc = x.clamp(-104.0, 89.0);
+    let (r, n) = exp_reduce(isa, xc);
+    // 2 e^r 2^(n-1): for n = 128, 2^(n-1) is finite and the product overflows to inf.
+    let y2 = isa.mul_add(expm1_kernel(isa, r), 2.0, 2.0);
+    // Subnormal results (n <= -125): 2^(n-1+32), then 2^-32, so that they round once.
+    let sub = x < -86.5;
+    let v = y2 * pow2(n - 1 + if sub { 32 } else { 0 });
+    if sub {
+        v * pow2(-32)
     } else {
         v
     }
 }
 
+/// `e^x` for `x` in [-87.3, 88.3] (callers clamp; NaN gives NaN): [`exp`] without its range
+/// handling.
+#[inline(always)]
+fn exp_normal(isa: Isa, x: f32) -> f32 {
+    let (r, n) = exp_reduce(isa, x);
+    (expm1_kernel(isa, r) + 1.0) * pow2(n)
+}
+
 /// Natural logarithm: Cephes `logf` (mantissa in [√½, √2), degree-8 polynomial).
 #[inline(always)]
-pub fn ln(x: f32) -> f32 {
+pub fn ln(isa: Isa, x: f32) -> f32 {
     let sub = x < f32::MIN_POSITIVE;
     let xs = if sub { x * 8_388_608.0 } else { x }; // 2^23: subnormals become normal
     let bits = xs.to_bits() as i32;
@@ -51,22 +113,24 @@ pub fn ln(x: f32) -> f32 {
     let e = (if small { e - 1 } else { e }) as f32;
     let m = if small { m + m - 1.0 } else { m - 1.0 };
     let z = m * m;
-    let p = ((((((((7.037_683_6e-2 * m - 1.151_461e-1) * m + 1.167_699_9e-1) * m
-        - 1.242_014_1e-1)
-        * m
-        + 1.424_932_3e-1)
-        * m
-        - 1.666_805_8e-1)
-        * m
-        + 2.000_071_5e-1)
-        * m
-        - 2.499_999_4e-1)
-        * m
-        + 3.333_333_1e-1)
-        * m
+    let p = poly(
+        isa,
+        m,
+        [
+            7.037_683_6e-2,
+            -1.151_461e-1,
+            1.167_699_9e-1,
+            -1.242_014_1e-1,
+            1.424_932_3e-1,
+            -1.666_805_8e-1,
+            2.000_071_5e-1,
+            -2.499_999_4e-1,
+            3.333_333_1e-1,
+        ],
+    ) * m
         * z;
-    let y = p - 2.121_944_4e-4 * e - 0.5 * z;
-    let r = m + y + 0.693_359_4 * e;
+    let y = isa.mul_add(z, -0.5, isa.mul_add(e, LN2_LO, p));
+    let r = isa.mul_add(e, LN2_HI, m + y);
     if x.is_nan() || x < 0.0 {
         f32::NAN
     } else if x == 0.0 {
@@ -81,34 +145,180 @@ pub fn ln(x: f32) -> f32 {
 /// `erf` as the CPU backend's vectorized kernels compute it for GELU (ATen's
 /// `Vectorized<float>::erf`): Abramowitz and Stegun 7.1.26, `1 - t * P(t) * e^{-x^2}` with
 /// `t = 1 / (1 + 0.3275911 |x|)`, sign restored; absolute error below 1.5e-7. Same algorithm as
-/// the CPU's GELU, so foo's GELU follows its numbers (the exact `torch.erf` keeps libm's).
+/// the CPU's GELU, so foo's GELU follows its numbers (the exact `torch.erf` is [`erf`]).
 #[inline(always)]
-pub fn erf_gelu(x: f32) -> f32 {
+pub fn erf_gelu(isa: Isa, x: f32) -> f32 {
     let a = x.abs();
-    let t = 1.0 / (0.327_591_1 * a + 1.0);
-    let r =
-        (((1.061_405_4 * t - 1.453_152) * t + 1.421_413_7) * t - 0.284_496_74) * t + 0.254_829_6;
-    let e = exp(-(x * x));
-    let y = 1.0 - t * e * r;
-    if x.is_nan() {
-        x
+    let t = 1.0 / isa.mul_add(0.327_591_1, a, 1.0);
+    let r = poly(
+        isa,
+        t,
+        [
+            1.061_405_4,
+            -1.453_152,
+            1.421_413_7,
+            -0.284_496_74,
+            0.254_829_6,
+        ],
+    );
+    // e^{-x²} below 1.2e-38 does not change 1 - t e r: flushing it is exact here.
+    let nx2 = -(x * x);
+    let e = exp_normal(isa, if nx2 < -87.0 { -87.0 } else { nx2 });
+    // NaN stays NaN through every step.
+    isa.mul_add(-(t * e), r, 1.0).copysign(x)
+}
+
+/// `erf(x) / x - 1` for |x| <= 1, as a polynomial in `x²` (minimax, absolute error 1.2e-9).
+#[inline(always)]
+fn erf_small(isa: Isa, x: f32) -> f32 {
+    poly(
+        isa,
+        x * x,
+        [
+            7.889_122e-5,
+            -8.020_842e-4,
+            5.189_535e-3,
+            -2.685_444_4e-2,
+            1.128_36e-1,
+            -3.761_262_6e-1,
+            1.283_791_7e-1,
+        ],
+    )
+}
+
+/// The error function, within 1.2 ulp on the whole range with FMA, 1.5 without (SLEEF's
+/// `erff_u1`, which the CPU backend uses, is within 1): `x + x P(x²)` below 1, `1 - e^{L(|x|)}`
+/// above, `L` a minimax polynomial for `ln erfc` in `|x| - 1` on [1, 3.93] (absolute error of
+/// `erfc` 1e-9); beyond 3.93 `erf` rounds to ±1.
+#[inline(always)]
+pub fn erf(isa: Isa, x: f32) -> f32 {
+    let small = isa.mul_add(x, erf_small(isa, x), x);
+    let a = x.abs();
+    let l = poly(
+        isa,
+        (if a > 3.93 { 3.93 } else { a }) - 1.0, // NaN stays
+        [
+            1.855_736_8e-4,
+            -1.826_162e-3,
+            9.890_891e-3,
+            -4.150_068_8e-2,
+            -8.431_183e-1,
+            -2.638_966_8,
+            -1.849_605_6,
+        ],
+    );
+    // erfc = 2^n (1 + em1), n in [-26, -2]; 1 - erfc with one rounding (1 - 2^n is exact for
+    // n >= -24, and erf rounds to ±1 below).
+    let (r, n) = exp_reduce(isa, l);
+    let s = pow2(n);
+    let big = isa.mul_add(-s, expm1_kernel(isa, r), 1.0 - s).copysign(x);
+    if a < 1.0 {
+        small
     } else {
-        y.copysign(x)
+        big
     }
 }
 
-/// Hyperbolic tangent: Cephes' odd polynomial below |x| = 0.625, `1 - 2 / (e^{2|x|} + 1)` above.
+/// Below this |x|, [`erfc`] is `1 - x - x P(x²)`; above, [`erfc_big`].
+const ERFC_SPLIT: f32 = 0.75;
+
+/// Beyond this, `erfc` is below 2^-150 (rounds to 0).
+const ERFC_MAX: f32 = 10.06;
+
+/// `erfc(a)` for `a` in [[`ERFC_SPLIT`], [`ERFC_MAX`]] (callers clamp; NaN gives NaN), within
+/// 1.6 ulp, subnormal results included (0 above 10.0542). With `t = 1 / (1 + 2a)`,
+/// `erfc(a) = t e^{Q(t) - a²}`, `Q` a minimax polynomial in `t - TM` (absolute error 4e-9).
+/// The exponent is summed without losing bits (`a²` splits into an exact `z²` and a small
+/// `d`; `ln 2` into `LN2_HI + LN2_LO`), and `t` carries the rounding errors of `1 + 2a` and of
+/// the division as a correction `c`: no cancellation, and relative accuracy down to the
+/// smallest subnormal.
 #[inline(always)]
-pub fn tanh(x: f32) -> f32 {
+fn erfc_big(isa: Isa, a: f32) -> f32 {
+    const TM: f32 = 0.223_674_24;
+    let a2 = a + a;
+    let den = a2 + 1.0;
+    let den_lo = (a2 - den) + 1.0; // den + den_lo = 1 + 2a exactly (Fast2Sum: 2a >= 1)
+    let t = 1.0 / den;
+    let q = poly(
+        isa,
+        t - TM,
+        [
+            -439.070_7,
+            311.669_56,
+            -53.161_564,
+            -26.437_054,
+            22.208_9,
+            -7.965_756_4,
+            7.844_869e-2,
+            2.086_126_1,
+            -1.574_387_7,
+            1.489_750_3e-1,
+            2.489_335_1e-1,
+        ],
+    );
+    // a² = z² + d: z keeps a's top 12 significant bits, so z² is exact, and d is small.
+    let z = f32::from_bits(a.to_bits() & 0xffff_f000);
+    let d = (a - z) * (a + z);
+    let zz = z * z;
+    // e^{q - a²} = 2^n e^r. z² and n LN2_HI are multiples of 2^-24 and the exact part of r is
+    // below 1: exact.
+    let qd = q - d;
+    let (n, ni) = round_int(isa.mul_add(qd - zz, std::f32::consts::LOG2_E, MAGIC));
+    let r = (-zz - n * LN2_HI) + isa.mul_add(n, -LN2_LO, qd);
+    let em1 = expm1_kernel(isa, r);
+    // 1 / (1 + 2a) = t (1 + e), e = 1 - t (den + den_lo).
+    let e = isa.mul_add(-t, den_lo, isa.mul_add_exact(-t, den, 1.0));
+    let c = t * e;
+    // t (1 + e) e^r = t + (t em1 + c (1 + em1)).
+    let m = t + isa.mul_add(t, em1, isa.mul_add(c, em1, c));
+    // m 2^n, n in [-151, 0]: through 2^(n+64) (normal), then 2^-64, so that subnormal results
+    // round once.
+    m * pow2(ni + 64) * pow2(-64)
+}
+
+/// The complementary error function, within 1.6 ulp with FMA, 1.8 without (relative: no
+/// cancellation for large `x`, subnormal results down to `erfc(10.05)`; SLEEF's `erfcf_u15`,
+/// the CPU backend's, is within 1.5): `1 - x - x P(x²)` below 0.75 in magnitude,
+/// [`erfc_big`] and `2 - erfc(|x|)` above.
+#[inline(always)]
+pub fn erfc(isa: Isa, x: f32) -> f32 {
+    // 1 - x = hi + lo exactly (Fast2Sum: |x| < 1 where it is used).
+    let hi = 1.0 - x;
+    let lo = (1.0 - hi) - x;
+    let small = hi + isa.mul_add(-x, erf_small(isa, x), lo);
+    let a = x.abs();
+    let e = erfc_big(isa, if a > ERFC_MAX { ERFC_MAX } else { a }); // NaN stays
+    let big = if x < 0.0 { 2.0 - e } else { e };
+    if a < ERFC_SPLIT {
+        small
+    } else {
+        big
+    }
+}
+
+/// Hyperbolic tangent, within 1.3 ulp: Cephes' odd polynomial below |x| = 0.625,
+/// `1 - 2 / (e^{2|x|} + 1)` above (1 beyond 9.1).
+#[inline(always)]
+pub fn tanh(isa: Isa, x: f32) -> f32 {
     let a = x.abs();
     let z = x * x;
-    // x * (1 + z p) rather than x + x z p, so that tanh(-0) = -0.
-    let p = (((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1)
-        * z
-        - 3.333_328_2e-1;
-    let small = x * (1.0 + z * p);
-    let big = 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
-    let big = if x < 0.0 { -big } else { big };
+    let p = poly(
+        isa,
+        z,
+        [
+            -5.704_988_7e-3,
+            2.063_908_9e-2,
+            -5.373_971_6e-2,
+            1.333_144_2e-1,
+            -3.333_328_2e-1,
+        ],
+    );
+    // x (1 + z p) keeps tanh(-0) = -0.
+    let small = x * isa.mul_add(z, p, 1.0);
+    // e^{2a} + 1 = 2^n (1 + em1) + 1, n in [0, 26], without exp's range handling.
+    let (r, n) = exp_reduce(isa, 2.0 * if a > 9.1 { 9.1 } else { a }); // NaN stays
+    let s = pow2(n);
+    let big = (1.0 - 2.0 / isa.mul_add(s, expm1_kernel(isa, r), s + 1.0)).copysign(x);
     if a < 0.625 {
         small
     } else {
@@ -116,24 +326,26 @@ pub fn tanh(x: f32) -> f32 {
     }
 }
 
-/// `1 / (1 + e^{-x})`.
+/// `1 / (1 + e^{-x})`, within 2.5 ulp (0 below -88.7, as the CPU's).
 #[inline(always)]
-pub fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + exp(-x))
+pub fn sigmoid(isa: Isa, x: f32) -> f32 {
+    1.0 / (1.0 + exp(isa, -x))
 }
 
 /// `(sin 2πu, cos 2πu)` for `u` in [0, 1]: quadrant from `4u`, Cephes polynomials on
 /// [-π/4, π/4]. (Only this reduced form is needed: Box-Muller's angle is `2π × uniform`.)
 #[inline(always)]
-pub fn sincos_2pi(u: f32) -> (f32, f32) {
+pub fn sincos_2pi(isa: Isa, u: f32) -> (f32, f32) {
     const MAGIC: f32 = 12_582_912.0;
     let v = u * 4.0;
     let t = v + MAGIC;
     let q = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
     let r = (v - (t - MAGIC)) * std::f32::consts::FRAC_PI_2;
     let z = r * r;
-    let s = ((-1.951_529_6e-4 * z + 8.332_161e-3) * z - 1.666_665_5e-1) * z * r + r;
-    let c = ((2.443_315_7e-5 * z - 1.388_731_6e-3) * z + 4.166_664_6e-2) * z * z - 0.5 * z + 1.0;
+    let ps = poly(isa, z, [-1.951_529_6e-4, 8.332_161e-3, -1.666_665_5e-1]);
+    let s = isa.mul_add(ps * z, r, r);
+    let pc = poly(isa, z, [2.443_315_7e-5, -1.388_731_6e-3, 4.166_664_6e-2]);
+    let c = isa.mul_add(pc * z, z, -0.5 * z) + 1.0;
     let (s1, c1) = if q & 1 == 1 { (c, -s) } else { (s, c) };
     if q & 2 == 2 {
         (-s1, -c1)
@@ -150,51 +362,51 @@ pub const TRIG_FAST_LIMIT: f32 = 421_657_440.0;
 /// `x` reduced by multiples of π/2 in double precision: (quadrant, remainder in [-π/4, π/4]),
 /// exact enough below [`TRIG_FAST_LIMIT`] (25 + 53 bits of π/2, as musl's `__rem_pio2f`).
 #[inline(always)]
-fn rem_pio2(x: f32) -> (i32, f64) {
+fn rem_pio2(isa: Isa, x: f32) -> (i32, f64) {
     const TOINT: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52: adding it rounds to an integer
     const INVPIO2: f64 = std::f64::consts::FRAC_2_PI;
     const PIO2_1: f64 = 1.570_796_310_901_641_845_70;
     const PIO2_1T: f64 = 1.589_325_477_352_819_669_16e-8;
     let xd = x as f64;
-    let t = xd * INVPIO2 + TOINT;
+    let t = isa.mul_add(xd, INVPIO2, TOINT);
     let f = t - TOINT;
     let n = t.to_bits() as i32;
-    (n, xd - f * PIO2_1 - f * PIO2_1T)
+    (n, isa.mul_add(f, -PIO2_1T, isa.mul_add(f, -PIO2_1, xd)))
 }
 
 /// sin on [-π/4, π/4] in double (musl's `__sindf`, |error| < 2^-37.5 relative).
 #[inline(always)]
-fn sin_kernel(x: f64) -> f64 {
+fn sin_kernel(isa: Isa, x: f64) -> f64 {
     const S1: f64 = -0.166_666_666_416_265_235_595;
     const S2: f64 = 0.008_333_329_385_889_463_175_6;
     const S3: f64 = -0.000_198_393_348_360_966_317_347;
     const S4: f64 = 0.000_002_718_311_493_989_821_906_4;
     let z = x * x;
     let w = z * z;
-    let r = S3 + z * S4;
+    let r = isa.mul_add(z, S4, S3);
     let s = z * x;
-    (x + s * (S1 + z * S2)) + s * w * r
+    isa.mul_add(s * w, r, isa.mul_add(s, isa.mul_add(z, S2, S1), x))
 }
 
 /// cos on [-π/4, π/4] in double (musl's `__cosdf`, |error| < 2^-34.1).
 #[inline(always)]
-fn cos_kernel(x: f64) -> f64 {
+fn cos_kernel(isa: Isa, x: f64) -> f64 {
     const C0: f64 = -0.499_999_997_251_031_003_120;
     const C1: f64 = 0.041_666_623_323_739_063_189_4;
     const C2: f64 = -0.001_388_676_377_460_992_946_92;
     const C3: f64 = 0.000_024_390_448_796_277_409_065_4;
     let z = x * x;
     let w = z * z;
-    let r = C2 + z * C3;
-    ((1.0 + z * C0) + w * C1) + (w * z) * r
+    let r = isa.mul_add(z, C3, C2);
+    isa.mul_add(w * z, r, isa.mul_add(w, C1, isa.mul_add(z, C0, 1.0)))
 }
 
 /// `sin x` for |x| below [`TRIG_FAST_LIMIT`] (and ±inf, NaN: NaN), branch-free: the float
 /// result of a double-precision evaluation, as musl's `sinf` (within 1 ulp of the exact value).
 #[inline(always)]
-pub fn sin(x: f32) -> f32 {
-    let (n, y) = rem_pio2(x);
-    let (s, c) = (sin_kernel(y), cos_kernel(y));
+pub fn sin(isa: Isa, x: f32) -> f32 {
+    let (n, y) = rem_pio2(isa, x);
+    let (s, c) = (sin_kernel(isa, y), cos_kernel(isa, y));
     let v = if n & 1 == 0 { s } else { c };
     let v = if n & 2 == 0 { v } else { -v } as f32;
     // sin(±0) = ±0 (the polynomial gives +0 for -0).
@@ -207,9 +419,9 @@ pub fn sin(x: f32) -> f32 {
 
 /// `cos x` under the same conditions as [`sin`].
 #[inline(always)]
-pub fn cos(x: f32) -> f32 {
-    let (n, y) = rem_pio2(x);
-    let (s, c) = (sin_kernel(y), cos_kernel(y));
+pub fn cos(isa: Isa, x: f32) -> f32 {
+    let (n, y) = rem_pio2(isa, x);
+    let (s, c) = (sin_kernel(isa, y), cos_kernel(isa, y));
     let v = if n & 1 == 0 { c } else { -s };
     (if n & 2 == 0 { v } else { -v }) as f32
 }
@@ -218,11 +430,16 @@ pub fn cos(x: f32) -> f32 {
 mod tests {
     use super::*;
 
+    /// Both evaluations: with FMA (in these baseline-compiled tests `f32::mul_add` is libm's
+    /// exact `fmaf`, so the numbers are those of the FMA copies) and without.
+    const ISAS: [Isa; 2] = [Isa::BASELINE, Isa::FMA];
+
     fn ulps(got: f32, want: f64) -> f64 {
         let w = want as f32;
         if got == w || (got.is_nan() && w.is_nan()) {
             return 0.0;
         }
+        // The ulp of the wanted value's binade (the subnormal ulp below f32::MIN_POSITIVE).
         let ulp = (f32::from_bits(w.abs().to_bits() + 1) - w.abs()) as f64;
         ((got as f64 - want) / ulp).abs()
     }
@@ -240,91 +457,200 @@ mod tests {
             .fold(0.0, f64::max)
     }
 
+    /// The worst error over `n` consecutive floats from `x0` upwards (`x0 >= 0`), and over
+    /// their negatives.
+    fn run(x0: f32, n: u32, f: impl Fn(f32) -> f32, g: impl Fn(f64) -> f64) -> (f64, f32) {
+        let mut worst = (0.0, 0.0);
+        for i in 0..n {
+            let x = f32::from_bits(x0.to_bits() + i);
+            for x in [x, -x] {
+                let u = ulps(f(x), g(x as f64));
+                if u > worst.0 {
+                    worst = (u, x);
+                }
+            }
+        }
+        worst
+    }
+
     #[test]
     fn exp_ln_tanh_sigmoid_within_two_ulp() {
-        assert!(sweep(-87.0, 88.0, 200_000, exp, f64::exp) <= 2.0);
-        assert!(sweep(1e-30, 10.0, 200_000, ln, f64::ln) <= 2.0);
-        assert!(sweep(0.5, 3e38, 200_000, ln, f64::ln) <= 2.0);
-        assert!(sweep(-12.0, 12.0, 200_000, tanh, f64::tanh) <= 3.0);
-        assert!(sweep(-80.0, 30.0, 200_000, sigmoid, |x| 1.0 / (1.0 + (-x).exp())) <= 3.0);
+        for isa in ISAS {
+            let e = |x| exp(isa, x);
+            assert!(sweep(-104.0, 89.0, 200_000, e, f64::exp) <= 2.0);
+            // Subnormal results, and the largest finite ones.
+            assert!(run(87.0, 20_000, e, f64::exp).0 <= 2.0);
+            assert!(run(88.7, 20_000, e, f64::exp).0 <= 2.0);
+            assert!(run(103.9, 20_000, |x| e(-x), |x| (-x).exp()).0 <= 2.0);
+            assert!(sweep(1e-30, 10.0, 200_000, |x| ln(isa, x), f64::ln) <= 2.0);
+            assert!(sweep(0.5, 3e38, 200_000, |x| ln(isa, x), f64::ln) <= 2.0);
+            assert!(sweep(-12.0, 12.0, 200_000, |x| tanh(isa, x), f64::tanh) <= 2.0);
+            assert!(run(0.62, 100_000, |x| tanh(isa, x), f64::tanh).0 <= 2.0);
+            let s = |x: f64| 1.0 / (1.0 + (-x).exp());
+            assert!(sweep(-88.0, 30.0, 200_000, |x| sigmoid(isa, x), s) <= 3.0);
+        }
+    }
+
+    /// The worst errors over every float (both signs) of each function's range:
+    /// `cargo test --release --lib worst_ulps -- --ignored --nocapture` (about 10 minutes).
+    #[test]
+    #[ignore]
+    fn worst_ulps() {
+        type Case = (&'static str, fn(Isa, f32) -> f32, fn(f64) -> f64, f32);
+        let cases: [Case; 5] = [
+            ("exp", exp, f64::exp, 104.0),
+            ("tanh", tanh, f64::tanh, 10.0),
+            ("sigmoid", sigmoid, |x| 1.0 / (1.0 + (-x).exp()), 88.0),
+            ("erf", erf, libm::erf, 4.0),
+            ("erfc", erfc, libm::erfc, 10.1),
+        ];
+        for isa in ISAS {
+            for (name, f, g, hi) in cases {
+                let w = run(0.0, hi.to_bits(), |x| f(isa, x), g);
+                println!("{isa:?} {name}: {:.3} ulp at {:e}", w.0, w.1);
+            }
+        }
     }
 
     #[test]
     fn special_values() {
-        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
-        assert_eq!(exp(f32::INFINITY), f32::INFINITY);
-        assert!(exp(f32::NAN).is_nan());
-        assert_eq!(exp(0.0), 1.0);
-        assert_eq!(ln(0.0), f32::NEG_INFINITY);
-        assert_eq!(ln(-0.0), f32::NEG_INFINITY);
-        assert!(ln(-1.0).is_nan() && ln(f32::NAN).is_nan());
-        assert_eq!(ln(f32::INFINITY), f32::INFINITY);
-        assert_eq!(ln(1.0), 0.0);
-        let sub = f32::from_bits(1); // smallest subnormal
-        assert!(ulps(ln(sub), (sub as f64).ln()) <= 2.0);
-        assert_eq!(tanh(f32::INFINITY), 1.0);
-        assert_eq!(tanh(f32::NEG_INFINITY), -1.0);
-        assert!(tanh(f32::NAN).is_nan());
-        assert_eq!(tanh(-0.0).to_bits(), (-0.0f32).to_bits());
-        assert_eq!(sigmoid(f32::NEG_INFINITY), 0.0);
-        assert_eq!(sigmoid(f32::INFINITY), 1.0);
+        for isa in ISAS {
+            assert_eq!(exp(isa, f32::NEG_INFINITY), 0.0);
+            assert_eq!(exp(isa, f32::INFINITY), f32::INFINITY);
+            assert!(exp(isa, f32::NAN).is_nan());
+            assert_eq!(exp(isa, 0.0), 1.0);
+            assert_eq!(ln(isa, 0.0), f32::NEG_INFINITY);
+            assert_eq!(ln(isa, -0.0), f32::NEG_INFINITY);
+            assert!(ln(isa, -1.0).is_nan() && ln(isa, f32::NAN).is_nan());
+            assert_eq!(ln(isa, f32::INFINITY), f32::INFINITY);
+            assert_eq!(ln(isa, 1.0), 0.0);
+            let sub = f32::from_bits(1); // smallest subnormal
+            assert!(ulps(ln(isa, sub), (sub as f64).ln()) <= 2.0);
+            assert_eq!(tanh(isa, f32::INFINITY), 1.0);
+            assert_eq!(tanh(isa, f32::NEG_INFINITY), -1.0);
+            assert!(tanh(isa, f32::NAN).is_nan());
+            assert_eq!(tanh(isa, -0.0).to_bits(), (-0.0f32).to_bits());
+            assert!(ulps(exp(isa, 88.72), (88.72f32 as f64).exp()) <= 1.0);
+            assert_eq!(exp(isa, 88.73), f32::INFINITY);
+            assert_eq!(exp(isa, -104.0), 0.0);
+            assert_eq!(exp(isa, -103.9), f32::from_bits(1));
+            assert_eq!(sigmoid(isa, f32::NEG_INFINITY), 0.0);
+            assert_eq!(sigmoid(isa, f32::INFINITY), 1.0);
+        }
     }
 
     #[test]
     fn sincos_of_turns() {
-        let mut worst = 0.0f64;
-        for i in 0..=100_000 {
-            let u = i as f32 / 100_000.0;
-            let (s, c) = sincos_2pi(u);
-            let a = std::f64::consts::TAU * u as f64;
-            worst = worst
-                .max((s as f64 - a.sin()).abs())
-                .max((c as f64 - a.cos()).abs());
+        for isa in ISAS {
+            let mut worst = 0.0f64;
+            for i in 0..=100_000 {
+                let u = i as f32 / 100_000.0;
+                let (s, c) = sincos_2pi(isa, u);
+                let a = std::f64::consts::TAU * u as f64;
+                worst = worst
+                    .max((s as f64 - a.sin()).abs())
+                    .max((c as f64 - a.cos()).abs());
+            }
+            assert!(worst < 2e-7, "{worst}");
         }
-        assert!(worst < 2e-7, "{worst}");
     }
 
     #[test]
     fn erf_gelu_is_within_abramowitz_stegun_error() {
-        for i in -8000..=8000 {
-            let x = i as f32 * 1e-3;
-            let want = libm::erf(x as f64);
-            // 1.5e-7 of the approximation plus float32 rounding (values near 1: ulp 6e-8).
-            assert!((erf_gelu(x) as f64 - want).abs() < 1e-6, "{x}");
+        for isa in ISAS {
+            for i in -8000..=8000 {
+                let x = i as f32 * 1e-3;
+                let want = libm::erf(x as f64);
+                // 1.5e-7 of the approximation plus float32 rounding (values near 1: ulp 6e-8).
+                assert!((erf_gelu(isa, x) as f64 - want).abs() < 1e-6, "{x}");
+            }
+            assert_eq!(erf_gelu(isa, f32::INFINITY), 1.0);
+            assert_eq!(erf_gelu(isa, f32::NEG_INFINITY), -1.0);
+            assert!(erf_gelu(isa, f32::NAN).is_nan());
         }
-        assert_eq!(erf_gelu(f32::INFINITY), 1.0);
-        assert_eq!(erf_gelu(f32::NEG_INFINITY), -1.0);
-        assert!(erf_gelu(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn erf_erfc_within_two_ulp() {
+        for isa in ISAS {
+            let f = |x| erf(isa, x);
+            let g = |x| erfc(isa, x);
+            // Every 64th float of the whole range (both signs), then every float around the
+            // switch between the two forms and at the ends of erfc's subnormal range.
+            let mut worst = [(0.0, 0.0); 2];
+            for i in (0..0x4121_0000u32).step_by(61) {
+                let x = f32::from_bits(i);
+                for x in [x, -x] {
+                    let e = (ulps(f(x), libm::erf(x as f64)), x);
+                    let c = (ulps(g(x), libm::erfc(x as f64)), x);
+                    if e.0 > worst[0].0 {
+                        worst[0] = e;
+                    }
+                    if c.0 > worst[1].0 {
+                        worst[1] = c;
+                    }
+                }
+            }
+            assert!(worst[0].0 <= 2.0, "{isa:?} erf {worst:?}");
+            assert!(worst[1].0 <= 2.0, "{isa:?} erfc {worst:?}");
+            for x0 in [0.74f32, 0.99, 3.9, 9.1, 10.0] {
+                let e = run(x0, 200_000, f, libm::erf);
+                let c = run(x0, 200_000, g, libm::erfc);
+                assert!(e.0 <= 2.0 && c.0 <= 2.0, "{isa:?} {x0}: {e:?} {c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn erf_erfc_special_values() {
+        for isa in ISAS {
+            assert_eq!(erf(isa, 0.0).to_bits(), 0.0f32.to_bits());
+            assert_eq!(erf(isa, -0.0).to_bits(), (-0.0f32).to_bits());
+            assert_eq!(erf(isa, f32::INFINITY), 1.0);
+            assert_eq!(erf(isa, f32::NEG_INFINITY), -1.0);
+            assert_eq!(erf(isa, 5.0), 1.0);
+            assert!(erf(isa, f32::NAN).is_nan());
+            let sub = f32::from_bits(7);
+            assert!(ulps(erf(isa, sub), libm::erf(sub as f64)) <= 1.0);
+            assert_eq!(erfc(isa, 0.0), 1.0);
+            assert_eq!(erfc(isa, -0.0), 1.0);
+            assert_eq!(erfc(isa, f32::INFINITY), 0.0);
+            assert_eq!(erfc(isa, f32::NEG_INFINITY), 2.0);
+            assert_eq!(erfc(isa, 10.06), 0.0);
+            assert_eq!(erfc(isa, 1e30), 0.0);
+            assert_eq!(erfc(isa, -5.0), 2.0);
+            assert!(erfc(isa, f32::NAN).is_nan());
+            // erfc(10) = 2.088e-45, subnormal: no cancellation, no flush to 0.
+            assert!(ulps(erfc(isa, 10.0), libm::erfc(10.0)) <= 1.0);
+            assert!(erfc(isa, 10.0) > 0.0);
+        }
     }
 
     #[test]
     fn sin_cos_within_one_ulp_below_the_limit() {
-        for (lo, hi) in [(-7.0f32, 7.0), (-1e4, 1e4), (-4e8, 4e8), (-1e-30, 1e-30)] {
-            assert!(
-                sweep(lo, hi, 200_000, sin, f64::sin) <= 1.0,
-                "sin {lo}..{hi}"
-            );
-            assert!(
-                sweep(lo, hi, 200_000, cos, f64::cos) <= 1.0,
-                "cos {lo}..{hi}"
-            );
-        }
-        // Near multiples of π/2, where the reduction must keep its bits.
-        for k in 1..2000 {
-            let x = (k as f64 * std::f64::consts::FRAC_PI_2) as f32;
-            for x in [
-                x,
-                f32::from_bits(x.to_bits() + 1),
-                f32::from_bits(x.to_bits() - 1),
-            ] {
-                assert!(ulps(sin(x), (x as f64).sin()) <= 1.0, "sin {x}");
-                assert!(ulps(cos(x), (x as f64).cos()) <= 1.0, "cos {x}");
+        for isa in ISAS {
+            let (s, c) = (|x| sin(isa, x), |x| cos(isa, x));
+            for (lo, hi) in [(-7.0f32, 7.0), (-1e4, 1e4), (-4e8, 4e8), (-1e-30, 1e-30)] {
+                assert!(sweep(lo, hi, 200_000, s, f64::sin) <= 1.0, "sin {lo}..{hi}");
+                assert!(sweep(lo, hi, 200_000, c, f64::cos) <= 1.0, "cos {lo}..{hi}");
             }
-        }
-        assert_eq!(sin(-0.0).to_bits(), (-0.0f32).to_bits());
-        assert_eq!(cos(-0.0), 1.0);
-        for v in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {
-            assert!(sin(v).is_nan() && cos(v).is_nan());
+            // Near multiples of π/2, where the reduction must keep its bits.
+            for k in 1..2000 {
+                let x = (k as f64 * std::f64::consts::FRAC_PI_2) as f32;
+                for x in [
+                    x,
+                    f32::from_bits(x.to_bits() + 1),
+                    f32::from_bits(x.to_bits() - 1),
+                ] {
+                    assert!(ulps(s(x), (x as f64).sin()) <= 1.0, "sin {x}");
+                    assert!(ulps(c(x), (x as f64).cos()) <= 1.0, "cos {x}");
+                }
+            }
+            assert_eq!(s(-0.0).to_bits(), (-0.0f32).to_bits());
+            assert_eq!(c(-0.0), 1.0);
+            for v in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {
+                assert!(s(v).is_nan() && c(v).is_nan());
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::kernels::core::float::{FloatStore, Math};
 use crate::kernels::core::io::require_contiguous;
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
-use crate::kernels::core::simd::{self, FastExp};
+use crate::kernels::core::simd::{self, FastExp, Isa};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, multiversion, not_implemented};
 use num_traits::{Float, One, Zero};
@@ -120,10 +120,11 @@ fn fwd<I: Store, O: Store<N = I::N>>(pi: SendPtr<u8>, po: SendPtr<u8>, g: Geom, 
     });
 }
 
-multiversion!(fn fwd_units<I: Store, O: Store>(pi: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool, s: usize, e: usize) => fwd_body);
+multiversion!(fn fwd_units<I: Store, O: Store>(pi: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool, s: usize, e: usize) => isa fwd_body);
 
 #[inline(always)]
 fn fwd_body<I: Store, O: Store>(
+    isa: Isa,
     pi: SendPtr<u8>,
     po: SendPtr<u8>,
     g: Geom,
@@ -149,12 +150,12 @@ fn fwd_body<I: Store, O: Store>(
                     let ym: &mut [I::N] = same_slice_mut(ym);
                     let m = simd::max(ym);
                     if log {
-                        let ls = simd::sum_map(ym, |v| (v - m).fexp()).ln();
+                        let ls = simd::sum_map(ym, |v| (v - m).fexp(isa)).ln();
                         for o in ym.iter_mut() {
                             *o = (*o - m) - ls;
                         }
                     } else {
-                        let inv = I::N::one() / simd::exp_sub_store(ym, m);
+                        let inv = I::N::one() / simd::exp_sub_store(isa, ym, m);
                         for o in ym.iter_mut() {
                             *o = *o * inv;
                         }
@@ -175,12 +176,12 @@ fn fwd_body<I: Store, O: Store>(
                     if log {
                         // (v - m) - ln(sum), as the CPU: v - (m + ln(sum)) rounds ln(sum) away
                         // when |m| is large (logits near 1e8 gave 0 instead of -ln 3).
-                        let ls = simd::sum_map(xm, |v| (v - m).fexp()).ln();
+                        let ls = simd::sum_map(xm, |v| (v - m).fexp(isa)).ln();
                         for (o, &v) in ym.iter_mut().zip(xm) {
                             *o = (v - m) - ls;
                         }
                     } else {
-                        let inv = I::N::one() / simd::exp_sub_into(ym, xm, m);
+                        let inv = I::N::one() / simd::exp_sub_into(isa, ym, xm, m);
                         for o in ym.iter_mut() {
                             *o = *o * inv;
                         }
@@ -196,7 +197,7 @@ fn fwd_body<I: Store, O: Store>(
             let y: &mut [O] = unsafe { po.cast().slice_mut(r * d, d) };
             let m = simd::max(&buf);
             if log {
-                let mut ls = simd::sum_map(&buf, |v| (v - m).fexp());
+                let mut ls = simd::sum_map(&buf, |v| (v - m).fexp(isa));
                 if O::as_math_mut(&mut []).is_none() {
                     // Half in, half out: the CPU's last-dim kernel keeps the row's sum and its
                     // log in the half type (SoftMaxKernel.cpp's tmp_sum_scalar), each rounded.
@@ -208,7 +209,7 @@ fn fwd_body<I: Store, O: Store>(
                     *o = O::store(same((b - m) - ls));
                 }
             } else {
-                let sum = simd::exp_sub_store(&mut buf, m);
+                let sum = simd::exp_sub_store(isa, &mut buf, m);
                 let inv = I::N::one() / sum;
                 for (o, &b) in y.iter_mut().zip(&buf) {
                     *o = O::store(same(b * inv));
@@ -238,7 +239,7 @@ fn fwd_body<I: Store, O: Store>(
         for k in 0..d {
             let t = &mut tile[k * w..(k + 1) * w];
             for ((t, &m), a) in t.iter_mut().zip(mx.iter()).zip(acc.iter_mut()) {
-                let ex = (*t - m).fexp();
+                let ex = (*t - m).fexp(isa);
                 *a = *a + ex;
                 if !log {
                     *t = ex;
@@ -343,10 +344,12 @@ fn bwd<I: Store, O: Store<N = I::N>>(
     });
 }
 
-multiversion!(fn bwd_units<I: Store, O: Store>(pg: SendPtr<u8>, py: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool, s: usize, e: usize) => bwd_body);
+multiversion!(fn bwd_units<I: Store, O: Store>(pg: SendPtr<u8>, py: SendPtr<u8>, po: SendPtr<u8>, g: Geom, log: bool, s: usize, e: usize) => isa bwd_body);
 
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn bwd_body<I: Store, O: Store>(
+    isa: Isa,
     pg: SendPtr<u8>,
     py: SendPtr<u8>,
     po: SendPtr<u8>,
@@ -385,7 +388,7 @@ fn bwd_body<I: Store, O: Store>(
             if log {
                 let s = simd::sum(gm);
                 for ((o, &a), &b) in out.iter_mut().zip(gm).zip(ym) {
-                    *o = O::store(same(a - b.fexp() * s));
+                    *o = O::store(same(a - b.fexp(isa) * s));
                 }
             } else {
                 let s = simd::sum_zip(gm, ym, |a, b| a * b);
@@ -425,7 +428,11 @@ fn bwd_body<I: Store, O: Store>(
             };
             for (((o, &u), &v), &a) in out.iter_mut().zip(gr).zip(yr).zip(acc.iter()) {
                 let (u, v) = (u.load(), v.load());
-                *o = O::store(same(if log { u - v.fexp() * a } else { v * (u - a) }));
+                *o = O::store(same(if log {
+                    u - v.fexp(isa) * a
+                } else {
+                    v * (u - a)
+                }));
             }
         }
     }

@@ -10,6 +10,7 @@ use crate::kernels::core::element::Element;
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::par_rows_mut;
 use crate::kernels::core::philox;
+use crate::kernels::core::simd::Isa;
 use crate::kernels::core::vmath;
 use crate::tensor::TensorMut;
 
@@ -167,17 +168,19 @@ impl<T: Element> Batch<T> for NormalBatch {
         let mut z = [0f32; BATCH];
         let (w1, w2) = words[..BATCH].split_at(H);
         let (z1, z2) = z.split_at_mut(H);
+        // Without FMA in every copy: the same numbers for a seed on every CPU.
+        let isa = Isa::BASELINE;
         for k in 0..H {
             let u1 = ((w1[k] >> 8) + 1) as f32 * SCALE;
             let u2 = (w2[k] >> 8) as f32 * SCALE;
-            let r = (-2.0 * vmath::ln(u1)).sqrt();
-            let (s, c) = vmath::sincos_2pi(u2);
+            let r = (-2.0 * vmath::ln(isa, u1)).sqrt();
+            let (s, c) = vmath::sincos_2pi(isa, u2);
             z1[k] = self.mean + self.std * r * c;
             z2[k] = self.mean + self.std * r * s;
         }
         if self.log {
             for z in z.iter_mut() {
-                *z = vmath::exp(*z);
+                *z = vmath::exp(isa, *z);
             }
         }
         for (o, &z) in out.iter_mut().zip(&z) {

@@ -22,6 +22,7 @@ use crate::kernels::core::float::{FloatStore, Math};
 use crate::kernels::core::io::{read_vec, write_vec};
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::simd::Isa;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, multiversion, not_implemented};
 use num_traits::{One, Zero};
@@ -322,10 +323,10 @@ struct LstmFwd<M> {
     h: usize,
 }
 
-multiversion!(fn lstm_fwd_rows<F: FloatStore>(a: &LstmFwd<F::M>, s: usize, e: usize) => lstm_fwd_body);
+multiversion!(fn lstm_fwd_rows<F: FloatStore>(a: &LstmFwd<F::M>, s: usize, e: usize) => isa lstm_fwd_body);
 
 #[inline(always)]
-fn lstm_fwd_body<F: FloatStore>(a: &LstmFwd<F::M>, s: usize, e: usize) {
+fn lstm_fwd_body<F: FloatStore>(isa: Isa, a: &LstmFwd<F::M>, s: usize, e: usize) {
     let h = a.h;
     let z = F::M::zero();
     let mut bx = vec![z; a.ig.scratch::<F>(4 * h)];
@@ -355,13 +356,13 @@ fn lstm_fwd_body<F: FloatStore>(a: &LstmFwd<F::M>, s: usize, e: usize) {
             let [wi, wf, wc, wo] = split_mut::<4, _>(ws, h);
             let (cx, hy, cy) = (&cx[..h], &mut hy[..h], &mut cy[..h]);
             for j in 0..h {
-                let ig = (xi[j] + yi[j] + b1i[j] + b2i[j]).vsigmoid();
-                let fg = (xf[j] + yf[j] + b1f[j] + b2f[j]).vsigmoid();
-                let cg = (xc[j] + yc[j] + b1c[j] + b2c[j]).vtanh();
-                let og = (xo[j] + yo[j] + b1o[j] + b2o[j]).vsigmoid();
+                let ig = (xi[j] + yi[j] + b1i[j] + b2i[j]).vsigmoid(isa);
+                let fg = (xf[j] + yf[j] + b1f[j] + b2f[j]).vsigmoid(isa);
+                let cg = (xc[j] + yc[j] + b1c[j] + b2c[j]).vtanh(isa);
+                let og = (xo[j] + yo[j] + b1o[j] + b2o[j]).vsigmoid(isa);
                 let c = fg * cx[j] + ig * cg;
                 cy[j] = c;
-                hy[j] = og * c.vtanh();
+                hy[j] = og * c.vtanh(isa);
                 wi[j] = ig;
                 wf[j] = fg;
                 wc[j] = cg;
@@ -437,10 +438,10 @@ struct LstmBwd {
     h: usize,
 }
 
-multiversion!(fn lstm_bwd_rows<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) => lstm_bwd_body);
+multiversion!(fn lstm_bwd_rows<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) => isa lstm_bwd_body);
 
 #[inline(always)]
-fn lstm_bwd_body<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) {
+fn lstm_bwd_body<F: FloatStore>(isa: Isa, a: &LstmBwd, blk: usize, s: usize, e: usize) {
     let h = a.h;
     let z = F::M::zero();
     let one = F::M::one();
@@ -488,7 +489,7 @@ fn lstm_bwd_body<F: FloatStore>(a: &LstmBwd, blk: usize, s: usize, e: usize) {
             let [gi, gf, gcg, gog] = split_mut::<4, _>(gg, h);
             let (cx, cy, go, gc, gcx) = (&cx[..h], &cy[..h], &go[..h], &gc[..h], &mut gcx[..h]);
             for j in 0..h {
-                let t = cy[j].vtanh();
+                let t = cy[j].vtanh(isa);
                 let gcell = go[j] * wo[j] * (one - t * t) + gc[j];
                 gi[j] = gcell * wc[j] * (one - wi[j]) * wi[j];
                 gf[j] = gcell * cx[j] * (one - wf[j]) * wf[j];
@@ -562,10 +563,10 @@ struct GruFwd<M> {
     h: usize,
 }
 
-multiversion!(fn gru_fwd_rows<F: FloatStore>(a: &GruFwd<F::M>, s: usize, e: usize) => gru_fwd_body);
+multiversion!(fn gru_fwd_rows<F: FloatStore>(a: &GruFwd<F::M>, s: usize, e: usize) => isa gru_fwd_body);
 
 #[inline(always)]
-fn gru_fwd_body<F: FloatStore>(a: &GruFwd<F::M>, s: usize, e: usize) {
+fn gru_fwd_body<F: FloatStore>(isa: Isa, a: &GruFwd<F::M>, s: usize, e: usize) {
     let h = a.h;
     let z = F::M::zero();
     let wn = GRU_WORKSPACE_GATES * h;
@@ -594,10 +595,10 @@ fn gru_fwd_body<F: FloatStore>(a: &GruFwd<F::M>, s: usize, e: usize) {
             let [wr, wz, wng, whx, whn] = split_mut::<5, _>(ws, h);
             let (hx, hy) = (&hx[..h], &mut hy[..h]);
             for j in 0..h {
-                let rg = (xr[j] + yr[j] + b1r[j] + b2r[j]).vsigmoid();
-                let zg = (xz[j] + yz[j] + b1z[j] + b2z[j]).vsigmoid();
+                let rg = (xr[j] + yr[j] + b1r[j] + b2r[j]).vsigmoid(isa);
+                let zg = (xz[j] + yz[j] + b1z[j] + b2z[j]).vsigmoid(isa);
                 let hn = yn[j] + b2n[j];
-                let ng = (xn[j] + b1n[j] + rg * hn).vtanh();
+                let ng = (xn[j] + b1n[j] + rg * hn).vtanh(isa);
                 hy[j] = ng + zg * (hx[j] - ng);
                 wr[j] = rg;
                 wz[j] = zg;
