@@ -226,7 +226,7 @@ const ERFC_SPLIT: f32 = 0.75;
 const ERFC_MAX: f32 = 10.06;
 
 /// `erfc(a)` for `a` in [[`ERFC_SPLIT`], [`ERFC_MAX`]] (callers clamp; NaN gives NaN), within
-/// 1.6 ulp, subnormal results included (0 above 10.0542). With `t = 1 / (1 + 2a)`,
+/// 1.7 ulp, subnormal results included (0 above 10.0542). With `t = 1 / (1 + 2a)`,
 /// `erfc(a) = t e^{Q(t) - a²}`, `Q` a minimax polynomial in `t - TM` (absolute error 4e-9).
 /// The exponent is summed without losing bits (`a²` splits into an exact `z²` and a small
 /// `d`; `ln 2` into `LN2_HI + LN2_LO`), and `t` carries the rounding errors of `1 + 2a` and of
@@ -276,7 +276,7 @@ fn erfc_big(isa: Isa, a: f32) -> f32 {
     m * pow2(ni + 64) * pow2(-64)
 }
 
-/// The complementary error function, within 1.6 ulp with FMA, 1.8 without (relative: no
+/// The complementary error function, within 1.7 ulp with FMA, 1.8 without (relative: no
 /// cancellation for large `x`, subnormal results down to `erfc(10.05)`; SLEEF's `erfcf_u15`,
 /// the CPU backend's, is within 1.5): `1 - x - x P(x²)` below 0.75 in magnitude,
 /// [`erfc_big`] and `2 - erfc(|x|)` above.
