@@ -26,6 +26,7 @@ import foo_rs  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from compile_cases import Run, make_case, train  # noqa: E402
+from foo_rs.compile.graph_options import foo_graph_options  # noqa: E402
 from helpers import assert_same  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -424,11 +425,28 @@ def test_kernels_are_the_cpus(name: str):
     fn, shape = CPU_LIKE[name]
     torch.manual_seed(0)
     x = torch.randn(shape)
-    want, (cpu_code,) = run_and_get_code(torch.compile(fn), x)
+    # The CPU graph under the options foo graphs get (graph_options.py: single-threaded kernels).
+    want, (cpu_code,) = run_and_get_code(torch.compile(fn, options=foo_graph_options({"foo"})), x)
     torch._dynamo.reset()
     got, (foo_code,) = run_and_get_code(torch.compile(fn), x.to("foo"))
     assert _kernels(foo_code) == _kernels(cpu_code) and _kernels(cpu_code)
     assert_same(got, want, atol=0, rtol=0)
+
+
+def test_foo_kernels_leave_the_cores_to_foos_pool():
+    """Generated kernels of foo graphs are single-threaded (no OpenMP region whose threads would
+    spin on the cores foo's pool runs mm/conv on); the caller's cpp.threads wins."""
+    fn = lambda x: (x * 2).relu().sum(0)  # noqa: E731
+    x = torch.randn(512, 512)
+    torch._dynamo.reset()
+    _, (cpu_code,) = run_and_get_code(torch.compile(fn, options={"cpp.threads": 2}), x)
+    torch._dynamo.reset()
+    _, (foo_code,) = run_and_get_code(torch.compile(fn), x.to("foo"))
+    torch._dynamo.reset()
+    _, (threaded_code,) = run_and_get_code(torch.compile(fn, options={"cpp.threads": 2}), x.to("foo"))
+    assert "#pragma omp" in "".join(_kernels(cpu_code)), "what a parallel kernel looks like"
+    assert "#pragma omp" not in "".join(_kernels(foo_code))
+    assert "#pragma omp" in "".join(_kernels(threaded_code))
 
 
 # --- the C++ wrapper: cpp_wrapper=True and AOTInductor ------------------------------------
