@@ -68,6 +68,13 @@ CONV2D_CASES = [
     ((5, 16, 8, 8), (24, 16, 3, 3), {"stride": 2, "padding": 1}),
     ((9, 6, 10, 10), (10, 6, 3, 3), {"padding": 1, "dilation": (1, 2)}),
     ((3, 8, 6, 6), (12, 8, 1, 1), {"stride": 2}),
+    # The direct float32 kernel on AVX-512 CPUs (>= 16 output channels per group, >= 64
+    # products per output, >= 64 output positions): stride 2, dilation, groups, a partial
+    # block of output channels (40 = 32 + 8), resnet's 7x7 stem.
+    ((3, 16, 16, 16), (32, 16, 3, 3), {"stride": 2, "padding": 1}),
+    ((2, 8, 12, 11), (40, 8, 3, 3), {"padding": 2, "dilation": 2}),
+    ((2, 32, 9, 10), (64, 16, 3, 3), {"padding": 1, "groups": 2}),
+    ((1, 8, 20, 20), (16, 8, 7, 7), {"stride": 2, "padding": 3}),
     # Depthwise (groups == C: direct loops per plane): MobileNet's 3x3/5x5 at stride 1 and 2,
     # a channel multiplier of 2, tiny planes, dilation.
     ((4, 16, 16, 16), (16, 1, 3, 3), {"stride": 2, "padding": 1, "groups": 16}),
@@ -103,6 +110,11 @@ def test_conv2d_noncontiguous_inputs():
     grads_match(lambda x, w: F.conv2d(x, w, padding=(0, 1)), [x, w], dtype)
     xcl = sample((2, 3, 8, 8), dtype, seed=4).to(memory_format=torch.channels_last)
     check(lambda x, w: F.conv2d(x, w), xcl, sample((4, 3, 3, 3), dtype, seed=5), **tol(dtype))
+    # The same through the direct kernel (its input copy reads any strides), with stride 2.
+    xcl = sample((2, 16, 10, 10), dtype, seed=6).to(memory_format=torch.channels_last)
+    w = sample((32, 16, 3, 3), dtype, seed=7)
+    for stride in (1, 2):
+        check(lambda x, w: F.conv2d(x, w, padding=1, stride=stride), xcl, w, **tol(dtype))
 
 
 def test_depthwise_channels_last_and_nonfinite_over_padding():

@@ -11,6 +11,8 @@
 //! weight gradient [`conv_backward_weight`] with input and output gradient exchanged.
 
 mod depthwise;
+#[cfg(target_arch = "x86_64")]
+mod direct;
 mod grid;
 
 use super::core::gemm::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
@@ -439,6 +441,13 @@ pub fn conv_forward(
     require_contiguous("output", &out.shape, &out.strides)?;
     require_contiguous("weight", &weight.shape, &weight.strides)?;
     match check_dtypes("convolution", &dts)? {
+        #[cfg(target_arch = "x86_64")]
+        DType::F32 if direct::applies(&g) => {
+            if out.numel() > 0 {
+                direct::forward(&g, out, input, weight, bias_values(bias).as_deref());
+            }
+            Ok(())
+        }
         DType::F32 => forward_impl::<f32>(&g, out, input, weight, bias),
         DType::F64 => forward_impl::<f64>(&g, out, input, weight, bias),
         d => not_implemented!(
