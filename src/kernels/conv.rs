@@ -824,7 +824,18 @@ pub fn conv_backward_input(
     require_contiguous("grad_input", &grad_input.shape, &grad_input.strides)?;
     require_contiguous("grad_output", &grad_output.shape, &grad_output.strides)?;
     require_contiguous("weight", &weight.shape, &weight.strides)?;
+    #[cfg(target_arch = "x86_64")]
+    let turned = direct::input_gradient_geometry(&g).filter(direct::applies);
     match check_dtypes("convolution_backward", &dts)? {
+        #[cfg(target_arch = "x86_64")]
+        DType::F32 if turned.is_some() => {
+            if grad_input.numel() > 0 {
+                let gt = turned.as_ref().expect("checked");
+                let bias = bias_values(bias);
+                direct::input_gradient(&g, gt, grad_input, grad_output, weight, bias.as_deref());
+            }
+            Ok(())
+        }
         DType::F32 => backward_input_impl::<f32>(&g, grad_input, grad_output, weight, bias),
         DType::F64 => backward_input_impl::<f64>(&g, grad_input, grad_output, weight, bias),
         d => not_implemented!("convolution_backward: dtype {}", d.name()),

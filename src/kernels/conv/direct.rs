@@ -297,6 +297,62 @@ pub(super) fn forward(
     );
 }
 
+/// The input gradient of a stride-1 convolution as a forward one ([`input_gradient`]): the
+/// output gradient convolved with the flipped, transposed weight, padded by `(k - 1) * d - p`
+/// before (after, whatever reaches past it: the layout reads zeros there). `None` for other
+/// strides and for padding wider than the kernel's reach.
+pub(super) fn input_gradient_geometry(g: &Geometry) -> Option<Geometry> {
+    let lo = [0, 1, 2].map(|i| (g.ksp[i] as isize - 1) * g.dilation[i] - g.padding[i]);
+    (g.stride_one() && lo.iter().all(|&v| v >= 0)).then(|| Geometry {
+        n: g.n,
+        c: g.o,
+        o: g.c,
+        groups: g.groups,
+        isp: g.osp,
+        ksp: g.ksp,
+        osp: g.isp,
+        stride: [1; 3],
+        padding: lo,
+        dilation: g.dilation,
+    })
+}
+
+/// `grad_input = conv_transpose(grad_output, weight) (+ bias)` for a stride-1 convolution `g`
+/// whose [`input_gradient_geometry`] is `gt` (and [`applies`] to it): [`forward`] with the
+/// weight `w'[gi * cg + c, o, tap] = w[gi * og + o, c, flipped tap]`.
+pub(super) fn input_gradient(
+    g: &Geometry,
+    gt: &Geometry,
+    grad_input: &TensorMut,
+    grad_output: &TensorRef,
+    weight: &TensorRef,
+    bias: Option<&[f32]>,
+) {
+    let (cg, og, kk) = (g.cg(), g.og(), g.kk());
+    // SAFETY: the contiguous weight [o, cg, kd, kh, kw].
+    let wt = unsafe { std::slice::from_raw_parts(weight.ptr as *const f32, g.o * cg * kk) };
+    let mut turned = vec![0f32; g.c * og * kk];
+    for gi in 0..g.groups {
+        for o in 0..og {
+            for c in 0..cg {
+                let src = &wt[((gi * og + o) * cg + c) * kk..][..kk];
+                let dst = &mut turned[((gi * cg + c) * og + o) * kk..][..kk];
+                dst.iter_mut()
+                    .zip(src.iter().rev())
+                    .for_each(|(d, &v)| *d = v);
+            }
+        }
+    }
+    let shape = [g.c, og, g.ksp[0], g.ksp[1], g.ksp[2]];
+    let w = TensorRef {
+        ptr: turned.as_ptr() as *const u8,
+        shape: shape.to_vec().into(),
+        strides: crate::tensor::contiguous_strides(&shape),
+        dtype: crate::dtype::DType::F32,
+    };
+    forward(gt, grad_input, grad_output, &w, bias);
+}
+
 /// Copies channel `c` of sample `n` into its zero-padded, phase-split region at `dst`
 /// (`lay.channel` elements, plus the sample's slack after the last channel).
 ///
@@ -411,7 +467,7 @@ unsafe fn tile_kernel<const V: usize, const R: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{forward_impl, ConvParams};
+    use super::super::{backward_input_impl, forward_impl, ConvParams};
     use super::*;
     use crate::dtype::DType;
     use crate::kernels::core::map::testing::Owned;
@@ -436,7 +492,29 @@ mod tests {
         if simd::level() < 3 {
             return;
         }
-        let cases: [Case; 7] = [
+        let cases: [Case; 9] = [
+            (
+                2,
+                8,
+                [1, 12, 11],
+                40,
+                [1, 3, 3],
+                [1, 1, 1],
+                [0, 2, 1],
+                [1, 2, 2],
+                1,
+            ),
+            (
+                2,
+                4,
+                [3, 5, 6],
+                16,
+                [3, 3, 3],
+                [1, 1, 1],
+                [1, 1, 0],
+                [1, 1, 1],
+                1,
+            ),
             (
                 2,
                 3,
@@ -568,6 +646,24 @@ mod tests {
                         "{xshape:?} {wshape:?} s{s:?} p{p:?} d{d:?}"
                     );
                 }
+            }
+            // The input gradient, for stride 1 (with a bias per input channel, as the forward
+            // of a transposed convolution has).
+            let Some(gt) = input_gradient_geometry(&g) else {
+                continue;
+            };
+            let gy = Owned::new(ints(oshape.iter().product(), 4), &oshape);
+            let bx = Owned::new(ints(c, 5), &[c]);
+            for bias in [None, Some(bx.r())] {
+                let mut want = Owned::<f32>::zeros(&xshape);
+                backward_input_impl::<f32>(&g, &want.m(), &gy.r(), &w.r(), bias.as_ref()).unwrap();
+                let mut got = Owned::<f32>::zeros(&xshape);
+                let bv: Option<Vec<f32>> = bias.as_ref().map(|_| bx.data.clone());
+                input_gradient(&g, &gt, &got.m(), &gy.r(), &w.r(), bv.as_deref());
+                assert_eq!(
+                    got.data, want.data,
+                    "input gradient {xshape:?} {wshape:?} p{p:?} d{d:?}"
+                );
             }
         }
     }
