@@ -991,6 +991,13 @@ pub fn conv_backward_weight(
         "convolution_backward",
         &[grad_weight.dtype, input.dtype, grad_output.dtype],
     )? {
+        #[cfg(target_arch = "x86_64")]
+        DType::F32 if direct::applies(&g) && g.n > 0 => {
+            if grad_weight.numel() > 0 {
+                direct::weight_gradient(&g, grad_weight, input, grad_output);
+            }
+            Ok(())
+        }
         DType::F32 => backward_weight_impl::<f32>(&g, grad_weight, input, grad_output),
         DType::F64 => backward_weight_impl::<f64>(&g, grad_weight, input, grad_output),
         d => not_implemented!("convolution_backward: dtype {}", d.name()),

@@ -76,7 +76,7 @@ struct Layout {
     plane: usize,
     channel: usize,
     sample: usize,
-    /// Grid positions computed (a multiple of `R1`, covering the last real output).
+    /// Grid positions computed (a multiple of 48, covering the last real output).
     m: usize,
 }
 
@@ -89,7 +89,8 @@ impl Layout {
         let plane = q.iter().product::<usize>();
         let channel = plane * s.iter().product::<usize>();
         let last = ((g.osp[0] - 1) * q[1] + g.osp[1] - 1) * q[2] + g.osp[2];
-        let m = last.next_multiple_of(R1);
+        // A multiple of both tiles' widths and of the weight gradient's 16 lanes.
+        let m = last.next_multiple_of(48);
         // The positions past `last` read up to `m - last` elements past the end of the last
         // channel's last plane: zeros.
         let sample = g.c * channel + m;
@@ -114,6 +115,16 @@ impl Layout {
         let shift =
             ((r[0] / self.s[0]) * self.q[1] + r[1] / self.s[1]) * self.q[2] + r[2] / self.s[2];
         c * self.channel + phase * self.plane + shift
+    }
+
+    /// [`Layout::koff`] of every (group-local channel, tap), in the weight's order.
+    fn koffs(&self, g: &Geometry) -> Vec<usize> {
+        let [_, kh, kw] = g.ksp;
+        (0..g.cg())
+            .flat_map(|c| {
+                (0..g.kk()).map(move |t| self.koff(g, c, [t / (kh * kw), t / kw % kh, t % kw]))
+            })
+            .collect()
     }
 
     /// What each tile of `r` grid positions writes: per tile `i`, the runs
@@ -164,14 +175,8 @@ pub(super) fn forward(
 ) {
     let lay = Layout::new(g);
     let (cg, og, kk, p) = (g.cg(), g.og(), g.kk(), g.op());
-    let [_, kh, kw] = g.ksp;
     // Per group-local channel and tap, in the packed weight's order.
-    let koff: Vec<usize> = (0..cg)
-        .flat_map(|c| {
-            let lay = &lay;
-            (0..kk).map(move |t| lay.koff(g, c, [t / (kh * kw), t / kw % kh, t % kw]))
-        })
-        .collect();
+    let koff = lay.koffs(g);
     let runs = [lay.runs(g, R1), lay.runs(g, R2)];
     // Channel blocks of each group: 32-wide while more than 16 remain, then one 16-wide.
     let mut blocks = Vec::new();
@@ -303,7 +308,7 @@ pub(super) fn forward(
 /// strides and for padding wider than the kernel's reach.
 pub(super) fn input_gradient_geometry(g: &Geometry) -> Option<Geometry> {
     let lo = [0, 1, 2].map(|i| (g.ksp[i] as isize - 1) * g.dilation[i] - g.padding[i]);
-    (g.stride_one() && lo.iter().all(|&v| v >= 0)).then(|| Geometry {
+    (g.stride_one() && lo.iter().all(|&v| v >= 0)).then_some(Geometry {
         n: g.n,
         c: g.o,
         o: g.c,
@@ -351,6 +356,227 @@ pub(super) fn input_gradient(
         dtype: crate::dtype::DType::F32,
     };
     forward(gt, grad_input, grad_output, &w, bias);
+}
+
+/// (channel, tap) columns of the weight gradient's register tile, and its output-channel
+/// vectors at most (4 x 16 channels).
+const WC: usize = 6;
+const WV: usize = 4;
+
+/// Elements of input and output-gradient copies per chunk of samples of the weight gradient
+/// (1 MB of f32): every tile passes over the whole chunk, which should stay in the caches.
+const WEIGHT_CHUNK_ELEMENTS: usize = 1 << 18;
+
+/// `grad_weight = sum over samples and positions of grad_output x input` ([`applies`] holds;
+/// `grad_weight` and `grad_output` contiguous; `grad_weight` is overwritten).
+///
+/// The output gradient is copied onto the grid transposed (`[n, group, m, og16]`, channels
+/// padded to a multiple of 16, zero at dropped positions), so that at grid position `t` the
+/// gradient of 16 output channels is one vector, and column `(c, tap)` of the product is the
+/// input copy at `koff[(c, tap)] + t`: a register tile of 64 output channels x 6 columns does
+/// 24 FMAs per position from 4 vector loads and 6 broadcasts, summing over the chunk's samples
+/// and positions in order; chunks are added in order (the bits do not depend on the thread
+/// count).
+pub(super) fn weight_gradient(
+    g: &Geometry,
+    grad_weight: &TensorMut,
+    input: &TensorRef,
+    grad_output: &TensorRef,
+) {
+    let lay = Layout::new(g);
+    let (cg, og, ck, p, m) = (g.cg(), g.og(), g.ck(), g.op(), lay.m);
+    let og16 = og.next_multiple_of(16);
+    let koff = lay.koffs(g);
+    let per_sample_go = g.groups * m * og16;
+    let chunk = (WEIGHT_CHUNK_ELEMENTS / (lay.sample + per_sample_go)).clamp(1, g.n);
+    let (otiles, ctiles) = (og16.div_ceil(16 * WV), ck.div_ceil(WC));
+    let units = g.groups * otiles * ctiles;
+    let gw = SendPtr::<f32>::of(grad_weight.ptr);
+    let go_at = SendPtr::<f32>::of(grad_output.ptr);
+    let [_, o1, o2] = g.osp;
+    with_scratch2(
+        chunk * lay.sample,
+        chunk * per_sample_go + og16 * p,
+        |xs: &mut [f32], gos: &mut [f32]| {
+            let (xsp, gosp) = (
+                SendPtr::new(xs.as_mut_ptr()),
+                SendPtr::new(gos.as_mut_ptr()),
+            );
+            for s0 in (0..g.n).step_by(chunk) {
+                let samples = chunk.min(g.n - s0);
+                parallel_for(samples * g.c, 1, &|i0, i1| {
+                    for i in i0..i1 {
+                        // SAFETY: channel i % c of sample s0 + i / c: its own region of xs.
+                        unsafe {
+                            copy_channel(
+                                g,
+                                &lay,
+                                input,
+                                s0 + i / g.c,
+                                i % g.c,
+                                xsp.at((i / g.c * lay.sample + i % g.c * lay.channel) as isize),
+                            )
+                        };
+                    }
+                });
+                // The gradient of each (sample, group), transposed to [p, og] in the tail of
+                // gos, then spread onto the grid rows.
+                for i in 0..samples * g.groups {
+                    // SAFETY: the tail of gos (og16 * p elements) and this (sample, group)'s
+                    // [m, og16] block: disjoint parts of gos.
+                    let (tail, block) = unsafe {
+                        (
+                            gosp.slice_mut(chunk * per_sample_go, og * p),
+                            gosp.slice_mut(i * m * og16, m * og16),
+                        )
+                    };
+                    let src = go_at.at(((s0 * g.groups + i) * og * p) as isize) as *const f32;
+                    // SAFETY: the contiguous [og, p] block of this sample and group.
+                    unsafe { transpose_into(src, p as isize, og, p, tail, true) };
+                    block.fill(0.0);
+                    for (q, row) in tail.chunks_exact(og).enumerate() {
+                        let (zy, x) = (q / o2, q % o2);
+                        let t = ((zy / o1) * lay.q[1] + zy % o1) * lay.q[2] + x;
+                        block[t * og16..t * og16 + og].copy_from_slice(row);
+                    }
+                }
+                parallel_for(units, 1, &|u0, u1| {
+                    for u in u0..u1 {
+                        let (gi, rest) = (u / (otiles * ctiles), u % (otiles * ctiles));
+                        let (ot, ct) = (rest / ctiles, rest % ctiles);
+                        let o0 = ot * 16 * WV;
+                        let vectors = ((og16 - o0) / 16).min(WV);
+                        let xoff: [usize; WC] = std::array::from_fn(|j| {
+                            gi * cg * lay.channel + koff[(ct * WC + j).min(ck - 1)]
+                        });
+                        let mut sums = [[0f32; 16 * WV]; WC];
+                        let go = gosp.at((gi * m * og16 + o0) as isize) as *const f32;
+                        // SAFETY: the CPU has AVX-512 (applies); every x row read (koff + t
+                        // for t < m) is inside its sample's copy; the gradient rows hold og16
+                        // floats from o0 + 16 * vectors <= og16 on.
+                        unsafe {
+                            match vectors {
+                                4 => weight_tile::<4>(
+                                    xsp.get(),
+                                    lay.sample,
+                                    &xoff,
+                                    go,
+                                    per_sample_go,
+                                    og16,
+                                    samples,
+                                    m,
+                                    &mut sums,
+                                ),
+                                3 => weight_tile::<3>(
+                                    xsp.get(),
+                                    lay.sample,
+                                    &xoff,
+                                    go,
+                                    per_sample_go,
+                                    og16,
+                                    samples,
+                                    m,
+                                    &mut sums,
+                                ),
+                                2 => weight_tile::<2>(
+                                    xsp.get(),
+                                    lay.sample,
+                                    &xoff,
+                                    go,
+                                    per_sample_go,
+                                    og16,
+                                    samples,
+                                    m,
+                                    &mut sums,
+                                ),
+                                _ => weight_tile::<1>(
+                                    xsp.get(),
+                                    lay.sample,
+                                    &xoff,
+                                    go,
+                                    per_sample_go,
+                                    og16,
+                                    samples,
+                                    m,
+                                    &mut sums,
+                                ),
+                            }
+                        }
+                        for (j, col_sums) in sums.iter().enumerate() {
+                            let col = ct * WC + j;
+                            if col >= ck {
+                                break;
+                            }
+                            for (o, &v) in col_sums
+                                .iter()
+                                .enumerate()
+                                .take(og.saturating_sub(o0).min(16 * vectors))
+                            {
+                                // SAFETY: element (gi * og + o0 + o, col) of the contiguous
+                                // [o, ck] gradient, written by this unit only.
+                                let d = unsafe {
+                                    &mut *gw.at(((gi * og + o0 + o) * ck + col) as isize)
+                                };
+                                *d = if s0 == 0 { v } else { *d + v };
+                            }
+                        }
+                    }
+                });
+            }
+        },
+    );
+}
+
+/// `sums[j][16v + l] = sum over samples n, positions t < m of go[n * gstride + t * ld + 16v + l]
+/// * x[n * xstride + xoff[j] + t]` for `v < V`, in order of n and t.
+///
+/// # Safety
+/// The CPU must support AVX-512F; every `x` row read (`m` elements from each offset) and every
+/// gradient row (`16 V` floats at each `t`) must be readable.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn weight_tile<const V: usize>(
+    x: *const f32,
+    xstride: usize,
+    xoff: &[usize; WC],
+    go: *const f32,
+    gstride: usize,
+    ld: usize,
+    samples: usize,
+    m: usize,
+    sums: &mut [[f32; 16 * WV]; WC],
+) {
+    let mut acc = [[_mm512_setzero_ps(); V]; WC];
+    for n in 0..samples {
+        let mut xr = [x; WC];
+        for j in 0..WC {
+            // SAFETY: the caller's contract (rows inside the copies).
+            xr[j] = unsafe { x.add(n * xstride + xoff[j]) };
+        }
+        // SAFETY: as above.
+        let mut gr = unsafe { go.add(n * gstride) };
+        for t in 0..m {
+            let mut gv = [_mm512_setzero_ps(); V];
+            for (v, g) in gv.iter_mut().enumerate() {
+                // SAFETY: 16 channels of position t's gradient row.
+                *g = unsafe { _mm512_loadu_ps(gr.add(16 * v)) };
+            }
+            for j in 0..WC {
+                // SAFETY: element t of column j's row.
+                let xv = _mm512_set1_ps(unsafe { *xr[j].add(t) });
+                for v in 0..V {
+                    acc[j][v] = _mm512_fmadd_ps(gv[v], xv, acc[j][v]);
+                }
+            }
+            gr = gr.wrapping_add(ld);
+        }
+    }
+    for (col, row) in sums.iter_mut().zip(&acc) {
+        for (v, a) in row.iter().enumerate() {
+            // SAFETY: 16 floats of the column's sums (16 V <= 16 WV).
+            unsafe { _mm512_storeu_ps(col.as_mut_ptr().add(16 * v), *a) };
+        }
+    }
 }
 
 /// Copies channel `c` of sample `n` into its zero-padded, phase-split region at `dst`
@@ -467,7 +693,7 @@ unsafe fn tile_kernel<const V: usize, const R: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{backward_input_impl, forward_impl, ConvParams};
+    use super::super::{backward_input_impl, backward_weight_impl, forward_impl, ConvParams};
     use super::*;
     use crate::dtype::DType;
     use crate::kernels::core::map::testing::Owned;
@@ -492,7 +718,19 @@ mod tests {
         if simd::level() < 3 {
             return;
         }
-        let cases: [Case; 9] = [
+        let cases: [Case; 10] = [
+            // Samples too large for one chunk of the weight gradient (chunks added in order).
+            (
+                3,
+                16,
+                [1, 100, 100],
+                32,
+                [1, 3, 3],
+                [1, 1, 1],
+                [0, 1, 1],
+                [1, 1, 1],
+                1,
+            ),
             (
                 2,
                 8,
@@ -646,6 +884,24 @@ mod tests {
                         "{xshape:?} {wshape:?} s{s:?} p{p:?} d{d:?}"
                     );
                 }
+            }
+            // The weight gradient (overwritten: start from garbage).
+            let gy = Owned::new(ints(oshape.iter().product(), 6), &oshape);
+            let mut want = Owned::<f32>::zeros(&wshape);
+            backward_weight_impl::<f32>(&g, &want.m(), &x.r(), &gy.r()).unwrap();
+            for xr in [x.r(), xt_ref.clone()] {
+                let mut got = Owned::new(vec![f32::NAN; want.data.len()], &wshape);
+                weight_gradient(&g, &got.m(), &xr, &gy.r());
+                let bad = got
+                    .data
+                    .iter()
+                    .zip(&want.data)
+                    .filter(|(a, b)| a != b)
+                    .count();
+                assert_eq!(
+                    bad, 0,
+                    "weight gradient {xshape:?} {wshape:?} s{s:?} p{p:?} d{d:?}"
+                );
             }
             // The input gradient, for stride 1 (with a bias per input channel, as the forward
             // of a transposed convolution has).
