@@ -1,6 +1,8 @@
 //! Convolution (1d/2d/3d, forward and backward, groups, stride, padding, dilation).
 //!
-//! Convolutions use im2col + GEMM (`gemm` crate) per sample. Every tensor is 5-D
+//! float32 convolutions with enough channels run on the direct AVX-512 kernel ([`direct`]:
+//! forward, weight gradient, stride-1 input gradient); the rest use im2col + GEMM (`gemm`
+//! crate) per sample. Every tensor is 5-D
 //! `[N, C, D, H, W]` (the glue adds unit spatial dims for 1d/2d). Inputs may have any strides;
 //! weights, gradients of outputs and every written tensor are contiguous (the glue makes them
 //! so). Work is split over samples (one single-threaded GEMM per sample and thread) when there
