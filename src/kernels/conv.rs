@@ -1389,6 +1389,24 @@ fn plane_sum_body<M: Math>(x: &[M], total: &mut M) {
     *total = crate::kernels::core::simd::sum(x);
 }
 
+/// For tests: dense `[n, c, d, h, w]` data stored as `[n, c, d, w, h]`, and the strides that
+/// view the copy as the original shape (an input no dense fast path takes).
+#[cfg(test)]
+pub(crate) fn hw_exchanged<T: Copy>(
+    data: &[T],
+    shape: &[usize; 5],
+) -> (Vec<T>, crate::tensor::Strides) {
+    let [_, c, id, ih, iw] = *shape;
+    let copy = (0..data.len())
+        .map(|i| {
+            let (hh, ww, rest) = (i % ih, i / ih % iw, i / (ih * iw));
+            data[(rest * ih + hh) * iw + ww]
+        })
+        .collect();
+    let strides = [c * id * ih * iw, id * ih * iw, ih * iw, 1, ih];
+    (copy, strides.iter().map(|&v| v as isize).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1589,24 +1607,12 @@ mod tests {
             &[o, c / case.groups, kd, kh, kw],
         );
         let want = case.naive(&x.data, &wt.data);
-        // The same values stored [n, c, d, w, h].
-        let xt: Vec<f64> = (0..x.data.len())
-            .map(|i| {
-                let (hh, ww, rest) = (i % ih, i / ih % iw, i / (ih * iw));
-                x.data[(rest * ih + hh) * iw + ww]
-            })
-            .collect();
+        let (xt, xt_strides) = hw_exchanged(&x.data, &case.x);
         let xr = if strided {
             TensorRef {
                 ptr: xt.as_ptr() as *const u8,
                 shape: case.x.to_vec().into(),
-                strides: smallvec::smallvec![
-                    (c * id * ih * iw) as isize,
-                    (id * ih * iw) as isize,
-                    (ih * iw) as isize,
-                    1,
-                    ih as isize,
-                ],
+                strides: xt_strides,
                 dtype: DType::F64,
             }
         } else {

@@ -225,21 +225,8 @@ pub(super) fn forward(
             );
             for s0 in (0..g.n).step_by(chunk) {
                 let samples = chunk.min(g.n - s0);
-                parallel_for(samples * g.c, 1, &|i0, i1| {
-                    for i in i0..i1 {
-                        // SAFETY: channel i % c of sample s0 + i / c: its own region of xs.
-                        unsafe {
-                            copy_channel(
-                                g,
-                                &lay,
-                                input,
-                                s0 + i / g.c,
-                                i % g.c,
-                                xsp.at((i / g.c * lay.sample + i % g.c * lay.channel) as isize),
-                            )
-                        };
-                    }
-                });
+                // SAFETY: xs holds chunk >= samples sample copies.
+                unsafe { copy_samples(g, &lay, input, s0, samples, xsp) };
                 parallel_for(samples * per_sample, 1, &|u0, u1| {
                     let mut tile = [0f32; 32 * R2];
                     for u in u0..u1 {
@@ -404,21 +391,8 @@ pub(super) fn weight_gradient(
             );
             for s0 in (0..g.n).step_by(chunk) {
                 let samples = chunk.min(g.n - s0);
-                parallel_for(samples * g.c, 1, &|i0, i1| {
-                    for i in i0..i1 {
-                        // SAFETY: channel i % c of sample s0 + i / c: its own region of xs.
-                        unsafe {
-                            copy_channel(
-                                g,
-                                &lay,
-                                input,
-                                s0 + i / g.c,
-                                i % g.c,
-                                xsp.at((i / g.c * lay.sample + i % g.c * lay.channel) as isize),
-                            )
-                        };
-                    }
-                });
+                // SAFETY: xs holds chunk >= samples sample copies.
+                unsafe { copy_samples(g, &lay, input, s0, samples, xsp) };
                 // The gradient of each (sample, group), transposed to [p, og] in the tail of
                 // gos, then spread onto the grid rows.
                 for i in 0..samples * g.groups {
@@ -455,52 +429,23 @@ pub(super) fn weight_gradient(
                         // for t < m) is inside its sample's copy; the gradient rows hold og16
                         // floats from o0 + 16 * vectors <= og16 on.
                         unsafe {
-                            match vectors {
-                                4 => weight_tile::<4>(
-                                    xsp.get(),
-                                    lay.sample,
-                                    &xoff,
-                                    go,
-                                    per_sample_go,
-                                    og16,
-                                    samples,
-                                    m,
-                                    &mut sums,
-                                ),
-                                3 => weight_tile::<3>(
-                                    xsp.get(),
-                                    lay.sample,
-                                    &xoff,
-                                    go,
-                                    per_sample_go,
-                                    og16,
-                                    samples,
-                                    m,
-                                    &mut sums,
-                                ),
-                                2 => weight_tile::<2>(
-                                    xsp.get(),
-                                    lay.sample,
-                                    &xoff,
-                                    go,
-                                    per_sample_go,
-                                    og16,
-                                    samples,
-                                    m,
-                                    &mut sums,
-                                ),
-                                _ => weight_tile::<1>(
-                                    xsp.get(),
-                                    lay.sample,
-                                    &xoff,
-                                    go,
-                                    per_sample_go,
-                                    og16,
-                                    samples,
-                                    m,
-                                    &mut sums,
-                                ),
-                            }
+                            let tile: WeightTile = match vectors {
+                                4 => weight_tile::<4>,
+                                3 => weight_tile::<3>,
+                                2 => weight_tile::<2>,
+                                _ => weight_tile::<1>,
+                            };
+                            tile(
+                                xsp.get(),
+                                lay.sample,
+                                &xoff,
+                                go,
+                                per_sample_go,
+                                og16,
+                                samples,
+                                m,
+                                &mut sums,
+                            )
                         }
                         for (j, col_sums) in sums.iter().enumerate() {
                             let col = ct * WC + j;
@@ -577,6 +522,50 @@ unsafe fn weight_tile<const V: usize>(
             unsafe { _mm512_storeu_ps(col.as_mut_ptr().add(16 * v), *a) };
         }
     }
+}
+
+/// [`weight_tile`] for one number of channel vectors.
+type WeightTile = unsafe fn(
+    *const f32,
+    usize,
+    &[usize; WC],
+    *const f32,
+    usize,
+    usize,
+    usize,
+    usize,
+    &mut [[f32; 16 * WV]; WC],
+);
+
+/// Copies samples `s0..s0 + samples` of the input into `xs` (one [`Layout::sample`] each), in
+/// parallel over channels.
+///
+/// # Safety
+/// `xs` must be writable for `samples` sample copies that nobody else accesses meanwhile.
+unsafe fn copy_samples(
+    g: &Geometry,
+    lay: &Layout,
+    input: &TensorRef,
+    s0: usize,
+    samples: usize,
+    xs: SendPtr<f32>,
+) {
+    parallel_for(samples * g.c, 1, &|i0, i1| {
+        for i in i0..i1 {
+            let (n, c) = (i / g.c, i % g.c);
+            // SAFETY: channel c of sample n's copy: its own region of xs.
+            unsafe {
+                copy_channel(
+                    g,
+                    lay,
+                    input,
+                    s0 + n,
+                    c,
+                    xs.at((n * lay.sample + c * lay.channel) as isize),
+                )
+            };
+        }
+    });
 }
 
 /// Copies channel `c` of sample `n` into its zero-padded, phase-split region at `dst`
@@ -693,7 +682,9 @@ unsafe fn tile_kernel<const V: usize, const R: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{backward_input_impl, backward_weight_impl, forward_impl, ConvParams};
+    use super::super::{
+        backward_input_impl, backward_weight_impl, forward_impl, hw_exchanged, ConvParams,
+    };
     use super::*;
     use crate::dtype::DType;
     use crate::kernels::core::map::testing::Owned;
@@ -718,118 +709,19 @@ mod tests {
         if simd::level() < 3 {
             return;
         }
+        #[rustfmt::skip]
         let cases: [Case; 10] = [
             // Samples too large for one chunk of the weight gradient (chunks added in order).
-            (
-                3,
-                16,
-                [1, 100, 100],
-                32,
-                [1, 3, 3],
-                [1, 1, 1],
-                [0, 1, 1],
-                [1, 1, 1],
-                1,
-            ),
-            (
-                2,
-                8,
-                [1, 12, 11],
-                40,
-                [1, 3, 3],
-                [1, 1, 1],
-                [0, 2, 1],
-                [1, 2, 2],
-                1,
-            ),
-            (
-                2,
-                4,
-                [3, 5, 6],
-                16,
-                [3, 3, 3],
-                [1, 1, 1],
-                [1, 1, 0],
-                [1, 1, 1],
-                1,
-            ),
-            (
-                2,
-                3,
-                [1, 9, 11],
-                32,
-                [1, 3, 3],
-                [1, 1, 1],
-                [0, 1, 1],
-                [1, 1, 1],
-                1,
-            ),
-            (
-                3,
-                5,
-                [1, 10, 9],
-                48,
-                [1, 3, 3],
-                [1, 2, 2],
-                [0, 1, 1],
-                [1, 1, 1],
-                1,
-            ),
-            (
-                1,
-                4,
-                [1, 7, 12],
-                20,
-                [1, 3, 5],
-                [1, 2, 3],
-                [0, 2, 1],
-                [1, 2, 1],
-                1,
-            ),
-            (
-                2,
-                6,
-                [1, 6, 6],
-                32,
-                [1, 3, 3],
-                [1, 1, 1],
-                [0, 0, 0],
-                [1, 1, 1],
-                2,
-            ),
-            (
-                2,
-                3,
-                [4, 5, 6],
-                16,
-                [2, 3, 3],
-                [2, 1, 2],
-                [1, 0, 1],
-                [1, 1, 1],
-                1,
-            ),
-            (
-                2,
-                8,
-                [1, 1, 30],
-                17,
-                [1, 1, 5],
-                [1, 1, 2],
-                [0, 0, 2],
-                [1, 1, 1],
-                1,
-            ),
-            (
-                4,
-                16,
-                [1, 4, 4],
-                64,
-                [1, 3, 3],
-                [1, 1, 1],
-                [0, 1, 1],
-                [1, 1, 1],
-                1,
-            ),
+            (3, 16, [1, 100, 100], 32, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
+            (2, 8, [1, 12, 11], 40, [1, 3, 3], [1, 1, 1], [0, 2, 1], [1, 2, 2], 1),
+            (2, 4, [3, 5, 6], 16, [3, 3, 3], [1, 1, 1], [1, 1, 0], [1, 1, 1], 1),
+            (2, 3, [1, 9, 11], 32, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
+            (3, 5, [1, 10, 9], 48, [1, 3, 3], [1, 2, 2], [0, 1, 1], [1, 1, 1], 1),
+            (1, 4, [1, 7, 12], 20, [1, 3, 5], [1, 2, 3], [0, 2, 1], [1, 2, 1], 1),
+            (2, 6, [1, 6, 6], 32, [1, 3, 3], [1, 1, 1], [0, 0, 0], [1, 1, 1], 2),
+            (2, 3, [4, 5, 6], 16, [2, 3, 3], [2, 1, 2], [1, 0, 1], [1, 1, 1], 1),
+            (2, 8, [1, 1, 30], 17, [1, 1, 5], [1, 1, 2], [0, 0, 2], [1, 1, 1], 1),
+            (4, 16, [1, 4, 4], 64, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
         ];
         for (n, c, isp, o, k, s, p, d, groups) in cases {
             let osp = [0, 1, 2].map(|i| (isp[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1);
@@ -853,23 +745,11 @@ mod tests {
             let g = Geometry::new(&xshape, &wshape, &oshape, &params).unwrap();
             // forward() directly: applies() also routes by cost, which these small shapes fail.
             // The same input stored with H and W exchanged (a strided view).
-            let [_, _, id, ih, iw] = xshape;
-            let xt: Vec<f32> = (0..x.data.len())
-                .map(|i| {
-                    let (hh, ww, rest) = (i % ih, i / ih % iw, i / (ih * iw));
-                    x.data[(rest * ih + hh) * iw + ww]
-                })
-                .collect();
+            let (xt, xt_strides) = hw_exchanged(&x.data, &xshape);
             let xt_ref = TensorRef {
                 ptr: xt.as_ptr() as *const u8,
                 shape: xshape.to_vec().into(),
-                strides: smallvec::smallvec![
-                    (c * id * ih * iw) as isize,
-                    (id * ih * iw) as isize,
-                    (ih * iw) as isize,
-                    1,
-                    ih as isize,
-                ],
+                strides: xt_strides,
                 dtype: DType::F32,
             };
             for bias in [None, Some(b.r())] {
