@@ -114,7 +114,7 @@ def test_conv2d_noncontiguous_inputs():
     xcl = sample((2, 16, 10, 10), dtype, seed=6).to(memory_format=torch.channels_last)
     w = sample((32, 16, 3, 3), dtype, seed=7)
     for stride in (1, 2):
-        check(lambda x, w: F.conv2d(x, w, padding=1, stride=stride), xcl, w, **tol(dtype))
+        check(lambda x, w, s=stride: F.conv2d(x, w, padding=1, stride=s), xcl, w, **tol(dtype))
 
 
 def test_depthwise_channels_last_and_nonfinite_over_padding():

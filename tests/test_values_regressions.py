@@ -748,3 +748,26 @@ def test_relu_keeps_negative_zero_and_nan(dtype: torch.dtype) -> None:
             assert_same(got, want, atol=0, rtol=0)
             real = ~want.isnan()  # a NaN's sign is not specified (the CPU's bfloat16 loop flips it)
             assert torch.equal(torch.signbit(got.cpu())[real], torch.signbit(want)[real])
+
+
+@pytest.mark.parametrize("dst", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.int64])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "permuted rows", "strided"])
+def test_conversion_to_half_types_has_the_cpus_bits(dst: torch.dtype, src: torch.dtype, layout: str) -> None:
+    # foo rounded a float just above a rounding tie down (192.50002 became bfloat16 192, the
+    # CPU gives 193): the 16-bit conversion dropped the low bits of the value widened to double.
+    torch.manual_seed(0)
+    ties = torch.tensor([0x43408001, 0x3F801001, 0x3F808000, 0x3F818000, 0x7F7FFFFF, 0x00000001,
+                         0x477FF000, 0x477FEFFF], dtype=torch.int32).view(torch.float32)
+    specials = torch.tensor([0.0, -0.0, 1.0, math.inf, -math.inf, 65504.0, 65520.0, 6e-8, 1e-40, 3.3e38])
+    vals = torch.cat([ties, specials, torch.randn(4000) * 1e3, torch.randn(4000) * 1e-3])
+    x = (vals * 2**20).round().clamp(-2**62, 2**62).to(src) if src == torch.int64 else vals.to(src)
+    x = x[: 96 * 80].reshape(96, 80)
+    x = {"contiguous": x, "transposed": x.t(), "permuted rows": x.reshape(8, 12, 80).transpose(0, 1),
+         "strided": x[:, ::3]}[layout]
+    want = x.to(dst)
+    got = x.to(FOO).to(dst)
+    assert got.stride() == want.stride()
+    assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))
+    # And back to float32 exactly.
+    assert torch.equal(got.float().cpu().view(torch.int32), want.float().view(torch.int32))

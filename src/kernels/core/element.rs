@@ -216,19 +216,23 @@ float_element!(
     |v: f32| v as f64,
     |f: f32, _d: f64| f
 );
+// c10's Half and BFloat16 are built from a float only, so a double or an integer is rounded to
+// float first, then to 16 bits. (`half`'s own `from_f64` drops the double's low mantissa bits
+// before rounding, so a float just above a rounding tie came out rounded down: 192.50006 became
+// 192 in bfloat16 where the CPU gives 193.)
 float_element!(
     f16,
     DType::F16,
-    f16::from_f64,
+    |v: f64| f16::from_f32(v as f32),
     f16::to_f64,
-    |_f: f32, d: f64| f16::from_f64(d)
+    |f: f32, _d: f64| f16::from_f32(f)
 );
 float_element!(
     bf16,
     DType::BF16,
-    bf16::from_f64,
+    |v: f64| bf16::from_f32(v as f32),
     bf16::to_f64,
-    |_f: f32, d: f64| bf16::from_f64(d)
+    |f: f32, _d: f64| bf16::from_f32(f)
 );
 
 impl Element for bool {
@@ -346,6 +350,25 @@ mod tests {
         assert_eq!(u64::MAX.cast::<u64>(), u64::MAX);
         assert_eq!(i64::MAX.cast::<i64>(), i64::MAX);
         assert_eq!(16777217i64.cast::<f32>(), 16777216.0);
+    }
+
+    /// Just above a rounding tie, the low bits of a float decide: CPU-computed bit patterns.
+    #[test]
+    fn half_types_round_from_float_as_c10() {
+        let above_tie_bf16 = f32::from_bits(0x4340_8001); // 192.50002
+        assert_eq!(above_tie_bf16.cast::<bf16>().to_bits(), 0x4341); // 193
+        assert_eq!((above_tie_bf16 as f64).cast::<bf16>().to_bits(), 0x4341);
+        let above_tie_f16 = f32::from_bits(0x3f80_1001); // 1 + 2^-11 + 2^-23
+        assert_eq!(above_tie_f16.cast::<f16>().to_bits(), 0x3c01);
+        // A double rounds to float first: 1 + 2^-8 + 2^-30 is float 1 + 2^-8, a tie, to even.
+        assert_eq!(
+            (1.0 + 2f64.powi(-8) + 2f64.powi(-30))
+                .cast::<bf16>()
+                .to_bits(),
+            0x3f80
+        );
+        // An integer, too: 16777217 is float 16777216.
+        assert_eq!(16_777_217i64.cast::<bf16>().to_bits(), 0x4b80);
     }
 
     #[test]
