@@ -227,6 +227,8 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "broadcast add 1000x1000 + 1000": bcast_add,
         "transposed add 1000x1000": transposed_add,
         "exp 1e6": unary(torch.exp),
+        "to(bfloat16) 1e6": unary(lambda a: a.to(torch.bfloat16)),
+        "to(float16) 1e6": unary(lambda a: a.to(torch.float16)),
         "tanh 1e6": unary(torch.tanh),
         "sigmoid 1e6": unary(torch.sigmoid),
         "gelu 1e6": unary(torch.nn.functional.gelu),
