@@ -7,13 +7,16 @@
 //! The glue turns mm/mv/dot/addmv into this shape with metadata-only views. float32/float64 and
 //! complex64/complex128 run on `gemm`; integer dtypes on a simple exact kernel (wrapping
 //! arithmetic, as the CPU's integer GEMM); float16/bfloat16 are widened to float32
-//! ([`super::core::reduced`]), multiplied by the float32 GEMM and rounded once.
+//! ([`super::core::reduced`]), multiplied by the float32 GEMM and rounded once, except bfloat16
+//! products on AVX512-BF16 CPUs, which follow that instruction ([`bf16_product`]).
 
 use super::core::copy::copy;
 use super::core::element::Element;
 use super::core::gemm::{bf16, gemm_raw, GemmElem, Mat, GEMM_SPLIT_FLOPS};
-use super::core::parallel::{parallel_for, SendPtr};
-use super::core::reduced::{store_f32, to_f32_vec};
+use super::core::layout::GRAIN;
+use super::core::parallel::{par_chunks_mut, parallel_for, SendPtr};
+use super::core::reduced::{convert_bits, par_convert, store_f32, to_f32_vec, Bf16Flushed};
+use super::core::scratch::with_scratch;
 use crate::dtype::{DType, Kind};
 use crate::error::FooResult;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
@@ -70,10 +73,14 @@ pub fn matmul(
             DType::F64 => gemm_batched::<f64>(out, a, b, c, beta, alpha),
             DType::C64 => complex_matmul::<Complex32>(out, a, b, c, beta, alpha),
             DType::C128 => complex_matmul::<Complex64>(out, a, b, c, beta, alpha),
-            // AVX512-BF16 CPUs multiply bfloat16 natively (see core::gemm::bf16); others widen. Small
-            // products widen everywhere, as the CPU's do (see BF16_NATIVE_MIN_MACS).
+            // AVX512-BF16 CPUs multiply bfloat16 with its semantics (see core::gemm::bf16); others
+            // widen. Small products widen everywhere, as the CPU's do (see BF16_NATIVE_MIN_MACS).
             DType::BF16 if bf16::available() && bs * m * k * n > BF16_NATIVE_MIN_MACS => {
-                bf16::matmul(out, a, b, c, beta, alpha)
+                let route = match bf16::native_pays() {
+                    true => Bf16Route::Native,
+                    false => Bf16Route::ViaF32,
+                };
+                bf16_product(out, a, b, c, beta, alpha, route)
             }
             DType::F16 | DType::BF16 => widened(out, a, b, c, beta, alpha),
             _ => not_implemented!("matmul: dtype {} is not supported", dtype.name()),
@@ -83,6 +90,128 @@ pub fn matmul(
         }
         Kind::Bool => not_implemented!("\"addmm_impl_cpu_\" not implemented for 'Bool'"),
     }
+}
+
+/// How a bfloat16 product runs where the CPU has AVX512-BF16 (see [`bf16_product`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bf16Route {
+    /// The `vdpbf16ps` kernel.
+    Native,
+    /// Widened to float32 with that instruction's semantics, multiplied on float32 FMAs.
+    ViaF32,
+}
+
+/// A bfloat16 product above [`BF16_NATIVE_MIN_MACS`] on an AVX512-BF16 CPU, with the semantics
+/// of the CPU backend's oneDNN kernel there (`vdpbf16ps`: subnormal operands read as zero,
+/// subnormal results flushed to zero, float32 accumulation, one rounding), by the route that is
+/// faster on this CPU (`bf16::native_pays`). `alpha == 0` keeps the native kernel, whose
+/// `0 * sum` the float32 route would skip.
+pub(crate) fn bf16_product(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    beta: &Scalar,
+    alpha: &Scalar,
+    route: Bf16Route,
+) -> FooResult<()> {
+    if route == Bf16Route::Native || f32::from_scalar(alpha) == 0.0 {
+        return bf16::matmul(out, a, b, c, beta, alpha);
+    }
+    let (bs, m, n) = (out.shape[0], out.shape[1], out.shape[2]);
+    with_scratch::<f32, _>(a.numel(), |wa| {
+        with_scratch::<f32, _>(b.numel(), |wb| {
+            with_scratch::<f32, _>(bs * m * n, |acc| {
+                let (va, vb) = (widen_flushed(a, wa)?, widen_flushed(b, wb)?);
+                let acc_mut = TensorMut {
+                    ptr: acc.as_mut_ptr() as *mut u8,
+                    shape: out.shape.clone(),
+                    strides: crate::tensor::contiguous_strides(&out.shape),
+                    dtype: DType::F32,
+                };
+                let acc_ref = TensorRef {
+                    ptr: acc_mut.ptr as *const u8,
+                    shape: acc_mut.shape.clone(),
+                    strides: acc_mut.strides.clone(),
+                    dtype: DType::F32,
+                };
+                let use_c = c.filter(|_| f32::from_scalar(beta) != 0.0);
+                if let Some(c) = use_c {
+                    copy(&acc_mut, c)?;
+                }
+                gemm_batched::<f32>(&acc_mut, &va, &vb, use_c.map(|_| &acc_ref), beta, alpha)?;
+                if out.is_contiguous() {
+                    let convert = convert_bits::<f32, Bf16Flushed>;
+                    // SAFETY: `out` is a contiguous bfloat16 tensor of `acc.len()` elements,
+                    // distinct from the scratch `acc`.
+                    unsafe {
+                        par_convert(
+                            out.ptr,
+                            acc.as_ptr() as *const u8,
+                            acc.len(),
+                            [2, 4],
+                            convert,
+                        )
+                    };
+                    return Ok(());
+                }
+                flush_subnormals(acc);
+                store_f32(out, acc)
+            })
+        })
+    })
+}
+
+/// `t` (bfloat16) widened into `buf` with subnormals read as zero, as a float32 operand: in
+/// `t`'s own memory order when `t` is a permutation of a dense block (`w.t()` stays a strided
+/// view of a dense conversion, not an element-by-element gather), contiguous otherwise.
+fn widen_flushed(t: &TensorRef, buf: &mut [f32]) -> FooResult<TensorRef> {
+    let n = t.numel();
+    let buf = &mut buf[..n];
+    // Dense up to a permutation of its dims: strides, sorted, are the running products of sizes.
+    let mut dims: Vec<usize> = (0..t.ndim()).filter(|&d| t.shape[d] > 1).collect();
+    dims.sort_by_key(|&d| t.strides[d]);
+    let mut dense = true;
+    let mut next = 1isize;
+    for &d in &dims {
+        dense &= t.strides[d] == next;
+        next *= t.shape[d] as isize;
+    }
+    if dense {
+        // Widened in `t`'s memory order, one dense run, and viewed with its strides.
+        let convert = convert_bits::<Bf16Flushed, f32>;
+        // SAFETY: `t` is a dense block of `n` bfloat16 from its pointer (strides checked
+        // above), `buf` is `n` floats of scratch.
+        unsafe { par_convert(buf.as_mut_ptr() as *mut u8, t.ptr, n, [4, 2], convert) };
+        return Ok(TensorRef {
+            ptr: buf.as_ptr() as *const u8,
+            shape: t.shape.clone(),
+            strides: t.strides.clone(),
+            dtype: DType::F32,
+        });
+    }
+    // Gathered into row-major order.
+    let dst = TensorMut {
+        ptr: buf.as_mut_ptr() as *mut u8,
+        shape: t.shape.clone(),
+        strides: crate::tensor::contiguous_strides(&t.shape),
+        dtype: DType::F32,
+    };
+    copy(&dst, t)?;
+    flush_subnormals(buf);
+    Ok(dst.as_ref())
+}
+
+/// Subnormal values become zeros of their sign (`vdpbf16ps`'s treatment of its operands and
+/// results).
+fn flush_subnormals(xs: &mut [f32]) {
+    par_chunks_mut(xs, GRAIN, &|_, d| {
+        for v in d {
+            if v.abs() < f32::MIN_POSITIVE {
+                *v = 0f32.copysign(*v);
+            }
+        }
+    });
 }
 
 /// float16/bfloat16: widen the operands to float32, multiply with float32 accumulation (and

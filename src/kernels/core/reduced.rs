@@ -59,12 +59,66 @@ impl Bits32 for bf16 {
     }
 }
 
+/// bfloat16 as `vdpbf16ps` reads and writes it: a subnormal operand is read as a zero of its
+/// sign, a subnormal float32 result is flushed to one before rounding. (Storage: bfloat16.)
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct Bf16Flushed(u16);
+
+impl Bits32 for Bf16Flushed {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        let u = (self.0 as u32) << 16;
+        f32::from_bits(if u & 0x7f80_0000 == 0 {
+            u & 0x8000_0000
+        } else {
+            u
+        })
+    }
+    #[inline(always)]
+    fn narrow(v: f32) -> Self {
+        let u = v.to_bits();
+        let flushed = if u & 0x7f80_0000 == 0 {
+            u & 0x8000_0000
+        } else {
+            u
+        };
+        Bf16Flushed(bf16::narrow(f32::from_bits(flushed)).to_bits())
+    }
+}
+
+/// Runs the dense conversion `convert` over `n` elements in parallel chunks; `sizes` are the
+/// destination's and the source's element sizes in bytes.
+///
+/// # Safety
+/// `src` holds `n` readable elements and `dst` room for `n`, of the types `convert` expects;
+/// they do not overlap.
+pub unsafe fn par_convert(
+    dst: *mut u8,
+    src: *const u8,
+    n: usize,
+    sizes: [usize; 2],
+    convert: DenseConvert,
+) {
+    let (d, s) = (SendPtr::new(dst), SendPtr::of(src));
+    super::parallel::parallel_for(n, GRAIN, &|a, e| {
+        // SAFETY: elements a..e of both, inside the `n` of the caller's contract.
+        unsafe {
+            convert(
+                d.at((a * sizes[0]) as isize),
+                s.at((a * sizes[1]) as isize),
+                e - a,
+            )
+        }
+    });
+}
+
 crate::unsafe_multiversion!(
     /// `len` elements of `I` at `src` into `O` at `dst`.
     ///
     /// # Safety
     /// `src` holds `len` readable `I`s and `dst` room for `len` `O`s; they do not overlap.
-    unsafe fn convert_bits<I: Bits32, O: Bits32>(dst: *mut u8, src: *const u8, len: usize) {
+    pub unsafe fn convert_bits<I: Bits32, O: Bits32>(dst: *mut u8, src: *const u8, len: usize) {
         // SAFETY: the caller's contract.
         let (d, s) = unsafe {
             (

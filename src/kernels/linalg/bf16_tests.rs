@@ -1,9 +1,11 @@
-//! The native bfloat16 kernel (`core::gemm::bf16`), through `matmul`, against an exact reference: small-integer operands make every product
+//! The bfloat16 products of AVX512-BF16 CPUs, both routes (`Bf16Route`: the native kernel of
+//! `core::gemm::bf16`, and the widening to float32 with its semantics), against an exact
+//! reference: small-integer operands make every product
 //! and partial sum exact in float32, so the only rounding is the final one to bfloat16 and the
 //! result must match `half::bf16::from_f32` of the exact value bit for bit, whatever the
 //! summation order. Random fractional operands check the tolerance of a realistic product.
 
-use super::matmul;
+use super::{bf16_product, matmul, Bf16Route};
 use crate::kernels::core::gemm::bf16::available;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use crate::DType;
@@ -121,8 +123,14 @@ struct Case {
     beta: f64,
 }
 
-/// Runs one case through `linalg::matmul` and returns (got, want, |a|·|b| per output).
-fn run(case: &Case, vals: fn(usize, u64) -> Vec<f64>) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+const ROUTES: [Bf16Route; 2] = [Bf16Route::Native, Bf16Route::ViaF32];
+
+/// Runs one case by `route` and returns (got, want, |a|·|b| per output).
+fn run(
+    case: &Case,
+    vals: fn(usize, u64) -> Vec<f64>,
+    route: Bf16Route,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let [bs, m, k, n] = case.dims;
     let a = Operand::new(&vals(bs * m * k, 1), [bs, m, k], case.la);
     let b = Operand::new(&vals(bs * k * n, 2), [bs, k, n], case.lb);
@@ -141,13 +149,14 @@ fn run(case: &Case, vals: fn(usize, u64) -> Vec<f64>) -> (Vec<f64>, Vec<f64>, Ve
     };
     let mag = reference(&abs(&a), &abs(&b), None, 1.0, 0.0);
     let (alpha, beta) = (Scalar::from_f64(case.alpha), Scalar::from_f64(case.beta));
-    matmul(
+    bf16_product(
         &out.m(),
         &a.r(),
         &b.r(),
         c.as_ref().map(|c| c.r()).as_ref(),
         &beta,
         &alpha,
+        route,
     )
     .unwrap();
     let got = (0..bs * m * n)
@@ -193,15 +202,18 @@ fn bf16_gemm_exact_on_integers_all_layouts() {
                     alpha,
                     beta,
                 };
-                let (got, want, _) = run(&case, ints);
-                for (x, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                    let w = bf16::from_f32(w as f32).to_bits();
-                    // Compared as values: the sign of a zero may differ (-1 * 0 + 0).
-                    assert_eq!(
-                        g,
-                        bf16::from_bits(w).to_f64(),
-                        "{dims:?} {la:?} {lb:?} {lo:?} {bias:?} a={alpha} b={beta} at {x}"
-                    );
+                for route in ROUTES {
+                    let (got, want, _) = run(&case, ints, route);
+                    for (x, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                        let w = bf16::from_f32(w as f32).to_bits();
+                        // Compared as values: the sign of a zero may differ (-1 * 0 + 0).
+                        assert_eq!(
+                            g,
+                            bf16::from_bits(w).to_f64(),
+                            "{route:?} {dims:?} {la:?} {lb:?} {lo:?} {bias:?} a={alpha} b={beta} \
+                             at {x}"
+                        );
+                    }
                 }
             }
         }
@@ -223,11 +235,16 @@ fn bf16_gemm_fractions_within_one_rounding() {
             alpha: 0.75,
             beta: -1.5,
         };
-        let (got, want, mag) = run(&case, fracs);
-        for (x, ((&g, &w), &s)) in got.iter().zip(&want).zip(&mag).enumerate() {
-            // One bfloat16 rounding of the result plus float32 accumulation error.
-            let tol = w.abs() * 2f64.powi(-8) + (0.75 * s + 1.5) * 1e-6;
-            assert!((g - w).abs() <= tol, "{dims:?} at {x}: {g} vs {w}");
+        for route in ROUTES {
+            let (got, want, mag) = run(&case, fracs, route);
+            for (x, ((&g, &w), &s)) in got.iter().zip(&want).zip(&mag).enumerate() {
+                // One bfloat16 rounding of the result plus float32 accumulation error.
+                let tol = w.abs() * 2f64.powi(-8) + (0.75 * s + 1.5) * 1e-6;
+                assert!(
+                    (g - w).abs() <= tol,
+                    "{route:?} {dims:?} at {x}: {g} vs {w}"
+                );
+            }
         }
     }
 }
@@ -265,4 +282,33 @@ fn bf16_gemm_k_zero_in_place_and_beta_zero_ignores_nan() {
     let nan = Operand::new(&[f64::NAN; 56], [1, 8, 7], Layout::Dense);
     matmul(&out.m(), &a.r(), &b.r(), Some(&nan.r()), &s(0.0), &s(1.0)).unwrap();
     assert!(out.data.iter().all(|x| !x.is_nan()));
+}
+
+/// Both routes read subnormal operands as zero (inf * 1e-40 is nan) and flush subnormal
+/// results (1e-20 * 1e-20 is 0), as `vdpbf16ps` does, at any size.
+#[test]
+fn bf16_routes_share_the_instructions_subnormal_semantics() {
+    if !available() {
+        return;
+    }
+    let s = Scalar::from_f64;
+    for route in ROUTES {
+        for (x, y, want_nan, want_zero) in [
+            (f64::INFINITY, 9.18e-41, true, false),
+            (1e-20, 1e-20, false, true),
+            (3.0, 2.0, false, false),
+        ] {
+            let mut va = ints(33 * 40, 1);
+            let mut vb = vec![0.0; 40 * 17];
+            va[0] = x;
+            vb[0] = y;
+            let a = Operand::new(&va, [1, 33, 40], Layout::Dense);
+            let b = Operand::new(&vb, [1, 40, 17], Layout::Transposed);
+            let mut out = Operand::new(&vec![7.0; 33 * 17], [1, 33, 17], Layout::Dense);
+            bf16_product(&out.m(), &a.r(), &b.r(), None, &s(0.0), &s(1.0), route).unwrap();
+            let v = out.get(0, 0, 0);
+            assert_eq!(v.is_nan(), want_nan, "{route:?} {x} * {y} = {v}");
+            assert_eq!(v == 0.0, want_zero, "{route:?} {x} * {y} = {v}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! Native bfloat16 matrix product for CPUs with AVX512-BF16 (`vdpbf16ps`): bfloat16 operands,
 //! float32 accumulation, one rounding into the bfloat16 output, as the CPU backend's oneDNN
-//! kernel does. Elsewhere [`available`] is false and `linalg` keeps widening to float32.
+//! kernel does. Elsewhere [`available`] is false and `linalg` keeps widening to float32; where
+//! it is true but the instruction is slow ([`native_pays`]), `linalg` widens with its semantics.
 //!
 //! BLIS-style: both operands are packed once into the microkernel's `k`-pair layout
 //! ([`pack`]); the output is cut into `MC x NC` blocks, one task each, run in parallel; a task
@@ -16,6 +17,8 @@
 mod microkernel;
 #[cfg(target_arch = "x86_64")]
 mod pack;
+#[cfg(target_arch = "x86_64")]
+mod rate;
 #[cfg(target_arch = "x86_64")]
 mod store;
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -37,6 +40,24 @@ pub fn available() -> bool {
     {
         false
     }
+}
+
+/// Whether the native kernel beats widening to float32 on this CPU (where it is [`available`]):
+/// `vdpbf16ps` must do at least 0.85x the multiply-adds per second of float32 FMAs (the
+/// widening route also converts every operand and the result). Measured once, ~0.1 ms; see
+/// [`rate`].
+pub fn native_pays() -> bool {
+    static PAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PAYS.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            available() && rate::dot_over_fma() >= 0.85
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
 }
 
 /// `out = beta * c + alpha * (a @ b)` over bfloat16 3-D operands `[B, M, K] x [B, K, N]`,
