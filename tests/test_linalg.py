@@ -39,6 +39,23 @@ def test_mm_large(dtype, m, k, n):
     check(torch.mm, b.t(), a.t(), **tol(dtype, k))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+@pytest.mark.parametrize("m,k,n", [(2, 3, 40), (5, 64, 257), (33, 70, 1030)])
+def test_linear_layout_with_fewer_rows_than_outputs(dtype, m, k, n):
+    # `x @ w.t()` with fewer rows than columns is computed turned around (`w @ x.t()`) and
+    # transposed back: into a dense output, added to a staged bias, or into rows further apart.
+    x, w, c = sample((m, k), dtype, seed=1), sample((n, k), dtype, seed=2), sample((m, n), dtype, seed=3)
+    t = tol(dtype, k)
+    check(lambda x, w: x @ w.t(), x, w, **t)
+    check(lambda c, x, w: torch.addmm(c, x, w.t(), beta=0.5, alpha=2.0), c, x, w, **t)
+    check(lambda x, w, b: F.linear(x, w, b), x, w, c[0], **t)
+    want = torch.zeros(m, n + 3, dtype=dtype)
+    got = want.to(FOO)
+    torch.mm(x, w.t(), out=want[:, :n])
+    torch.mm(x.to(FOO), w.to(FOO).t(), out=got[:, :n])
+    assert_same(got, want, **t)
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
 def test_mm_integer(dtype):
     a, b = sample((9, 11), dtype, seed=5), sample((11, 4), dtype, seed=6)
