@@ -47,6 +47,8 @@ for dtype in (torch.float32, torch.bfloat16):
     y = F.linear(x, w)
     y.square().sum().backward()
     digest(f"linear/{tag}", y, x.grad, w.grad)
+    x, w = leaf(5, 300, dtype=dtype), leaf(4000, 300, dtype=dtype, seed=1)  # a few rows: gemm::skinny
+    digest(f"linear-few-rows/{tag}", F.linear(x, w))
 
 x = leaf(4096, 37)
 digest("sum", x.sum(), x.sum(0), x.sum(1), x.mean(), x.var(0), x.std(1), x.norm(), x.prod(1), x.cumsum(0))

@@ -40,10 +40,11 @@ def test_mm_large(dtype, m, k, n):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
-@pytest.mark.parametrize("m,k,n", [(2, 3, 40), (5, 64, 257), (33, 70, 1030)])
+@pytest.mark.parametrize("m,k,n", [(2, 3, 40), (5, 64, 257), (8, 1000, 300), (3, 17, 5000), (33, 70, 1030)])
 def test_linear_layout_with_fewer_rows_than_outputs(dtype, m, k, n):
-    # `x @ w.t()` with fewer rows than columns is computed turned around (`w @ x.t()`) and
-    # transposed back: into a dense output, added to a staged bias, or into rows further apart.
+    # `x @ w.t()` with up to 8 rows runs as dot products of rows (`gemm::skinny`); with fewer
+    # rows than columns, turned around (`w @ x.t()`) and transposed back. Into a dense output,
+    # added to a staged bias, or into rows further apart.
     x, w, c = sample((m, k), dtype, seed=1), sample((n, k), dtype, seed=2), sample((m, n), dtype, seed=3)
     t = tol(dtype, k)
     check(lambda x, w: x @ w.t(), x, w, **t)

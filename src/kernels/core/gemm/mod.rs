@@ -5,11 +5,13 @@
 
 pub mod bf16;
 pub mod nt;
+pub mod skinny;
 
 use super::element::Element;
 use super::parallel::{parallel_for, SendPtr};
 use super::scratch::with_scratch;
 use super::transpose::transpose_into;
+use crate::dtype::DType;
 use num_complex::{Complex32, Complex64};
 use std::ops::{Add, Mul};
 
@@ -144,6 +146,22 @@ pub unsafe fn gemm_raw<T: GemmElem>(
                     parallel,
                 )
             })
+        };
+        return;
+    }
+    // `a @ w.t()` with a few rows of `a`, float32/float64: dot products streaming `w`.
+    if lhs.cs == 1
+        && rhs.rs == 1
+        && m <= skinny::SKINNY_ROWS
+        && k >= 16
+        && matches!(T::DTYPE, DType::F32 | DType::F64)
+    {
+        // SAFETY: forwarded; `a`'s rows and `w`'s rows (`rhs`'s columns) are dense.
+        unsafe {
+            skinny::nt_rows(
+                m, n, k, p.dst, p.dst_rs, p.dst_cs, p.read_dst, lhs.ptr, lhs.rs, rhs.ptr, rhs.cs,
+                p.alpha, parallel,
+            )
         };
         return;
     }
