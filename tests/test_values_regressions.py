@@ -771,3 +771,18 @@ def test_conversion_to_half_types_has_the_cpus_bits(dst: torch.dtype, src: torch
     assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))
     # And back to float32 exactly.
     assert torch.equal(got.float().cpu().view(torch.int32), want.float().view(torch.int32))
+
+
+@pytest.mark.parametrize("dst", [torch.bfloat16, torch.float16])
+def test_conversion_to_half_types_of_edge_shapes_and_its_gradient(dst: torch.dtype) -> None:
+    # The dense-run conversion on zero-size, 0-dim and broadcast sources, and back through autograd.
+    for x in [torch.randn(0, 5), torch.tensor(192.50002), torch.randn(7).expand(3, 7), torch.randn(1, 1)]:
+        want = x.to(dst)
+        got = x.to(FOO).to(dst)
+        assert got.shape == want.shape and got.stride() == want.stride()
+        assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16))
+    x = torch.randn(4, 6, requires_grad=True)
+    xf = x.detach().to(FOO).requires_grad_()
+    (x.to(dst).float() * 3).sum().backward()
+    (xf.to(dst).float() * 3).sum().backward()
+    assert_same(xf.grad, x.grad, atol=0, rtol=0)
