@@ -262,6 +262,12 @@ fn nondeterministic_seed() -> u64 {
     rng::nondeterministic_seed()
 }
 
+/// (parallel regions of compiled foo kernels run, those that got more than one thread).
+#[pyfunction]
+fn team_region_counts() -> (u64, u64) {
+    crate::runtime::team::region_counts()
+}
+
 #[pyfunction]
 fn num_threads() -> usize {
     pool::num_threads()
@@ -360,6 +366,7 @@ fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(generator_set_state, m)?)?;
     m.add_function(wrap_pyfunction!(nondeterministic_seed, m)?)?;
     m.add_function(wrap_pyfunction!(num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(team_region_counts, m)?)?;
     m.add_function(wrap_pyfunction!(thread_setting_note, m)?)?;
     m.add_function(wrap_pyfunction!(host_memory, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_features, m)?)?;

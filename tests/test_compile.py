@@ -27,6 +27,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from compile_cases import Run, make_case, train  # noqa: E402
 from foo_rs.compile.graph_options import foo_graph_options  # noqa: E402
+from foo_rs.compile.teams import PRELUDE  # noqa: E402
 from helpers import assert_same  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -404,8 +405,11 @@ def test_attention_calls_foos_fused_kernel():
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
 
-def _kernels(code: str) -> list[str]:
-    return re.findall(r"async_compile\.cpp_pybinding\(\[.*?\], r'''(.*?)'''\)", code, re.S)
+def _kernels(code: str, prelude: bool = False) -> list[str]:
+    """The C++ kernels of a graph's Python wrapper, without foo's OpenMP prelude (teams.py)
+    unless asked."""
+    found = re.findall(r"async_compile\.cpp_pybinding\(\[.*?\], r'''(.*?)'''\)", code, re.S)
+    return found if prelude else [k.replace(PRELUDE, "") for k in found]
 
 
 CPU_LIKE = {
@@ -425,7 +429,7 @@ def test_kernels_are_the_cpus(name: str):
     fn, shape = CPU_LIKE[name]
     torch.manual_seed(0)
     x = torch.randn(shape)
-    # The CPU graph under the options foo graphs get (graph_options.py: single-threaded kernels).
+    # The CPU graph under the options foo graphs get (graph_options.py).
     want, (cpu_code,) = run_and_get_code(torch.compile(fn, options=foo_graph_options({"foo"})), x)
     torch._dynamo.reset()
     got, (foo_code,) = run_and_get_code(torch.compile(fn), x.to("foo"))
@@ -433,20 +437,25 @@ def test_kernels_are_the_cpus(name: str):
     assert_same(got, want, atol=0, rtol=0)
 
 
-def test_foo_kernels_leave_the_cores_to_foos_pool():
-    """Generated kernels of foo graphs are single-threaded (no OpenMP region whose threads would
-    spin on the cores foo's pool runs mm/conv on); the caller's cpp.threads wins."""
+def test_foo_kernels_run_their_openmp_regions_on_foos_threads():
+    """foo's kernels are the CPU's parallel OpenMP kernels, compiled with foo's prelude: each
+    region runs on foo's team runtime (not libgomp, whose threads would compete with foo's
+    pool), and with more than one thread on foo's helpers."""
     fn = lambda x: (x * 2).relu().sum(0)  # noqa: E731
     x = torch.randn(512, 512)
     torch._dynamo.reset()
-    _, (cpu_code,) = run_and_get_code(torch.compile(fn, options={"cpp.threads": 2}), x)
-    torch._dynamo.reset()
-    _, (foo_code,) = run_and_get_code(torch.compile(fn), x.to("foo"))
-    torch._dynamo.reset()
-    _, (threaded_code,) = run_and_get_code(torch.compile(fn, options={"cpp.threads": 2}), x.to("foo"))
-    assert "#pragma omp" in "".join(_kernels(cpu_code)), "what a parallel kernel looks like"
-    assert "#pragma omp" not in "".join(_kernels(foo_code))
-    assert "#pragma omp" in "".join(_kernels(threaded_code))
+    compiled = torch.compile(fn)
+    got, (foo_code,) = run_and_get_code(compiled, x.to("foo"))
+    (kernel,) = _kernels(foo_code, prelude=True)
+    assert PRELUDE in kernel and "#pragma omp parallel" in kernel
+    assert_same(got, fn(x), atol=1e-4, rtol=1e-5)
+    before = foo_rs._C.team_region_counts()
+    for _ in range(50):
+        compiled(x.to("foo"))
+    regions, shared = (a - b for a, b in zip(foo_rs._C.team_region_counts(), before))
+    assert regions == 50  # one region per call, each through foo's runtime
+    if foo_rs._C.num_threads() > 1:
+        assert shared > 0, "no region found a free helper"
 
 
 # --- the C++ wrapper: cpp_wrapper=True and AOTInductor ------------------------------------

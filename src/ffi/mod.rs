@@ -29,6 +29,7 @@ mod pool;
 mod random;
 mod reduce;
 mod rnn;
+mod team;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());

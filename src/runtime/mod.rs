@@ -6,3 +6,4 @@ pub mod device;
 pub mod memory;
 pub mod pool;
 pub mod rng;
+pub mod team;

@@ -171,6 +171,11 @@ thread_local! {
     static CACHED: std::cell::RefCell<Cached> = const { std::cell::RefCell::new(None) };
 }
 
+/// This process's helpers, for a team of `super::team`.
+pub(crate) fn helpers() -> Arc<Hot> {
+    pool_and_hot().1
+}
+
 fn pool_and_hot() -> (Arc<ThreadPool>, Arc<Hot>) {
     let epoch = FORK_EPOCH.load(Ordering::Relaxed);
     let threads = configured_threads();
@@ -257,6 +262,13 @@ unsafe impl Send for Body {}
 // SAFETY: as above.
 unsafe impl Sync for Body {}
 
+/// Work the helpers run: [`fork_join`]'s chunks, or a team of `super::team`.
+pub(crate) trait Job: Send + Sync {
+    /// Called by every helper that sees the job published; returns when it has nothing (left)
+    /// to do in it.
+    fn work(&self);
+}
+
 struct Chunks {
     body: Body,
     n: usize,
@@ -267,7 +279,7 @@ struct Chunks {
     panicked: AtomicBool,
 }
 
-impl Chunks {
+impl Job for Chunks {
     /// Claims and runs chunks until none is left.
     fn work(&self) {
         loop {
@@ -350,10 +362,10 @@ pub fn fork_join(n: usize, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
 /// 2-core machine their idle spinning competed with the caller and the helper; once a helper
 /// was descheduled, ops ran on one thread for hundreds of milliseconds (measured: 1e6-element
 /// adds alternated between 75 and 115 µs per run).
-struct Hot {
-    helpers: usize,
+pub(crate) struct Hot {
+    pub(crate) helpers: usize,
     generation: AtomicU64,
-    job: Mutex<Option<Arc<Chunks>>>,
+    job: Mutex<Option<Arc<dyn Job>>>,
     /// Helpers asleep (or about to sleep) on `wake`.
     parked: AtomicUsize,
     sleep: Mutex<()>,
@@ -402,7 +414,7 @@ impl Hot {
         self.wake.notify_all();
     }
 
-    fn publish(&self, job: Arc<Chunks>) {
+    pub(crate) fn publish(&self, job: Arc<dyn Job>) {
         *self.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         self.generation.fetch_add(1, Ordering::SeqCst);
         // Pairs with the SeqCst increment of `parked` in `run`: either the helper sees the new
@@ -411,6 +423,13 @@ impl Hot {
             let _guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
             self.wake.notify_all();
         }
+    }
+
+    /// Helpers polling for the next job (not asleep): those that can take one within
+    /// microseconds.
+    pub(crate) fn awake(&self) -> usize {
+        self.helpers
+            .saturating_sub(self.parked.load(Ordering::SeqCst))
     }
 
     fn run(&self) {
@@ -457,7 +476,7 @@ impl Hot {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -484,7 +503,7 @@ mod tests {
     }
 
     /// The tests that count helpers or change the thread count run one at a time.
-    static SERIAL: Mutex<()> = Mutex::new(());
+    pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
 
     #[test]
     fn helpers_cover_every_chunk_once_and_sleep_when_idle() {

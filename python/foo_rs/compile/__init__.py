@@ -22,6 +22,8 @@ dynamo or inductor looks:
 
 from __future__ import annotations
 
+import ctypes
+import os
 from types import ModuleType
 from typing import Any
 
@@ -56,7 +58,17 @@ def _register_backend(module: ModuleType) -> None:
         module.register_backend(foo, name="foo")
 
 
+def promote_symbols() -> None:
+    """Makes foo's C functions visible to libraries loaded from now on (Python loads extension
+    modules privately): the compiled kernels of foo graphs call ``foo_team_run``, ... through
+    weak references (teams.py), also when an AOTInductor package is loaded without compiling."""
+    from .. import _C
+
+    ctypes.CDLL(_C.__file__, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+
+
 def install() -> None:
+    promote_symbols()
     when_imported("torch._subclasses.fake_impls", _fake_convolution)
     when_imported("torch._dynamo.backends.registry", _register_backend)
     when_imported("torch._dynamo.device_interface", _register_interface)

@@ -23,17 +23,15 @@ on other devices are untouched.
   oneDNN run faster so (always on the CPU, by a heuristic elsewhere). foo's convolution
   computes in NCHW: a channels-last one costs it a copy of the weight and one of the result
   (src/glue/conv.cpp), so foo graphs keep the layouts they are given.
-- ``cpp.threads=1``: the generated kernels run on the calling thread, without an OpenMP region.
-  foo's native ops (mm, conv, ...) run on foo's own thread pool, whose helpers poll for a while
-  after each op; an OpenMP team working between them would put two spinning pools on the same
-  cores. Worse, autograd runs a foo graph's backward on its foo device thread, and an OpenMP
-  region started there makes a second OpenMP team in the process: libgomp then counts more
-  threads than cores and makes every team sleep instead of spin between regions, which slowed
-  the eager CPU work of the same process by 1.5-2x for good (measured, Xeon, 2 threads: an
-  MLP's eager CPU training step 7.4 -> 11.6-13.0 ms after one compiled foo training step).
-  Measured A/B (benches/compile.py, quiet machine, compiled foo ms with 1 / the default / 1 for
-  backward graphs only): MLP inference 0.96-0.98 / 1.62 / 1.59-1.65, transformer inference
-  3.8-3.9 / 5.3-5.5 / 5.3-5.4; training within noise of each other.
+
+The generated kernels keep inductor's OpenMP parallelism, on foo's threads: their OpenMP calls
+bind to foo's team runtime (teams.py), not libgomp. Until that existed, foo graphs were compiled
+with ``cpp.threads=1``, because a libgomp team beside foo's pool put two spinning pools on the
+same cores, and one started from autograd's foo device thread (where a foo graph's backward
+runs) made a second libgomp team in the process, after which libgomp counted more threads than
+cores and made every team sleep between regions: the eager CPU work of the same process ran
+1.5-2x slower for good (Xeon, 2 threads: an MLP's eager CPU training step 7.4 -> 11.6-13.0 ms
+after one compiled foo training step).
 """
 
 from __future__ import annotations
@@ -91,7 +89,7 @@ def foo_graph_options(types: set[str]) -> dict[str, Any]:
     """The options a graph with these device types is compiled with (none without foo)."""
     if BACKEND not in types:
         return {}
-    options: dict[str, Any] = {"fallback_random": True, "layout_optimization": False, "cpp.threads": 1}
+    options: dict[str, Any] = {"fallback_random": True, "layout_optimization": False}
     if types <= _OWN_BACKEND_DEVICES:
         options["cuda_backend"] = "cpp"
     return options

@@ -23,13 +23,13 @@ from torch._inductor.codegen.common import (
     register_backend_for_device,
     register_device_op_overrides,
 )
-from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.ir import GraphPartitionSignature
 from torch._inductor.virtualized import V
 
 from .._registration import BACKEND_NAME as BACKEND
 from . import aoti, cpp_backend, random_ops
+from .teams import FooCppScheduling
 
 
 class FooDeviceOpOverrides(DeviceOpOverrides):
@@ -115,4 +115,4 @@ def register() -> None:
     register_device_op_overrides(BACKEND, FooDeviceOpOverrides())
     aoti.install()
     if get_scheduling_for_device(BACKEND) is None:
-        register_backend_for_device(BACKEND, CppScheduling, FooWrapperCodegen, aoti.FooCppWrapperCodegen)
+        register_backend_for_device(BACKEND, FooCppScheduling, FooWrapperCodegen, aoti.FooCppWrapperCodegen)
