@@ -12,11 +12,13 @@
 //! (python/foo_rs/compile/teams.py), and that prelude calls the functions here.
 //!
 //! A team is the calling thread plus the helpers that join it at once. The caller publishes
-//! the team as a helper job, waits up to [`JOIN_WINDOW`] for helpers that are polling (never for
-//! sleeping ones: waking one takes 10-100 µs on this project's machines) and then closes it: the
-//! team's size is fixed before any member runs, as OpenMP's static schedule needs, and a helper
-//! that comes later finds it closed. Every member is then a running thread, so a barrier always
-//! completes; a team that no helper joined runs on the caller alone, which OpenMP allows.
+//! the team as a helper job, waits up to [`JOIN_WINDOW`] for helpers that are polling, and then
+//! closes it: the team's size is fixed before any member runs, as OpenMP's static schedule
+//! needs, and a helper that comes later finds it closed. It does not wait for sleeping helpers
+//! (waking one takes 10-100 µs on this project's machines) unless the region's last run took
+//! [`WAKE_WORTH`] of thread time or more (`history`). Every member is a running thread, so a
+//! barrier always completes; a team that no helper joined runs on the caller alone, which
+//! OpenMP allows.
 //! Regions nested inside a team run on one thread (OpenMP's default).
 
 use super::pool::{self, Job};
@@ -32,6 +34,12 @@ pub type Body = unsafe extern "C" fn(*mut c_void);
 /// How long the caller waits for polling helpers to join: a polling helper checks for a new job
 /// every 64 spin-loop hints (about 2 µs here).
 const JOIN_WINDOW: Duration = Duration::from_micros(10);
+
+/// A region whose last run took at least this much thread time also waits for sleeping helpers,
+/// up to [`WAKE_WINDOW`]: a woken helper starts 10-100 µs later, so this much work split in two
+/// still saves more than the wait costs.
+const WAKE_WORTH: Duration = Duration::from_micros(400);
+const WAKE_WINDOW: Duration = Duration::from_micros(100);
 
 /// `Team::state`'s flag: the size is fixed, no one joins any more.
 const CLOSED: usize = 1 << (usize::BITS - 1);
@@ -187,10 +195,16 @@ pub fn run(body: Body, data: *mut c_void, threads: usize) {
         singles: AtomicUsize::new(0),
     });
     helpers.publish(team.clone());
-    let expected = wanted.min(helpers.awake());
+    // Wait for sleeping helpers too when this region's work, last time, was worth the wait.
+    let worth_waking = history::work(body) >= WAKE_WORTH;
+    let (expected, window) = if worth_waking {
+        (wanted, WAKE_WINDOW)
+    } else {
+        (wanted.min(helpers.awake()), JOIN_WINDOW)
+    };
     if expected > 0 {
         let start = Instant::now();
-        while team.state.load(Ordering::Acquire) < expected && start.elapsed() < JOIN_WINDOW {
+        while team.state.load(Ordering::Acquire) < expected && start.elapsed() < window {
             std::hint::spin_loop();
         }
     }
@@ -198,8 +212,47 @@ pub fn run(body: Body, data: *mut c_void, threads: usize) {
     if joined > 0 {
         SHARED_REGIONS.fetch_add(1, Ordering::Relaxed);
     }
+    let start = Instant::now();
     team.run_as(0, joined + 1);
     wait_until(|| team.finished.load(Ordering::Acquire) == joined);
+    history::record(body, start.elapsed() * (joined as u32 + 1));
+}
+
+/// The work (thread time) of each region body's last run, by the body's address: a small table
+/// where a collision just forgets the other body.
+mod history {
+    use super::Body;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    const SLOTS: usize = 256;
+    static KEYS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+    static NANOS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+
+    fn slot(body: Body) -> usize {
+        // Fibonacci hashing of the address.
+        ((body as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % SLOTS
+    }
+
+    /// The work of `body`'s last run (zero if unknown). Key and value are two stores, so a
+    /// racing update can pair them wrongly: only a heuristic reads this.
+    pub(super) fn work(body: Body) -> Duration {
+        let i = slot(body);
+        if KEYS[i].load(Ordering::Relaxed) == body as usize {
+            Duration::from_nanos(NANOS[i].load(Ordering::Relaxed))
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    pub(super) fn record(body: Body, work: Duration) {
+        let i = slot(body);
+        NANOS[i].store(
+            work.as_nanos().min(u64::MAX as u128) as u64,
+            Ordering::Relaxed,
+        );
+        KEYS[i].store(body as usize, Ordering::Relaxed);
+    }
 }
 
 /// `omp_get_thread_num()`: 0 outside a region.
