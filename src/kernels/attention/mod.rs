@@ -906,7 +906,13 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                     false,
                 )
             };
-            for r in 0..bq {
+            // Row maxima first, for all rows: each is a chain of dependent instructions, and
+            // rows next to each other let the core overlap them (per row, max, exp and the
+            // exp pass took 4x the block products' time at 64 x 64 x 32). Keys a causal mask
+            // hides are -inf, so the exp pass can run over whole 16-lane chunks and write 0
+            // there (exp(-inf) = 0).
+            let mut block_max = [M::neg_infinity(); BQ];
+            for (r, bm) in block_max.iter_mut().enumerate().take(bq) {
                 let i = i0 + r;
                 let row = &mut sb[r * BK..(r + 1) * BK];
                 if let Some(m) = &job.mask {
@@ -915,23 +921,36 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                         add_mask_row(m, m.off(b, h, i) + j0 as isize * m.last, &mut row[..kn])
                     };
                 }
+                row[Geo::valid(job.p.causal, i, j0, kn)..].fill(M::neg_infinity());
+                *bm = simd::max(row);
+            }
+            for r in 0..bq {
+                let i = i0 + r;
+                let row = &mut sb[r * BK..(r + 1) * BK];
                 let n = Geo::valid(job.p.causal, i, j0, kn);
-                let m_new = {
-                    let bm = simd::max(&row[..n]);
-                    if bm > mx[r] {
-                        bm
-                    } else {
-                        mx[r]
-                    }
+                let m_new = if block_max[r] > mx[r] {
+                    block_max[r]
+                } else {
+                    mx[r]
                 };
                 if m_new == M::neg_infinity() {
                     // Nothing attended yet: no contribution.
                     row.fill(M::zero());
                     continue;
                 }
-                let alpha = (mx[r] - m_new).fexp(Isa::with_fma(F));
-                let bs = simd::exp_sub_store(Isa::with_fma(F), &mut row[..n], m_new);
-                row[n..].fill(M::zero());
+                // exp(-inf) and exp(0) without the polynomial: a row's first block, and every
+                // block that does not raise its max.
+                let alpha = if mx[r] == M::neg_infinity() {
+                    M::zero()
+                } else if mx[r] == m_new {
+                    M::one()
+                } else {
+                    (mx[r] - m_new).fexp(Isa::with_fma(F))
+                };
+                // Whole 16-lane chunks (the -inf keys in them give 0), zeros after.
+                let width = n.next_multiple_of(16).min(BK);
+                let bs = simd::exp_sub_store_flushed(Isa::with_fma(F), &mut row[..width], m_new);
+                row[width..].fill(M::zero());
                 sum[r] = sum[r] * alpha + bs;
                 mx[r] = m_new;
                 if alpha != M::one() {

@@ -93,6 +93,19 @@ pub fn exp(isa: Isa, x: f32) -> f32 {
     }
 }
 
+/// `e^x` for `x <= 0` (or NaN, which it returns) as [`exp`] gives it for `x >= -87`, and 0
+/// below (where `e^x < 1.7e-38`, about the smallest normal float): no subnormal path.
+#[inline(always)]
+pub fn exp_flushed(isa: Isa, x: f32) -> f32 {
+    let xc = if x < -87.0 { -87.0 } else { x };
+    let v = exp_normal(isa, xc);
+    if x < -87.0 {
+        0.0
+    } else {
+        v
+    }
+}
+
 /// `e^x` for `x` in [-87.3, 88.3] (callers clamp; NaN gives NaN): [`exp`] without its range
 /// handling.
 #[inline(always)]
@@ -509,6 +522,20 @@ mod tests {
                 let w = run(0.0, hi.to_bits(), |x| f(isa, x), g);
                 println!("{isa:?} {name}: {:.3} ulp at {:e}", w.0, w.1);
             }
+        }
+    }
+
+    #[test]
+    fn flushed_exp_is_exp_where_normal_and_zero_below() {
+        for isa in ISAS {
+            for i in 0..=100_000 {
+                let x = -(i as f32) * 0.00087;
+                assert_eq!(exp_flushed(isa, x).to_bits(), exp(isa, x).to_bits(), "{x}");
+            }
+            for x in [-87.001, -90.0, -103.9, -104.5, -1e30, f32::NEG_INFINITY] {
+                assert_eq!(exp_flushed(isa, x), 0.0, "{x}");
+            }
+            assert!(exp_flushed(isa, f32::NAN).is_nan());
         }
     }
 
