@@ -167,6 +167,20 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
             return run
         return make
 
+    def attention(shape: tuple[int, int, int, int], backward: bool) -> Callable[[torch.device], Callable[[], object]]:
+        def make(dev: torch.device) -> Callable[[], object]:
+            torch.manual_seed(0)
+            q, k, v = (torch.randn(shape).to(dev).requires_grad_(backward) for _ in range(3))
+            g = torch.randn(shape).to(dev)
+
+            def run() -> object:
+                y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+                if backward:
+                    y.backward(g)
+                return y
+            return run
+        return make
+
     def train_step(kind: str) -> Callable[[torch.device], Callable[[], object]]:
         from torch import nn
 
@@ -261,6 +275,9 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "rand 1e7": rng("rand"),
         "randn 1e7": rng("randn"),
         "dropout 1e7": rng("dropout"),
+        "causal attention [8,4,64,32]": attention((8, 4, 64, 32), False),
+        "causal attention fwd+bwd [8,4,64,32]": attention((8, 4, 64, 32), True),
+        "causal attention [4,4,128,64]": attention((4, 4, 128, 64), False),
         "LSTM(256,256) fwd+bwd seq32 b32": rnn("lstm"),
         "GRU(256,256) fwd+bwd seq32 b32": rnn("gru"),
         "AdamW step resnet18 params": optimizer_step("AdamW", False),
