@@ -449,13 +449,37 @@ def test_foo_kernels_run_their_openmp_regions_on_foos_threads():
     (kernel,) = _kernels(foo_code, prelude=True)
     assert PRELUDE in kernel and "#pragma omp parallel" in kernel
     assert_same(got, fn(x), atol=1e-4, rtol=1e-5)
+    xf = x.to("foo")
     before = foo_rs._C.team_region_counts()
     for _ in range(50):
-        compiled(x.to("foo"))
+        compiled(xf)
     regions, shared = (a - b for a, b in zip(foo_rs._C.team_region_counts(), before))
     assert regions == 50  # one region per call, each through foo's runtime
-    if foo_rs._C.num_threads() > 1:
-        assert shared > 0, "no region found a free helper"
+    # Back to back, some call finds a helper polling (on a busy machine maybe not within 50).
+    for _ in range(5000 if foo_rs._C.num_threads() > 1 else 0):
+        if foo_rs._C.team_region_counts()[1] > before[1]:
+            break
+        compiled(xf)
+    else:
+        assert foo_rs._C.num_threads() == 1, "no region found a free helper"
+
+
+def test_foo_threads_above_torchs_keep_compiled_reductions_in_bounds():
+    """FOO_RS_NUM_THREADS above PyTorch's thread count: a compiled reduction's per-thread partial
+    sums are sized by PyTorch's count (OpenMP's default team), and foo's teams stay within it."""
+    code = (
+        "import torch, foo_rs\n"
+        "torch.set_num_threads(2)\n"
+        "x = torch.randn(1 << 20)\n"
+        "f = torch.compile(lambda t: (t * t).sum(0) + t.amax())\n"
+        "for _ in range(20):\n"
+        "    got = f(x.to('foo')).cpu()\n"
+        "torch.testing.assert_close(got, (x * x).sum(0) + x.amax(), rtol=1e-5, atol=1e-3)\n"
+        "assert foo_rs._C.num_threads() == 8 and torch.get_num_threads() == 2\n"
+    )
+    env = {**os.environ, "FOO_RS_NUM_THREADS": "8"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
 
 
 # --- the C++ wrapper: cpp_wrapper=True and AOTInductor ------------------------------------
@@ -506,7 +530,7 @@ def test_cpp_wrapper_training_matches_eager_foo(name: str):
 def test_aoti_package_runs_on_foo(name: str, tmp_path: Path):
     """aoti_compile_and_package of a model exported on foo, loaded with aoti_load_package (foo's
     model runner, src/glue/aoti_runner.cpp): outputs on foo, eager foo's values, foo's native
-    kernels (strict mode: no CPU fallback)."""
+    kernels (strict mode: no CPU fallback), foo's threads."""
     model, x = _eval_case(name)
     with torch.no_grad():
         want = model(x)
@@ -515,10 +539,13 @@ def test_aoti_package_runs_on_foo(name: str, tmp_path: Path):
     loaded = torch._inductor.aoti_load_package(path)
     foo_rs.reset_op_counts()
     allocated = torch.foo.memory_stats()["allocation.all.allocated"]
+    regions = foo_rs._C.team_region_counts()[0]
     with torch.no_grad():
         got = loaded(x)
     _check_native(name, got, want)
     assert torch.foo.memory_stats()["allocation.all.allocated"] > allocated  # buffers from foo's allocator
+    # The package's kernels run their OpenMP regions on foo's threads (teams.py), loaded from C++.
+    assert foo_rs._C.team_region_counts()[0] > regions
     # A second input of the same shape: the package is not a recording of the first.
     x2 = torch.randn_like(x)
     with torch.no_grad():

@@ -48,12 +48,13 @@ pub extern "C" fn foo_team_num_threads() -> i32 {
     or_abort("omp_get_num_threads", team::num_threads) as i32
 }
 
-/// `omp_get_max_threads()`: the team size a region without `num_threads` may get.
+/// `omp_get_max_threads()`: the most threads a region without `num_threads` gets (PyTorch's
+/// thread count; foo's may cap the team further).
 #[no_mangle]
 pub extern "C" fn foo_team_max_threads() -> i32 {
     or_abort(
         "omp_get_max_threads",
-        crate::runtime::pool::configured_threads,
+        crate::runtime::pool::framework_threads,
     ) as i32
 }
 

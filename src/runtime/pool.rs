@@ -139,6 +139,21 @@ pub fn configured_threads() -> usize {
     }
 }
 
+/// The framework's own thread count (the [`follow_thread_count`] source, PyTorch's intra-op
+/// count, even where FOO_RS_NUM_THREADS overrides it for foo's kernels), else
+/// [`configured_threads`]: what `omp_get_max_threads()` answers in compiled kernels, which size
+/// their per-thread arrays by it or by the same count at compile time.
+pub fn framework_threads() -> usize {
+    match THREAD_COUNT_SOURCE.load(Ordering::Acquire) {
+        0 => configured_threads(),
+        f => {
+            // SAFETY: as in `configured_threads`.
+            let source: extern "C" fn() -> i32 = unsafe { std::mem::transmute(f) };
+            (source().max(1) as usize).min(max_threads())
+        }
+    }
+}
+
 /// Why the thread setting was ignored or clamped, if it was (`import foo_rs` warns with it).
 pub fn thread_setting_note() -> Option<&'static str> {
     thread_config().note.as_deref()

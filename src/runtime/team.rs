@@ -162,14 +162,18 @@ fn run_member(me: Member, body: Body, data: *mut c_void) {
     MEMBER.set(previous);
 }
 
-/// `#pragma omp parallel num_threads(threads)` (0: no clause): runs `body(data)` on a team of
-/// up to `threads` threads (foo's thread count at most) and returns when every member has.
+/// `#pragma omp parallel num_threads(threads)` (0: no clause, `pool::framework_threads`): runs
+/// `body(data)` on a team of up to `threads` threads (foo's thread count at most) and returns
+/// when every member has.
 pub fn run(body: Body, data: *mut c_void, threads: usize) {
     REGIONS.fetch_add(1, Ordering::Relaxed);
+    // Without a num_threads clause, OpenMP's default team: the framework's thread count, which
+    // the kernel's per-thread arrays were sized by (see `pool::framework_threads`).
     let limit = match threads {
-        0 => pool::configured_threads(),
-        n => n.min(pool::configured_threads()),
-    };
+        0 => pool::framework_threads(),
+        n => n,
+    }
+    .min(pool::configured_threads());
     let solo = Member {
         team: std::ptr::null(),
         tid: 0,
