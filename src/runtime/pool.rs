@@ -395,6 +395,8 @@ pub(crate) struct Hot {
     retire: AtomicU64,
     /// Bumped by [`Hot::recall`]: sleeping helpers go back to polling.
     recalls: AtomicU64,
+    /// `retire` when [`Hot::recall`] last ran.
+    recalled_at: AtomicU64,
     /// Set when the pool is replaced: helpers exit when they next go idle.
     stopped: AtomicBool,
 }
@@ -417,6 +419,7 @@ impl Hot {
             wake: Condvar::new(),
             retire: AtomicU64::new(0),
             recalls: AtomicU64::new(0),
+            recalled_at: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
         });
         for i in 0..helpers {
@@ -440,6 +443,8 @@ impl Hot {
 
     /// Wakes sleeping helpers into polling for the next job.
     fn recall(&self) {
+        self.recalled_at
+            .store(self.retire.load(Ordering::SeqCst), Ordering::SeqCst);
         self.recalls.fetch_add(1, Ordering::SeqCst);
         if self.parked.load(Ordering::SeqCst) > 0 {
             let _guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
@@ -467,8 +472,8 @@ impl Hot {
 
     fn run(&self) {
         let mut seen = self.generation.load(Ordering::SeqCst);
+        let mut retire = self.retire.load(Ordering::Acquire);
         loop {
-            let retire = self.retire.load(Ordering::Acquire);
             let mut idle_since = std::time::Instant::now();
             loop {
                 if self.stopped.load(Ordering::Acquire) {
@@ -506,6 +511,17 @@ impl Hot {
                 guard = self.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
             }
             self.parked.fetch_sub(1, Ordering::SeqCst);
+            // Recalled (no job): poll against the `retire` of the recall, so that a GEMM that
+            // started before this thread got a core back (10-100 µs) still sends it to sleep;
+            // polling through it took a core from the GEMM's workers (mm 512 ran at 1.25 or
+            // 2.0x the CPU's time, at random).
+            let recalled = self.generation.load(Ordering::SeqCst) == seen
+                && self.recalls.load(Ordering::SeqCst) != recalls;
+            retire = if recalled {
+                self.recalled_at.load(Ordering::SeqCst)
+            } else {
+                self.retire.load(Ordering::Acquire)
+            };
         }
     }
 }
