@@ -118,10 +118,12 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         x, w, b = torch.randn(256, 512).to(dev), torch.randn(512, 512).to(dev), torch.randn(512).to(dev)
         return lambda: torch.nn.functional.linear(x, w, b)
 
-    def conv(backward: bool) -> Callable[[torch.device], Callable[[], object]]:
+    def conv(backward: bool, channels_last: bool = False) -> Callable[[torch.device], Callable[[], object]]:
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
+
         def make(dev: torch.device) -> Callable[[], object]:
-            x = torch.randn(32, 16, 32, 32).to(dev).requires_grad_(backward)
-            w = torch.randn(32, 16, 3, 3).to(dev).requires_grad_(backward)
+            x = torch.randn(32, 16, 32, 32).to(dev, memory_format=fmt).requires_grad_(backward)
+            w = torch.randn(32, 16, 3, 3).to(dev, memory_format=fmt).requires_grad_(backward)
 
             def run() -> object:
                 y = torch.nn.functional.conv2d(x, w, padding=1)
@@ -269,6 +271,8 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "linear 256x512->512": linear,
         "conv2d fwd [32,16,32,32] 3x3": conv(False),
         "conv2d fwd+bwd [32,16,32,32] 3x3": conv(True),
+        "conv2d channels_last fwd [32,16,32,32] 3x3": conv(False, channels_last=True),
+        "conv2d channels_last fwd+bwd [32,16,32,32] 3x3": conv(True, channels_last=True),
         "max_pool2d [32,32,64,64]": pool(2, 2, 0),
         "max_pool2d fwd+bwd [32,32,64,64]": pool(2, 2, 0, backward=True),
         "max_pool2d 3x3 s2 p1 [32,32,64,64]": pool(3, 2, 1),

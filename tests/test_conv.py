@@ -139,6 +139,53 @@ def test_depthwise_channels_last_and_nonfinite_over_padding():
     assert_same(foo_x.grad, cpu.grad, atol=1e-12, rtol=1e-12)
 
 
+CHANNELS_LAST_CASES = [
+    # (N, C, spatial, O, kernel, kwargs)
+    (2, 3, 12, 32, 7, {"stride": 2, "padding": 3}),  # an RGB stem
+    (3, 16, 9, 48, 3, {"padding": 1}),
+    (2, 32, 10, 64, 3, {"stride": 2, "padding": 1}),
+    (2, 24, 7, 40, 3, {"padding": 2, "dilation": 2, "groups": 4}),
+    (4, 32, 5, 16, 1, {}),
+    (2, 8, 6, 8, 3, {"padding": 1, "groups": 8}),  # depthwise: computed in NCHW, then laid out
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("dims", [2, 3])
+@pytest.mark.parametrize("layout", ["input", "weight", "both"])
+@pytest.mark.parametrize("case", CHANNELS_LAST_CASES, ids=lambda c: f"{c[1]}to{c[3]}k{c[4]}")
+def test_conv_channels_last_layouts(dtype, dims, layout, case):
+    # As on the CPU, a convolution whose input or weight is channels-last gives a channels-last
+    # result (float32: the packed kernel computes in that layout), and the gradients have the
+    # CPU's strides.
+    n, c, size, o, k, kw = case
+    if dims == 3:
+        size, k = min(size, 6), min(k, 3)
+    fmt = torch.channels_last if dims == 2 else torch.channels_last_3d
+    conv = F.conv2d if dims == 2 else F.conv3d
+    x = sample((n, c) + (size,) * dims, dtype, seed=1)
+    w = sample((o, c // kw.get("groups", 1)) + (k,) * dims, dtype, seed=2)
+    b = sample((o,), dtype, seed=3)
+    if layout in ("input", "both"):
+        x = x.contiguous(memory_format=fmt)
+    if layout in ("weight", "both"):
+        w = w.contiguous(memory_format=fmt)
+    cpu = [t.clone().requires_grad_() for t in (x, w, b)]
+    foo = [to_foo(t).detach().requires_grad_() for t in (x, w, b)]
+    out, out_f = conv(*cpu, **kw), conv(*foo, **kw)
+    assert_same(out_f, out, check_stride=True, **tol(dtype))
+    if layout != "weight" and (dims == 2 or dtype != torch.float64):  # float64 3-D: slow_conv3d
+        assert out_f.is_contiguous(memory_format=fmt) and not out_f.is_contiguous()
+    gy = sample(out.shape, dtype, seed=9)
+    out.backward(gy)
+    out_f.backward(gy.to(FOO))
+    # A 1x1 or depthwise weight is dense in both layouts: the CPU's strides for its gradient
+    # follow oneDNN's internal choices, not a layout rule.
+    ambiguous = w.is_contiguous() and w.is_contiguous(memory_format=fmt)
+    for f, ref in zip(foo, cpu):
+        assert_same(f.grad, ref.grad, check_stride=not (ambiguous and f.dim() > 1), **tol(dtype))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("kw", [{}, {"stride": 2, "padding": 1}, {"dilation": 3, "groups": 2, "padding": 2}])
 def test_conv1d(dtype, kw):

@@ -1,7 +1,8 @@
 // Convolution (aten::convolution_overrideable / convolution_backward_overrideable: what
 // aten::_convolution and aten::convolution_backward select for an out-of-tree backend).
-// Shapes and 5-D descriptors here; im2col + GEMM in Rust (kernels/conv.rs). float16/bfloat16
-// are computed in float32 (converted by foo's copy kernel) and rounded back.
+// Shapes and 5-D descriptors here; the kernels in Rust (kernels/conv.rs). float16/bfloat16
+// are computed in float32 (converted by foo's copy kernel) and rounded back. Results are
+// channels-last where the CPU's are (conv_format); Rust computes in that layout.
 #include <ATen/native/ConvUtils.h>
 #include <torch/library.h>
 
@@ -69,10 +70,23 @@ void check_float(const at::Tensor& t, const char* op) {
 
 at::Tensor opt_to(const at::Tensor& t, at::ScalarType ct) { return t.defined() ? t.to(ct) : t; }
 
+// The memory format of a convolution's result, as the CPU's: channels-last (3d) if the input
+// or the weight is; contiguous for float64 3-D convolutions, which the CPU runs on
+// slow_conv3d (no channels-last kernel).
+at::MemoryFormat conv_format(const at::Tensor& input, const at::Tensor& weight) {
+  if (input.dim() != 4 && input.dim() != 5) return at::MemoryFormat::Contiguous;
+  if (input.dim() == 5 && input.scalar_type() == at::kDouble) return at::MemoryFormat::Contiguous;
+  const auto cl = input.dim() == 4 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d;
+  return input.suggest_memory_format() == cl || weight.suggest_memory_format() == cl ? cl
+                                                                                       : at::MemoryFormat::Contiguous;
+}
+
 at::Tensor conv_core(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, const FooConvParams& p,
                      bool transposed, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                      at::IntArrayRef output_padding, int64_t groups) {
-  const at::Tensor w = weight.contiguous();
+  const at::MemoryFormat format = conv_format(input, weight);
+  // The forward kernels read a weight of any strides (a channels-last one packs fastest).
+  const at::Tensor w = transposed ? weight.contiguous() : weight;
   std::vector<int64_t> shape;
   if (!transposed) {
     shape = at::native::conv_output_size(input.sizes(), w.sizes(), padding, stride, dilation);
@@ -87,7 +101,7 @@ at::Tensor conv_core(const at::Tensor& input, const at::Tensor& weight, const at
     shape = at::native::conv_input_size(input.sizes(), w.sizes(), expand(padding), op, expand(stride),
                                         expand(dilation), groups);
   }
-  at::Tensor out = at::empty(shape, input.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor out = at::empty(shape, input.options().memory_format(format));
   if (out.numel() == 0) return out;
   const View5 vo(out), vw(w);
   if (!transposed) {
@@ -96,8 +110,7 @@ at::Tensor conv_core(const at::Tensor& input, const at::Tensor& weight, const at
     if (bias.defined()) bd = describe(bias);
     check(foo_conv_forward(&vo.d, &vi.d, &vw.d, bias.defined() ? &bd : nullptr, &p), "convolution");
   } else {
-    const at::Tensor x = input.contiguous();
-    const View5 vi(x);
+    const View5 vi(input);
     FooTensor bd;
     if (bias.defined()) bd = describe(bias);
     check(foo_conv_backward_input(&vo.d, &vi.d, &vw.d, bias.defined() ? &bd : nullptr, &p), "conv_transpose");
@@ -128,17 +141,13 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   TORCH_CHECK(input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim(),
               "convolution: expected 3-D to 5-D input and weight of the same rank");
   const FooConvParams p = make_params(stride, padding, dilation, groups, input.dim() - 2);
-  // As the CPU's conv: channels-last if the input or the weight is.
-  const at::Tensor& layout = input.suggest_memory_format() == at::MemoryFormat::ChannelsLast ? input : weight;
   if (reduced(input.scalar_type())) {
     const auto ct = at::kFloat;
-    return in_layout_of(conv_core(input.to(ct), weight.to(ct), opt_to(bias, ct), p, transposed, stride, padding,
-                                  dilation, output_padding, groups)
-                            .to(input.scalar_type()),
-                        layout);
+    return conv_core(input.to(ct), weight.to(ct), opt_to(bias, ct), p, transposed, stride, padding, dilation,
+                     output_padding, groups)
+        .to(input.scalar_type());
   }
-  return in_layout_of(conv_core(input, weight, bias, p, transposed, stride, padding, dilation, output_padding, groups),
-                      layout);
+  return conv_core(input, weight, bias, p, transposed, stride, padding, dilation, output_padding, groups);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
@@ -153,11 +162,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   const at::Tensor input = red ? input_.to(at::kFloat) : input_;
   const at::Tensor weight = (red ? weight_.to(at::kFloat) : weight_).contiguous();
   const FooConvParams p = make_params(stride, padding, dilation, groups, input.dim() - 2);
-  const at::Tensor go = grad_output.contiguous();
+  // The gradient in the forward result's layout: the layout the kernels read fastest.
+  const at::Tensor go = grad_output.contiguous(conv_format(input, weight_));
   const View5 vgo(go), vw(weight);
   at::Tensor gi, gw, gb;
   if (output_mask[0]) {
-    gi = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
+    gi = at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
     if (gi.numel() > 0) {
       const View5 vgi(gi);
       if (!transposed) {
@@ -168,18 +178,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     }
   }
   if (output_mask[1]) {
-    gw = at::empty(weight.sizes(), weight.options());
+    // In the forward's layout, as the CPU's (autograd re-strides it to the weight's where the
+    // two differ; 1x1 and depthwise weights are both, and keep these strides). The kernel
+    // writes a dense tensor: such a weight's channels-last strides are dense too.
+    const at::Tensor out = at::empty(weight.sizes(), weight.options().memory_format(conv_format(input_, weight_)));
+    gw = out.is_contiguous() ? out : at::empty(weight.sizes(), weight.options());
     if (gw.numel() > 0) {
       const View5 vgw(gw);
       if (!transposed) {
         const View5 vi(input);
         check(foo_conv_backward_weight(&vgw.d, &vi.d, &vgo.d, &p), "convolution_backward");
       } else {
-        const at::Tensor x = input.contiguous();
-        const View5 vx(x);
+        const View5 vx(input);
         check(foo_conv_backward_weight(&vgw.d, &vgo.d, &vx.d, &p), "convolution_backward");
       }
     }
+    if (!gw.is_same(out)) gw = out.copy_(gw);
   }
   if (output_mask[2]) {
     gb = at::empty({go.size(1)}, go.options());

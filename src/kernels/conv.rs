@@ -1,12 +1,14 @@
 //! Convolution (1d/2d/3d, forward and backward, groups, stride, padding, dilation).
 //!
 //! float32 convolutions with enough channels run on the direct AVX-512 kernel ([`direct`]:
-//! forward, weight gradient, stride-1 input gradient); the rest use im2col + GEMM (`gemm`
-//! crate) per sample. Every tensor is 5-D
-//! `[N, C, D, H, W]` (the glue adds unit spatial dims for 1d/2d). Inputs may have any strides;
-//! weights, gradients of outputs and every written tensor are contiguous (the glue makes them
-//! so). Work is split over samples (one single-threaded GEMM per sample and thread) when there
-//! are enough samples, else the GEMM itself goes parallel.
+//! forward, weight gradient, stride-1 input gradient), channels-last float32 forwards (and
+//! stride-1 input gradients) on the packed one ([`packed`]); the rest use im2col + GEMM
+//! (`gemm` crate) per sample. Every tensor is 5-D `[N, C, D, H, W]` (the glue adds unit
+//! spatial dims for 1d/2d). Inputs may have any strides; written tensors are contiguous or
+//! channels-last (NDHWC), and a path that needs another layout gets a temporary copy
+//! ([`contiguous`], [`channels_last`], [`into_contiguous`]); a backward's weight and the
+//! weight gradient are contiguous. Work is split over samples (one single-threaded GEMM per
+//! sample and thread) when there are enough samples, else the GEMM itself goes parallel.
 //!
 //! Transposed convolution is the same three primitives with roles swapped (the glue does it):
 //! its forward is [`conv_backward_input`] (+ bias), its input gradient [`conv_forward`], its
@@ -16,6 +18,8 @@ mod depthwise;
 #[cfg(target_arch = "x86_64")]
 mod direct;
 mod grid;
+#[cfg(target_arch = "x86_64")]
+mod packed;
 
 use super::core::gemm::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
 use super::core::parallel::{parallel_for, SendPtr};
@@ -23,9 +27,10 @@ use super::core::scratch::{with_scratch, with_scratch2};
 use super::core::transpose::transpose;
 use crate::dtype::DType;
 use crate::error::FooResult;
+use crate::kernels::core::copy::copy;
 use crate::kernels::core::float::Math;
 use crate::runtime::pool::install;
-use crate::tensor::{TensorMut, TensorRef};
+use crate::tensor::{contiguous_strides, Strides, TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use grid::Grid;
 use std::sync::Mutex;
@@ -429,7 +434,69 @@ fn require_contiguous(what: &str, shape: &[usize], strides: &[isize]) -> FooResu
     Ok(())
 }
 
-/// `out = conv(input, weight) + bias`.
+/// Whether a 5-D `[N, C, D, H, W]` tensor is dense channels-last (`[N, D, H, W, C]` in memory;
+/// strides of size-1 dims aside) with more than one channel (with one, it is also contiguous).
+fn is_channels_last(shape: &[usize], strides: &[isize]) -> bool {
+    if shape.len() != 5 || shape[1] < 2 || shape.contains(&0) {
+        return false;
+    }
+    let mut expected = 1isize;
+    for d in [1, 4, 3, 2, 0] {
+        if shape[d] != 1 && strides[d] != expected {
+            return false;
+        }
+        expected *= shape[d] as isize;
+    }
+    true
+}
+
+/// A zeroed temporary tensor of `t`'s shape and dtype with the given strides (dense), and the
+/// buffer that owns it.
+fn temporary(t: &TensorRef, strides: Strides) -> (Vec<u64>, TensorMut) {
+    let mut buf = vec![0u64; (t.numel() * t.dtype.size()).div_ceil(8)];
+    let dense = TensorMut {
+        ptr: buf.as_mut_ptr() as *mut u8,
+        shape: t.shape.clone(),
+        strides,
+        dtype: t.dtype,
+    };
+    (buf, dense)
+}
+
+/// A contiguous copy of `t` in a temporary (none if `t` is contiguous): for the paths that
+/// read one operand densely in NCHW order, given a channels-last (or other) tensor.
+fn contiguous(t: &TensorRef) -> (Vec<u64>, TensorRef) {
+    if t.is_contiguous() {
+        return (Vec::new(), t.clone());
+    }
+    let (buf, dense) = temporary(t, contiguous_strides(&t.shape));
+    copy(&dense, t).expect("same shape and dtype");
+    (buf, dense.as_ref())
+}
+
+/// A dense channels-last copy of the 5-D `t` in a temporary.
+#[cfg(target_arch = "x86_64")]
+fn channels_last(t: &TensorRef) -> (Vec<u64>, TensorRef) {
+    let [c, d, h, w] = [t.shape[1], t.shape[2], t.shape[3], t.shape[4]];
+    let strides = [d * h * w * c, 1, h * w * c, w * c, c].map(|s| s as isize);
+    let (buf, dense) = temporary(t, strides.to_vec().into());
+    copy(&dense, t).expect("same shape and dtype");
+    (buf, dense.as_ref())
+}
+
+/// Runs `f` on `out` if it is contiguous, else on a contiguous temporary that is then copied
+/// into `out` (a channels-last output of a path that writes NCHW).
+fn into_contiguous(out: &TensorMut, f: impl FnOnce(&TensorMut) -> FooResult<()>) -> FooResult<()> {
+    if out.is_contiguous() {
+        return f(out);
+    }
+    let (_buf, dense) = temporary(&out.as_ref(), contiguous_strides(&out.shape));
+    f(&dense)?;
+    copy(out, &dense.as_ref())
+}
+
+/// `out = conv(input, weight) + bias`. `out` may be contiguous or channels-last (any other
+/// strides work too, through a temporary), `input` and `weight` any strides.
 pub fn conv_forward(
     out: &TensorMut,
     input: &TensorRef,
@@ -440,23 +507,56 @@ pub fn conv_forward(
     let g = Geometry::new(&input.shape, &weight.shape, &out.shape, p)?;
     let mut dts = vec![out.dtype, input.dtype, weight.dtype];
     dts.extend(bias.map(|b| b.dtype));
-    require_contiguous("output", &out.shape, &out.strides)?;
-    require_contiguous("weight", &weight.shape, &weight.strides)?;
-    match check_dtypes("convolution", &dts)? {
-        #[cfg(target_arch = "x86_64")]
-        DType::F32 if direct::applies(&g) => {
-            if out.numel() > 0 {
-                direct::forward(&g, out, input, weight, bias_values(bias).as_deref());
-            }
-            Ok(())
+    let dtype = check_dtypes("convolution", &dts)?;
+    #[cfg(target_arch = "x86_64")]
+    if dtype == DType::F32 && native_f32(&g, out) {
+        if out.numel() > 0 {
+            forward_f32(&g, out, input, weight, bias_values(bias).as_deref());
         }
-        DType::F32 => forward_impl::<f32>(&g, out, input, weight, bias),
-        DType::F64 => forward_impl::<f64>(&g, out, input, weight, bias),
+        return Ok(());
+    }
+    let (_keep, weight) = contiguous(weight);
+    let weight = &weight;
+    match dtype {
+        DType::F32 => into_contiguous(out, |o| forward_impl::<f32>(&g, o, input, weight, bias)),
+        DType::F64 => into_contiguous(out, |o| forward_impl::<f64>(&g, o, input, weight, bias)),
         d => not_implemented!(
             "convolution: dtype {} (the glue computes it in float32)",
             d.name()
         ),
     }
+}
+
+/// Whether [`forward_f32`] takes this float32 convolution into `out`.
+#[cfg(target_arch = "x86_64")]
+fn native_f32(g: &Geometry, out: &TensorMut) -> bool {
+    if is_channels_last(&out.shape, &out.strides) {
+        packed::applies(g)
+    } else {
+        out.is_contiguous() && direct::applies(g)
+    }
+}
+
+/// A float32 convolution on the AVX-512 kernels ([`native_f32`] holds): the packed one into a
+/// channels-last `out` (from a channels-last copy of `input` unless its channels are dense),
+/// the direct one into a contiguous `out`.
+#[cfg(target_arch = "x86_64")]
+fn forward_f32(
+    g: &Geometry,
+    out: &TensorMut,
+    input: &TensorRef,
+    weight: &TensorRef,
+    bias: Option<&[f32]>,
+) {
+    if !is_channels_last(&out.shape, &out.strides) {
+        let (_keep, weight) = contiguous(weight);
+        return direct::forward(g, out, input, &weight, bias);
+    }
+    if input.strides[1] == 1 || g.c == 1 {
+        return packed::forward(g, out, input, weight, bias);
+    }
+    let (_keep, x) = channels_last(input);
+    packed::forward(g, out, &x, weight, bias)
 }
 
 fn bias_values<T: GemmElem>(bias: Option<&TensorRef>) -> Option<Vec<T>> {
@@ -823,25 +923,24 @@ pub fn conv_backward_input(
     let g = Geometry::new(&grad_input.shape, &weight.shape, &grad_output.shape, p)?;
     let mut dts = vec![grad_input.dtype, grad_output.dtype, weight.dtype];
     dts.extend(bias.map(|b| b.dtype));
-    require_contiguous("grad_input", &grad_input.shape, &grad_input.strides)?;
-    require_contiguous("grad_output", &grad_output.shape, &grad_output.strides)?;
     require_contiguous("weight", &weight.shape, &weight.strides)?;
     #[cfg(target_arch = "x86_64")]
-    let turned = direct::input_gradient_geometry(&g).filter(direct::applies);
-    match check_dtypes("convolution_backward", &dts)? {
-        #[cfg(target_arch = "x86_64")]
-        DType::F32 if turned.is_some() => {
-            if grad_input.numel() > 0 {
-                let gt = turned.as_ref().expect("checked");
-                let bias = bias_values(bias);
-                direct::input_gradient(&g, gt, grad_input, grad_output, weight, bias.as_deref());
-            }
-            Ok(())
+    let turned = direct::input_gradient_geometry(&g).filter(|gt| native_f32(gt, grad_input));
+    let dtype = check_dtypes("convolution_backward", &dts)?;
+    #[cfg(target_arch = "x86_64")]
+    if let (DType::F32, Some(gt)) = (dtype, turned) {
+        if grad_input.numel() > 0 {
+            let bias = bias_values(bias);
+            direct::input_gradient(&g, &gt, grad_input, grad_output, weight, bias.as_deref());
         }
-        DType::F32 => backward_input_impl::<f32>(&g, grad_input, grad_output, weight, bias),
-        DType::F64 => backward_input_impl::<f64>(&g, grad_input, grad_output, weight, bias),
-        d => not_implemented!("convolution_backward: dtype {}", d.name()),
+        return Ok(());
     }
+    let (_keep, go) = contiguous(grad_output);
+    into_contiguous(grad_input, |gi| match dtype {
+        DType::F32 => backward_input_impl::<f32>(&g, gi, &go, weight, bias),
+        DType::F64 => backward_input_impl::<f64>(&g, gi, &go, weight, bias),
+        d => not_implemented!("convolution_backward: dtype {}", d.name()),
+    })
 }
 
 fn backward_input_impl<T: depthwise::DwFloat>(
@@ -988,20 +1087,23 @@ pub fn conv_backward_weight(
 ) -> FooResult<()> {
     let g = Geometry::new(&input.shape, &grad_weight.shape, &grad_output.shape, p)?;
     require_contiguous("grad_weight", &grad_weight.shape, &grad_weight.strides)?;
-    require_contiguous("grad_output", &grad_output.shape, &grad_output.strides)?;
-    match check_dtypes(
+    let dtype = check_dtypes(
         "convolution_backward",
         &[grad_weight.dtype, input.dtype, grad_output.dtype],
-    )? {
-        #[cfg(target_arch = "x86_64")]
-        DType::F32 if direct::applies(&g) && g.n > 0 => {
-            if grad_weight.numel() > 0 {
-                direct::weight_gradient(&g, grad_weight, input, grad_output);
-            }
-            Ok(())
+    )?;
+    let go_layout =
+        grad_output.is_contiguous() || is_channels_last(&grad_output.shape, &grad_output.strides);
+    #[cfg(target_arch = "x86_64")]
+    if dtype == DType::F32 && go_layout && direct::applies(&g) && g.n > 0 {
+        if grad_weight.numel() > 0 {
+            direct::weight_gradient(&g, grad_weight, input, grad_output);
         }
-        DType::F32 => backward_weight_impl::<f32>(&g, grad_weight, input, grad_output),
-        DType::F64 => backward_weight_impl::<f64>(&g, grad_weight, input, grad_output),
+        return Ok(());
+    }
+    let (_keep, go) = contiguous(grad_output);
+    match dtype {
+        DType::F32 => backward_weight_impl::<f32>(&g, grad_weight, input, &go),
+        DType::F64 => backward_weight_impl::<f64>(&g, grad_weight, input, &go),
         d => not_implemented!("convolution_backward: dtype {}", d.name()),
     }
 }
@@ -1345,15 +1447,65 @@ pub fn conv_backward_bias(grad_bias: &TensorMut, grad_output: &TensorRef) -> Foo
     if grad_output.ndim() < 2 || grad_bias.shape[..] != [grad_output.shape[1]] {
         return invalid_arg!("convolution_backward: bias gradient shape mismatch");
     }
-    require_contiguous("grad_output", &grad_output.shape, &grad_output.strides)?;
-    match check_dtypes(
+    let dtype = check_dtypes(
         "convolution_backward",
         &[grad_bias.dtype, grad_output.dtype],
-    )? {
-        DType::F32 => bias_impl::<f32>(grad_bias, grad_output),
-        DType::F64 => bias_impl::<f64>(grad_bias, grad_output),
+    )?;
+    if is_channels_last(&grad_output.shape, &grad_output.strides) {
+        return match dtype {
+            DType::F32 => bias_channels_last::<f32>(grad_bias, grad_output),
+            DType::F64 => bias_channels_last::<f64>(grad_bias, grad_output),
+            d => not_implemented!("convolution_backward: dtype {}", d.name()),
+        };
+    }
+    let (_keep, go) = contiguous(grad_output);
+    match dtype {
+        DType::F32 => bias_impl::<f32>(grad_bias, &go),
+        DType::F64 => bias_impl::<f64>(grad_bias, &go),
         d => not_implemented!("convolution_backward: dtype {}", d.name()),
     }
+}
+
+/// Channels of a channels-last bias gradient summed per work unit.
+const BIAS_BLOCK: usize = 64;
+
+/// [`bias_impl`] for a channels-last `go`: per block of channels, each sample's pixels are
+/// added row by row in `T` (vectorized across channels), the samples in f64, as the planar
+/// path does per plane.
+fn bias_channels_last<T: GemmElem + Math>(gb: &TensorMut, go: &TensorRef) -> FooResult<()> {
+    let (n, o) = (go.shape[0], go.shape[1]);
+    let p: usize = go.shape[2..].iter().product();
+    let (gbo, goo) = (SendPtr::of(gb.ptr), SendPtr::of(go.ptr));
+    let s = gb.strides[0];
+    parallel_for(o.div_ceil(BIAS_BLOCK), 1, &|a, b| {
+        for blk in a..b {
+            let (c0, c1) = (blk * BIAS_BLOCK, ((blk + 1) * BIAS_BLOCK).min(o));
+            let mut total = [0f64; BIAS_BLOCK];
+            let mut row_sum = [T::zero(); BIAS_BLOCK];
+            for ni in 0..n {
+                row_sum[..c1 - c0].fill(T::zero());
+                for q in 0..p {
+                    // SAFETY: channels c0..c1 of pixel q of sample ni (dense channels-last).
+                    let px = unsafe {
+                        std::slice::from_raw_parts(
+                            goo.at(((ni * p + q) * o + c0) as isize) as *const T,
+                            c1 - c0,
+                        )
+                    };
+                    row_sum.iter_mut().zip(px).for_each(|(r, &v)| *r = *r + v);
+                }
+                total
+                    .iter_mut()
+                    .zip(&row_sum[..c1 - c0])
+                    .for_each(|(t, v)| *t += v.to_f64c());
+            }
+            for (c, &v) in (c0..c1).zip(&total) {
+                // SAFETY: element c of grad_bias, written by this unit only.
+                unsafe { *gbo.at(c as isize * s) = T::from_f64c(v) };
+            }
+        }
+    });
+    Ok(())
 }
 
 fn bias_impl<T: GemmElem + Math>(gb: &TensorMut, go: &TensorRef) -> FooResult<()> {

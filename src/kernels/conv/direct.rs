@@ -165,7 +165,7 @@ struct Runs {
 }
 
 /// `out = conv(input, weight) + bias` for float32 operands ([`applies`] holds; `out` and
-/// `weight` contiguous).
+/// `weight` contiguous; channels-last outputs take [`super::packed`]).
 pub(super) fn forward(
     g: &Geometry,
     out: &TensorMut,
@@ -342,7 +342,7 @@ pub(super) fn input_gradient(
         strides: crate::tensor::contiguous_strides(&shape),
         dtype: crate::dtype::DType::F32,
     };
-    forward(gt, grad_input, grad_output, &w, bias);
+    super::forward_f32(gt, grad_input, grad_output, &w, bias);
 }
 
 /// (channel, tap) columns of the weight gradient's register tile, and its output-channel
@@ -355,7 +355,8 @@ const WV: usize = 4;
 const WEIGHT_CHUNK_ELEMENTS: usize = 1 << 18;
 
 /// `grad_weight = sum over samples and positions of grad_output x input` ([`applies`] holds;
-/// `grad_weight` and `grad_output` contiguous; `grad_weight` is overwritten).
+/// `grad_weight` contiguous, `grad_output` contiguous or channels-last; `grad_weight` is
+/// overwritten).
 ///
 /// The output gradient is copied onto the grid transposed (`[n, group, m, og16]`, channels
 /// padded to a multiple of 16, zero at dropped positions), so that at grid position `t` the
@@ -370,6 +371,7 @@ pub(super) fn weight_gradient(
     input: &TensorRef,
     grad_output: &TensorRef,
 ) {
+    let go_channels_last = super::is_channels_last(&grad_output.shape, &grad_output.strides);
     let lay = Layout::new(g);
     let (cg, og, ck, p, m) = (g.cg(), g.og(), g.ck(), g.op(), lay.m);
     let og16 = og.next_multiple_of(16);
@@ -381,6 +383,10 @@ pub(super) fn weight_gradient(
     let gw = SendPtr::<f32>::of(grad_weight.ptr);
     let go_at = SendPtr::<f32>::of(grad_output.ptr);
     let [_, o1, o2] = g.osp;
+    let grid_row = |q: usize| {
+        let (zy, x) = (q / o2, q % o2);
+        ((zy / o1) * lay.q[1] + zy % o1) * lay.q[2] + x
+    };
     with_scratch2(
         chunk * lay.sample,
         chunk * per_sample_go + og16 * p,
@@ -393,24 +399,31 @@ pub(super) fn weight_gradient(
                 let samples = chunk.min(g.n - s0);
                 // SAFETY: xs holds chunk >= samples sample copies.
                 unsafe { copy_samples(g, &lay, input, s0, samples, xsp) };
-                // The gradient of each (sample, group), transposed to [p, og] in the tail of
-                // gos, then spread onto the grid rows.
+                // The gradient of each (sample, group) spread onto the grid rows: a
+                // channels-last gradient's pixels are those rows already, a contiguous one is
+                // transposed to [p, og] in the tail of gos first.
                 for i in 0..samples * g.groups {
-                    // SAFETY: the tail of gos (og16 * p elements) and this (sample, group)'s
-                    // [m, og16] block: disjoint parts of gos.
-                    let (tail, block) = unsafe {
-                        (
-                            gosp.slice_mut(chunk * per_sample_go, og * p),
-                            gosp.slice_mut(i * m * og16, m * og16),
-                        )
-                    };
-                    let src = go_at.at(((s0 * g.groups + i) * og * p) as isize) as *const f32;
+                    // SAFETY: this (sample, group)'s [m, og16] block of gos.
+                    let block = unsafe { gosp.slice_mut(i * m * og16, m * og16) };
+                    block.fill(0.0);
+                    let (n, gi) = (s0 + i / g.groups, i % g.groups);
+                    if go_channels_last {
+                        for q in 0..p {
+                            let src = go_at.at(((n * p + q) * g.o + gi * og) as isize);
+                            // SAFETY: channels gi * og.. + og of pixel q of sample n.
+                            let row = unsafe { std::slice::from_raw_parts(src, og) };
+                            let t = grid_row(q);
+                            block[t * og16..t * og16 + og].copy_from_slice(row);
+                        }
+                        continue;
+                    }
+                    // SAFETY: the tail of gos (og16 * p elements): apart from every block.
+                    let tail = unsafe { gosp.slice_mut(chunk * per_sample_go, og * p) };
+                    let src = go_at.at(((n * g.groups + gi) * og * p) as isize) as *const f32;
                     // SAFETY: the contiguous [og, p] block of this sample and group.
                     unsafe { transpose_into(src, p as isize, og, p, tail, true) };
-                    block.fill(0.0);
                     for (q, row) in tail.chunks_exact(og).enumerate() {
-                        let (zy, x) = (q / o2, q % o2);
-                        let t = ((zy / o1) * lay.q[1] + zy % o1) * lay.q[2] + x;
+                        let t = grid_row(q);
                         block[t * og16..t * og16 + og].copy_from_slice(row);
                     }
                 }
