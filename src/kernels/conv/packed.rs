@@ -95,7 +95,8 @@ pub(super) fn forward(
             let t1 = (t0 + run).min(tiles);
             for t in t0..t1 {
                 let panel = &mut panels[(t - t0) * kp * R..][..kp * R];
-                pack_panel(g, input, gi, t * R, k_len, panel);
+                // SAFETY: the CPU has AVX-512 (applies); the input's channels are dense.
+                unsafe { pack_panel(g, input, gi, t * R, k_len, panel) };
             }
             for (bi, &(b0, width)) in blocks
                 .iter()
@@ -221,7 +222,12 @@ fn pack_weights(
 /// A kernel row's taps (`kw` pixels) are one run of `kw * cg` floats of the input when the
 /// pixels are dense and hold only this group's channels (no groups, no dilation along W) and
 /// none of them is padding: one copy for the row (7 taps of an RGB 7x7 input in one).
-fn pack_panel(
+///
+/// # Safety
+/// The CPU must support AVX-512F (an AVX-512 function, so that [`put`] inlines); `input`'s
+/// channel stride must be 1.
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_panel(
     g: &Geometry,
     input: &TensorRef,
     gi: usize,
@@ -308,6 +314,19 @@ fn pack_panel(
 /// `src` must be readable for `len` floats.
 #[target_feature(enable = "avx512f")]
 unsafe fn put(panel: *mut f32, r: usize, k: usize, src: Option<*const f32>, len: usize) {
+    if k % KB == 0 && len % KB == 0 {
+        // Whole blocks (channels in multiples of 16): plain moves.
+        for i in 0..len / KB {
+            let v = match src {
+                // SAFETY: src + 16i .. + 16 (the caller's contract).
+                Some(s) => unsafe { _mm512_loadu_ps(s.add(i * KB)) },
+                None => _mm512_setzero_ps(),
+            };
+            // SAFETY: position r's lanes of block k / 16 + i.
+            unsafe { _mm512_storeu_ps(panel.add((k / KB + i) * R * KB + r * KB), v) };
+        }
+        return;
+    }
     let (mut k, mut done) = (k, 0);
     while done < len {
         let n = (KB - k % KB).min(len - done);
