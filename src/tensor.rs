@@ -199,6 +199,31 @@ pub fn may_overlap(shape: &[usize], strides: &[isize]) -> bool {
 }
 
 /// Contiguous (row-major) strides for a shape.
+/// Whether a tensor's elements fill one block of memory from its first element, each once:
+/// its dims, ordered by stride, are contiguous (a channels-last tensor, a permuted contiguous
+/// one). Two such tensors with the same shape and strides hold element `i` of a flat walk at
+/// the same offset, so elementwise kernels can treat them as flat arrays.
+pub fn is_dense(shape: &[usize], strides: &[isize]) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
+    let mut dims: SmallVec<[(isize, usize); INLINE_DIMS]> = shape
+        .iter()
+        .zip(strides)
+        .filter(|(&n, _)| n != 1)
+        .map(|(&n, &s)| (s, n))
+        .collect();
+    dims.sort_unstable();
+    let mut expected = 1isize;
+    for (s, n) in dims {
+        if s != expected {
+            return false;
+        }
+        expected *= n as isize;
+    }
+    true
+}
+
 pub fn contiguous_strides(shape: &[usize]) -> Strides {
     let mut strides: Strides = smallvec::smallvec![0isize; shape.len()];
     let mut acc = 1isize;
@@ -291,7 +316,19 @@ impl Scalar {
 
 #[cfg(test)]
 mod tests {
-    use super::may_overlap;
+    use super::{is_dense, may_overlap};
+
+    #[test]
+    fn dense_layouts() {
+        assert!(is_dense(&[2, 3, 4], &[12, 4, 1])); // contiguous
+        assert!(is_dense(&[2, 8, 3, 3], &[72, 1, 24, 8])); // channels-last
+        assert!(is_dense(&[4, 3], &[1, 4])); // transposed
+        assert!(is_dense(&[2, 1, 3], &[3, 7, 1])); // size-1 dims do not count
+        assert!(is_dense(&[0, 5], &[9, 9])); // empty
+        assert!(!is_dense(&[2, 3], &[6, 1])); // stepped rows
+        assert!(!is_dense(&[2, 3], &[0, 1])); // expanded
+        assert!(!is_dense(&[3], &[-1])); // flipped
+    }
 
     #[test]
     fn overlap_of_views() {

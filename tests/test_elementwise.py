@@ -351,6 +351,18 @@ def test_lerp_addcmul_addcdiv():
         )
 
 
+def test_lerp_addcmul_channels_last_in_place():
+    # An optimizer's state on channels-last weights: in-place lerp_/addcmul_ over operands of one
+    # dense non-contiguous layout take the dense loops, with the CPU's bits (fma as the CPU's).
+    cl = torch.channels_last
+    a, b, c = (torch.randn(4, 24, 5, 5).contiguous(memory_format=cl) for _ in range(3))
+    check(lambda x, y: x.clone(memory_format=cl).lerp_(y, 0.1), a, b, check_stride=True, atol=0, rtol=0)
+    check(lambda x, y: x.clone(memory_format=cl).lerp_(y, 0.9), a, b, check_stride=True, atol=0, rtol=0)
+    check(lambda x, y, z: x.clone(memory_format=cl).addcmul_(y, z, value=0.3), a, b, c, check_stride=True, atol=0,
+          rtol=0)
+    check(lambda x, y, z: torch.lerp(x, y, z), a, b, c.abs(), check_stride=True, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize(
     "act",
     [

@@ -75,7 +75,7 @@ fn float_ternary<F: FloatStore>(
         // sum: bit for bit its numbers (Adam's second moment), and inf + (-huge) stays inf.
         // Dense operands take a loop compiled with FMA (AVX2/AVX-512); others the general
         // engine, whose mul_add is a libm call on this baseline-x86-64 build.
-        TernaryOp::Addcmul if all_contiguous(out, [a, b, c]) => {
+        TernaryOp::Addcmul if all_dense(out, [a, b, c]) => {
             // SAFETY: dense chunks of four same-shaped operands.
             dense_chunks::<F>(out, a, b, c, &|o, x, y, z, n| unsafe {
                 addcmul_dense::<F>(o, x, y, z, n, value)
@@ -142,14 +142,23 @@ fn scalar_weight<F: FloatStore>(c: &TensorRef, p: &[Scalar]) -> Option<F::M> {
     None
 }
 
-/// Output, start and end contiguous and of one shape; the weight too, or a single value.
+/// Output, start and end dense with one shape and one layout (contiguous or channels-last, see
+/// [`crate::tensor::is_dense`]); the weight too, or a single value.
 fn dense_lerp_operands(out: &TensorMut, a: &TensorRef, b: &TensorRef, c: &TensorRef) -> bool {
-    let dense =
-        |t: &TensorRef| t.shape == out.shape && crate::tensor::is_contiguous(&t.shape, &t.strides);
-    crate::tensor::is_contiguous(&out.shape, &out.strides)
-        && dense(a)
-        && dense(b)
-        && (dense(c) || c.strides.iter().all(|&s| s == 0))
+    let same =
+        |t: &TensorRef| t.shape == out.shape && same_layout(&out.strides, &t.strides, &t.shape);
+    crate::tensor::is_dense(&out.shape, &out.strides)
+        && same(a)
+        && same(b)
+        && (same(c) || c.strides.iter().all(|&s| s == 0))
+}
+
+/// Whether two tensors of `shape` lay their elements out alike (strides of size-1 dims aside).
+fn same_layout(x: &[isize], y: &[isize], shape: &[usize]) -> bool {
+    x.iter()
+        .zip(y)
+        .zip(shape)
+        .all(|((a, b), &n)| n == 1 || a == b)
 }
 
 crate::unsafe_multiversion!(unsafe fn lerp_dense<F: FloatStore>(o: *mut F, x: *const F, y: *const F, z: *const F, w_one: Option<F::M>, n: usize) => lerp_dense_body);
@@ -201,11 +210,13 @@ unsafe fn lerp_dense_body<F: FloatStore>(
     }
 }
 
-fn all_contiguous(out: &TensorMut, ins: [&TensorRef; 3]) -> bool {
-    crate::tensor::is_contiguous(&out.shape, &out.strides)
+/// All four operands dense with one shape and one layout (an optimizer's channels-last
+/// weights and their state too).
+fn all_dense(out: &TensorMut, ins: [&TensorRef; 3]) -> bool {
+    crate::tensor::is_dense(&out.shape, &out.strides)
         && ins
             .iter()
-            .all(|t| t.shape == out.shape && crate::tensor::is_contiguous(&t.shape, &t.strides))
+            .all(|t| t.shape == out.shape && same_layout(&out.strides, &t.strides, &t.shape))
 }
 
 crate::unsafe_multiversion!(unsafe fn addcmul_dense<F: FloatStore>(o: *mut F, x: *const F, y: *const F, z: *const F, n: usize, value: F::M) => addcmul_dense_body);
