@@ -56,24 +56,9 @@ pub(super) fn forward(
     let (cg, og, kk, p) = (g.cg(), g.og(), g.kk(), g.op());
     let k_len = cg * kk;
     let kp = k_len.next_multiple_of(KB);
-    // Channel blocks of each group: 32-wide while more than 16 remain, then one 16-wide.
-    let mut blocks = Vec::new();
-    let mut o0 = 0;
-    while o0 < og {
-        let width = if og - o0 > 16 { 32 } else { 16 };
-        blocks.push((o0, width));
-        o0 += width;
-    }
-    let wp = pack_weights(g, weight, &blocks, kp);
-    let block_at: Vec<usize> = blocks
-        .iter()
-        .scan(0, |at, &(_, width)| {
-            let here = *at;
-            *at += kp * width;
-            Some(here)
-        })
-        .collect();
-    let group_len = blocks.iter().map(|b| b.1).sum::<usize>() * kp;
+    let bl = Blocks::new(og, kp);
+    let (blocks, block_at, group_len) = (&bl.list, &bl.at, bl.group_len);
+    let wp = pack_weights(g, weight, &bl);
     // Units: (group, channel-block range, run of tiles).
     let per_unit_blocks = (UNIT_WEIGHTS / (kp * 32)).clamp(1, blocks.len());
     let block_runs = blocks.len().div_ceil(per_unit_blocks);
@@ -140,17 +125,41 @@ pub(super) fn forward(
     });
 }
 
+/// The output-channel blocks of a group: 32-wide while more than 16 channels remain, then one
+/// 16-wide; with each block's offset in a group's packed weights (`kp` k's a channel).
+struct Blocks {
+    /// (first channel, width).
+    list: Vec<(usize, usize)>,
+    at: Vec<usize>,
+    group_len: usize,
+    kp: usize,
+}
+
+impl Blocks {
+    fn new(og: usize, kp: usize) -> Self {
+        let (mut list, mut at, mut o0, mut len) = (Vec::new(), Vec::new(), 0, 0);
+        while o0 < og {
+            let width = if og - o0 > 16 { 32 } else { 16 };
+            list.push((o0, width));
+            at.push(len);
+            o0 += width;
+            len += kp * width;
+        }
+        Blocks {
+            list,
+            at,
+            group_len: len,
+            kp,
+        }
+    }
+}
+
 /// Weights as `[group][block][k][width]` (`k = tap * cg + c`), zero past the group's channels
 /// and past `cg * kk` up to `kp`, in parallel over blocks. A channels-last weight (`[o, tap,
 /// c]` in memory) has its rows in this k order: each block is one transpose; a contiguous one
 /// (`[o, c, tap]`) is transposed, then its rows are put in tap-major order; other strides are
 /// read element by element.
-fn pack_weights(
-    g: &Geometry,
-    weight: &TensorRef,
-    blocks: &[(usize, usize)],
-    kp: usize,
-) -> Vec<f32> {
+fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks) -> Vec<f32> {
     let (cg, og, kk) = (g.cg(), g.og(), g.kk());
     let ck = cg * kk;
     let ws = &weight.strides;
@@ -163,16 +172,8 @@ fn pack_weights(
     // Offset of element k (tap-major) of row 0, if the rows are dense in that order.
     let tap_major = ws[1] == 1 && (0..kk).all(|t| tap_at(t) == (t * cg) as isize);
     let contiguous = weight.is_contiguous();
-    let group_len = blocks.iter().map(|b| b.1).sum::<usize>() * kp;
+    let (blocks, block_at, group_len, kp) = (&bl.list, &bl.at, bl.group_len, bl.kp);
     let mut wp = vec![0f32; g.groups * group_len];
-    let block_at: Vec<usize> = blocks
-        .iter()
-        .scan(0, |at, &(_, width)| {
-            let here = *at;
-            *at += kp * width;
-            Some(here)
-        })
-        .collect();
     let wpp = SendPtr::new(wp.as_mut_ptr());
     let base = SendPtr::<f32>::of(weight.ptr);
     parallel_for(g.groups * blocks.len(), 1, &|u0, u1| {
