@@ -1564,6 +1564,61 @@ mod tests {
     use super::*;
     use crate::kernels::core::map::testing::Owned;
 
+    /// (n, c, input dhw, o, kernel, stride, padding, dilation, groups)
+    pub(super) type KernelCase = (
+        usize,
+        usize,
+        [usize; 3],
+        usize,
+        [usize; 3],
+        [usize; 3],
+        [usize; 3],
+        [usize; 3],
+        usize,
+    );
+
+    /// Small integers in [-4, 4]: every sum of the kernels' tests is exact in float32, whatever
+    /// the order, so paths can be compared bit for bit.
+    pub(super) fn ints(len: usize, seed: usize) -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i * 7919 + seed) % 9) as f32 - 4.0)
+            .collect()
+    }
+
+    /// A [`KernelCase`] with its shapes, parameters and small-integer input, weight and bias.
+    pub(super) struct IntCase {
+        pub xshape: [usize; 5],
+        pub wshape: [usize; 5],
+        pub oshape: [usize; 5],
+        pub params: ConvParams,
+        pub x: Owned<f32>,
+        pub w: Owned<f32>,
+        pub b: Owned<f32>,
+        /// The case, for assertion messages.
+        pub what: String,
+    }
+
+    pub(super) fn int_case((n, c, isp, o, k, s, p, d, groups): KernelCase) -> IntCase {
+        let osp = [0, 1, 2].map(|i| (isp[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1);
+        let xshape = [n, c, isp[0], isp[1], isp[2]];
+        let wshape = [o, c / groups, k[0], k[1], k[2]];
+        IntCase {
+            xshape,
+            wshape,
+            oshape: [n, o, osp[0], osp[1], osp[2]],
+            params: ConvParams {
+                stride: s.map(|v| v as i64),
+                padding: p.map(|v| v as i64),
+                dilation: d.map(|v| v as i64),
+                groups: groups as i64,
+            },
+            x: Owned::new(ints(xshape.iter().product(), 1), &xshape),
+            w: Owned::new(ints(wshape.iter().product(), 2), &wshape),
+            b: Owned::new(ints(o, 3), &[o]),
+            what: format!("{xshape:?} {wshape:?} s{s:?} p{p:?} d{d:?} g{groups}"),
+        }
+    }
+
     fn data(n: usize, seed: u64) -> Vec<f64> {
         (0..n)
             .map(|i| ((i as u64 * 2654435761 + seed) % 13) as f64 - 6.0)

@@ -695,25 +695,11 @@ unsafe fn tile_kernel<const V: usize, const R: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{
-        backward_input_impl, backward_weight_impl, forward_impl, hw_exchanged, ConvParams,
-    };
+    use super::super::tests::{int_case, ints, IntCase, KernelCase as Case};
+    use super::super::{backward_input_impl, backward_weight_impl, forward_impl, hw_exchanged};
     use super::*;
     use crate::dtype::DType;
     use crate::kernels::core::map::testing::Owned;
-
-    /// (n, c, input dhw, o, kernel, stride, padding, dilation, groups)
-    type Case = (
-        usize,
-        usize,
-        [usize; 3],
-        usize,
-        [usize; 3],
-        [usize; 3],
-        [usize; 3],
-        [usize; 3],
-        usize,
-    );
 
     /// The direct kernel gives the im2col/GEMM path's bits: small integers make every sum
     /// exact in float32, whatever the order.
@@ -736,25 +722,18 @@ mod tests {
             (2, 8, [1, 1, 30], 17, [1, 1, 5], [1, 1, 2], [0, 0, 2], [1, 1, 1], 1),
             (4, 16, [1, 4, 4], 64, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
         ];
-        for (n, c, isp, o, k, s, p, d, groups) in cases {
-            let osp = [0, 1, 2].map(|i| (isp[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1);
-            let xshape = [n, c, isp[0], isp[1], isp[2]];
-            let wshape = [o, c / groups, k[0], k[1], k[2]];
-            let oshape = [n, o, osp[0], osp[1], osp[2]];
-            let ints = |len: usize, seed: usize| -> Vec<f32> {
-                (0..len)
-                    .map(|i| ((i * 7919 + seed) % 9) as f32 - 4.0)
-                    .collect()
-            };
-            let x = Owned::new(ints(xshape.iter().product(), 1), &xshape);
-            let w = Owned::new(ints(wshape.iter().product(), 2), &wshape);
-            let b = Owned::new(ints(o, 3), &[o]);
-            let params = ConvParams {
-                stride: s.map(|v| v as i64),
-                padding: p.map(|v| v as i64),
-                dilation: d.map(|v| v as i64),
-                groups: groups as i64,
-            };
+        for case in cases {
+            let IntCase {
+                xshape,
+                wshape,
+                oshape,
+                params,
+                x,
+                w,
+                b,
+                what,
+            } = int_case(case);
+            let c = xshape[1];
             let g = Geometry::new(&xshape, &wshape, &oshape, &params).unwrap();
             // forward() directly: applies() also routes by cost, which these small shapes fail.
             // The same input stored with H and W exchanged (a strided view).
@@ -772,10 +751,7 @@ mod tests {
                 for xr in [x.r(), xt_ref.clone()] {
                     let mut got = Owned::<f32>::zeros(&oshape);
                     forward(&g, &got.m(), &xr, &w.r(), bv.as_deref());
-                    assert_eq!(
-                        got.data, want.data,
-                        "{xshape:?} {wshape:?} s{s:?} p{p:?} d{d:?}"
-                    );
+                    assert_eq!(got.data, want.data, "forward {what}");
                 }
             }
             // The weight gradient (overwritten: start from garbage).
@@ -791,10 +767,7 @@ mod tests {
                     .zip(&want.data)
                     .filter(|(a, b)| a != b)
                     .count();
-                assert_eq!(
-                    bad, 0,
-                    "weight gradient {xshape:?} {wshape:?} s{s:?} p{p:?} d{d:?}"
-                );
+                assert_eq!(bad, 0, "weight gradient {what}");
             }
             // The input gradient, for stride 1 (with a bias per input channel, as the forward
             // of a transposed convolution has).
@@ -809,10 +782,7 @@ mod tests {
                 let mut got = Owned::<f32>::zeros(&xshape);
                 let bv: Option<Vec<f32>> = bias.as_ref().map(|_| bx.data.clone());
                 input_gradient(&g, &gt, &got.m(), &gy.r(), &w.r(), bv.as_deref());
-                assert_eq!(
-                    got.data, want.data,
-                    "input gradient {xshape:?} {wshape:?} p{p:?} d{d:?}"
-                );
+                assert_eq!(got.data, want.data, "input gradient {what}");
             }
         }
     }

@@ -415,25 +415,13 @@ unsafe fn tile_kernel<const V: usize>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{int_case, ints, IntCase, KernelCase as Case};
     use super::super::{
-        conv_backward_bias, conv_backward_input, conv_backward_weight, conv_forward, ConvParams,
+        conv_backward_bias, conv_backward_input, conv_backward_weight, conv_forward,
     };
     use super::*;
     use crate::dtype::DType;
     use crate::kernels::core::map::testing::Owned;
-
-    /// (n, c, input dhw, o, kernel, stride, padding, dilation, groups)
-    type Case = (
-        usize,
-        usize,
-        [usize; 3],
-        usize,
-        [usize; 3],
-        [usize; 3],
-        [usize; 3],
-        [usize; 3],
-        usize,
-    );
 
     /// `data` (contiguous `[n, c, d, h, w]`) stored channels-last, and its strides.
     fn to_channels_last(data: &[f32], shape: &[usize; 5]) -> (Vec<f32>, Vec<isize>) {
@@ -485,27 +473,19 @@ mod tests {
             (2, 32, [1, 5, 5], 16, [1, 1, 1], [1, 1, 1], [0, 0, 0], [1, 1, 1], 1),
             (5, 24, [1, 3, 3], 40, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 4),
         ];
-        for (n, c, isp, o, k, s, p, d, groups) in cases {
-            let osp = [0, 1, 2].map(|i| (isp[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1);
-            let xshape = [n, c, isp[0], isp[1], isp[2]];
-            let wshape = [o, c / groups, k[0], k[1], k[2]];
-            let oshape = [n, o, osp[0], osp[1], osp[2]];
-            let ints = |len: usize, seed: usize| -> Vec<f32> {
-                (0..len)
-                    .map(|i| ((i * 7919 + seed) % 9) as f32 - 4.0)
-                    .collect()
-            };
-            let x = Owned::new(ints(xshape.iter().product(), 1), &xshape);
-            let w = Owned::new(ints(wshape.iter().product(), 2), &wshape);
-            let b = Owned::new(ints(o, 3), &[o]);
+        for case in cases {
+            let IntCase {
+                xshape,
+                wshape,
+                oshape,
+                params,
+                x,
+                w,
+                b,
+                what,
+            } = int_case(case);
+            let o = oshape[1];
             let gy = Owned::new(ints(oshape.iter().product(), 4), &oshape);
-            let params = ConvParams {
-                stride: s.map(|v| v as i64),
-                padding: p.map(|v| v as i64),
-                dilation: d.map(|v| v as i64),
-                groups: groups as i64,
-            };
-            let what = format!("{xshape:?} {wshape:?} s{s:?} p{p:?} d{d:?}");
             let (x_cl, x_st) = to_channels_last(&x.data, &xshape);
             let (w_cl, w_st) = to_channels_last(&w.data, &wshape);
             let (gy_cl, gy_st) = to_channels_last(&gy.data, &oshape);
