@@ -3,11 +3,13 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use foo_rs::kernels::binary::{binary, BinaryOp};
 use foo_rs::kernels::core::copy::copy;
+use foo_rs::kernels::core::gemm::{gemm_raw, Mat};
+use foo_rs::kernels::core::parallel::SendPtr;
 use foo_rs::kernels::fill::fill;
 use foo_rs::kernels::random::{random, RandomOp};
 use foo_rs::kernels::reduce::{reduce, ReduceOp};
 use foo_rs::kernels::unary::{unary, UnaryOp};
-use foo_rs::runtime::rng;
+use foo_rs::runtime::{pool, rng};
 use foo_rs::tensor::{contiguous_strides, Scalar, Strides, TensorMut, TensorRef};
 use foo_rs::DType;
 use std::hint::black_box;
@@ -134,5 +136,66 @@ fn bench_elementwise(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_copy, bench_fill, bench_elementwise);
+/// Square float32 products split two ways (FOO_RS_NUM_THREADS sets the thread count): "split",
+/// one single-threaded `gemm` per block of the output from the calling thread (what every
+/// product does), and "rayon", `gemm`'s own split on a rayon pool of as many threads (what
+/// products of 2^27+ multiply-adds did until it lost at every size on 2 and 16 threads).
+fn bench_matmul(c: &mut Criterion) {
+    let mut g = c.benchmark_group("mm_f32");
+    g.sample_size(10);
+    let rayon_pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(pool::num_threads())
+        .build()
+        .expect("a rayon pool");
+    for n in [256usize, 512, 1024, 2048] {
+        let a: Vec<f32> = (0..n * n).map(|i| (i % 17) as f32 * 0.1).collect();
+        let mut o = vec![0.0f32; n * n];
+        g.throughput(Throughput::Elements((n * n * n) as u64));
+        for rayon in [false, true] {
+            let label = if rayon { "rayon" } else { "split" };
+            g.bench_with_input(BenchmarkId::new(label, n), &n, |b, _| {
+                let (out, input) = (SendPtr::new(o.as_mut_ptr()), SendPtr::of(a.as_ptr()));
+                b.iter(|| {
+                    let product = || {
+                        let dense = Mat {
+                            ptr: input.get() as *const f32,
+                            rs: n as isize,
+                            cs: 1,
+                        };
+                        // SAFETY: `a` and `o` are live n x n row-major matrices, `o` written only
+                        // here.
+                        unsafe {
+                            gemm_raw(
+                                n,
+                                n,
+                                n,
+                                out.get(),
+                                n as isize,
+                                1,
+                                false,
+                                dense,
+                                dense,
+                                1.0,
+                                true,
+                            )
+                        }
+                    };
+                    match rayon {
+                        true => rayon_pool.install(product),
+                        false => product(),
+                    }
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_copy,
+    bench_fill,
+    bench_elementwise,
+    bench_matmul
+);
 criterion_main!(benches);

@@ -79,6 +79,12 @@ loss.backward()
 digest("cross_entropy", loss, logits.grad)
 a, c = leaf(300, 200), leaf(200, 100, seed=1)
 digest("mm", a @ c, torch.bmm(a.view(3, 100, 200), c.expand(3, 200, 100)))
+# Depth over 512 (gemm's cache blocking sums it in pieces), with threads' blocks of 64 x 64 or less
+# (gemm blocks those differently from larger outputs) and a 2-D grid of blocks (8 threads).
+a, c = leaf(64, 600), leaf(600, 130, seed=1)
+digest("mm-deep-narrow", a @ c)
+a, c = leaf(128, 1000), leaf(1000, 128, seed=1)
+digest("mm-deep-grid", a @ c, torch.addmm(c[:128, :1].detach(), a, c))
 print("DIGESTS" + json.dumps(out))
 """
 

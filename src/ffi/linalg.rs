@@ -2,9 +2,7 @@
 
 use super::args::{OptTensorIn, ScalarIn, TensorIn, TensorOut};
 use super::guard;
-use crate::kernels::core::gemm::GEMM_RAYON_FLOPS;
 use crate::kernels::linalg::matmul;
-use crate::runtime::pool;
 
 /// `out = beta * c + alpha * (a @ b)` over 3-D descriptors `[B,M,K] x [B,K,N] -> [B,M,N]`;
 /// `c` may be null (then `beta` is ignored), or broadcast (zero strides) to `[B,M,N]`;
@@ -27,13 +25,7 @@ pub unsafe extern "C" fn foo_matmul(
         let (out, a, b) = (out.get()?, a.get()?, b.get()?);
         let c = c.get()?;
         let (beta, alpha) = (beta.get()?, alpha.get()?);
-        let work = a
-            .numel()
-            .saturating_mul(b.shape.last().copied().unwrap_or(0));
-        // Large products run on a pool worker so that `gemm` splits them itself; the rest
-        // split from this thread (see `kernels::core::gemm::gemm_raw`).
-        pool::install(work >= GEMM_RAYON_FLOPS, || {
-            matmul(&out, &a, &b, c.as_ref(), beta, alpha)
-        })
+        // Parallel products split from this thread (`kernels::core::gemm::gemm_raw`).
+        matmul(&out, &a, &b, c.as_ref(), beta, alpha)
     })
 }

@@ -21,7 +21,7 @@ mod grid;
 #[cfg(target_arch = "x86_64")]
 mod packed;
 
-use super::core::gemm::{gemm_raw, GemmElem, Mat, GEMM_RAYON_FLOPS};
+use super::core::gemm::{gemm_raw, GemmElem, Mat};
 use super::core::parallel::{parallel_for, SendPtr};
 use super::core::scratch::{with_scratch, with_scratch2};
 use super::core::transpose::transpose;
@@ -29,7 +29,6 @@ use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::core::copy::copy;
 use crate::kernels::core::float::Math;
-use crate::runtime::pool::install;
 use crate::tensor::{contiguous_strides, Strides, TensorMut, TensorRef};
 use crate::{invalid_arg, not_implemented};
 use grid::Grid;
@@ -167,12 +166,6 @@ impl Geometry {
     fn split_samples(&self) -> bool {
         let threads = crate::runtime::pool::num_threads();
         threads > 1 && self.n >= threads
-    }
-    /// Per-sample GEMMs this large (unsplit samples) run on a pool worker, so that `gemm`
-    /// splits them with rayon (see `core::gemm::GEMM_RAYON_FLOPS`); smaller ones split from the
-    /// calling thread.
-    fn rayon_gemms(&self, split: bool) -> bool {
-        !split && self.og() * self.ck() * self.op() >= GEMM_RAYON_FLOPS
     }
 }
 
@@ -768,7 +761,19 @@ fn forward_batched<T: GemmElem>(
                     // SAFETY: res is an owned [og, k] matrix; lhs is group gi's block of the contiguous
                     // weight, rhs the chunk's column matrix.
                     unsafe {
-                        gemm_pooled(og, k, ck, res.as_mut_ptr(), k as isize, 1, false, lhs, rhs)
+                        gemm_raw(
+                            og,
+                            k,
+                            ck,
+                            res.as_mut_ptr(),
+                            k as isize,
+                            1,
+                            false,
+                            lhs,
+                            rhs,
+                            T::ONE,
+                            true,
+                        )
                     };
                     let res = &*res;
                     parallel_for(e - s, 1, &|i0, i1| {
@@ -859,7 +864,19 @@ fn backward_input_batched<T: GemmElem>(
                     // SAFETY: col is an owned [ck, k] matrix; lhs is group gi's weight block read
                     // transposed, rhs the chunk's output gradients.
                     unsafe {
-                        gemm_pooled(ck, k, og, col.as_mut_ptr(), k as isize, 1, false, lhs, rhs)
+                        gemm_raw(
+                            ck,
+                            k,
+                            og,
+                            col.as_mut_ptr(),
+                            k as isize,
+                            1,
+                            false,
+                            lhs,
+                            rhs,
+                            T::ONE,
+                            true,
+                        )
                     };
                     let col = &*col;
                     parallel_for(e - s, 1, &|i0, i1| {
@@ -903,10 +920,8 @@ fn run_samples<T: Send>(
             (s..e).for_each(|ni| sample(ni, &mut bufs));
         });
     } else {
-        install(g.rayon_gemms(split), || {
-            let mut bufs = [Vec::new(), Vec::new(), Vec::new()];
-            (0..g.n).for_each(|ni| sample(ni, &mut bufs));
-        });
+        let mut bufs = [Vec::new(), Vec::new(), Vec::new()];
+        (0..g.n).for_each(|ni| sample(ni, &mut bufs));
     }
 }
 
@@ -1108,56 +1123,6 @@ pub fn conv_backward_weight(
     }
 }
 
-/// [`gemm_raw`] (alpha 1) with `gemm`'s own rayon split, on a pool worker: unlike `gemm_split`'s
-/// blocks of columns (other kernel shapes, other summation orders), it gives the same bits
-/// whatever the thread count.
-///
-/// # Safety
-/// As [`gemm_raw`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_pooled<T: GemmElem>(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut T,
-    dst_rs: isize,
-    dst_cs: isize,
-    read_dst: bool,
-    lhs: Mat<T>,
-    rhs: Mat<T>,
-) {
-    let (d, a, b) = (SendPtr::of(dst), SendPtr::of(lhs.ptr), SendPtr::of(rhs.ptr));
-    let ([lr, lc], [rr, rc]) = ([lhs.rs, lhs.cs], [rhs.rs, rhs.cs]);
-    install(true, move || {
-        let lhs = Mat {
-            ptr: a.at(0) as *const T,
-            rs: lr,
-            cs: lc,
-        };
-        let rhs = Mat {
-            ptr: b.at(0) as *const T,
-            rs: rr,
-            cs: rc,
-        };
-        // SAFETY: the caller's matrices, unchanged.
-        unsafe {
-            gemm_raw(
-                m,
-                n,
-                k,
-                d.at(0),
-                dst_rs,
-                dst_cs,
-                read_dst,
-                lhs,
-                rhs,
-                T::ONE,
-                true,
-            )
-        }
-    });
-}
-
 /// Sample blocks of the weight gradient (see `backward_weight_impl`): enough for 16 threads.
 const WEIGHT_GRAD_BLOCKS: usize = 16;
 
@@ -1257,7 +1222,19 @@ fn backward_weight_batched<T: GemmElem>(
                     // SAFETY: acc is an owned column-major [og, ck] block; the operands are the
                     // chunk's [og, k] (as got^T) and [k, ck] (as col^T) matrices built above.
                     unsafe {
-                        gemm_pooled(og, ck, k, acc.as_mut_ptr(), 1, og as isize, s > 0, lhs, rhs)
+                        gemm_raw(
+                            og,
+                            ck,
+                            k,
+                            acc.as_mut_ptr(),
+                            1,
+                            og as isize,
+                            s > 0,
+                            lhs,
+                            rhs,
+                            T::ONE,
+                            true,
+                        )
                     };
                 }
                 transpose(acc, ck, og, &mut gw[gi * og * ck..(gi + 1) * og * ck]);
@@ -1435,7 +1412,7 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
         let mut acc = vec![T::ZERO; total];
         for b in 0..nb {
             let (bs, be) = block(b);
-            install(g.rayon_gemms(split), || accumulate(bs, be, &mut acc, true));
+            accumulate(bs, be, &mut acc, true);
             add_transposed(gw, &acc);
         }
     }

@@ -1,21 +1,19 @@
-//! The kernels' threads, fork-aware: a rayon pool for code that asks rayon for "the current
-//! pool" (the `gemm` crate), and a team of helper threads for [`fork_join`], which every
-//! element-wise, reduction and nn kernel goes through.
+//! The kernels' threads, fork-aware: a team of helper threads for [`fork_join`], which every
+//! parallel kernel goes through (matrix products too: they split from the calling thread, see
+//! `kernels::core::gemm::gemm_split`), and the OpenMP teams of `super::team`.
 //!
 //! Threads do not survive `fork()`: a child that used threads inherited from its parent would
-//! wait forever on threads that do not exist. So both belong to the current process id; a
+//! wait forever on threads that do not exist. So the helpers belong to the current process id; a
 //! forked child (DataLoader workers with the fork start method) gets fresh ones the first time
 //! it runs a parallel kernel, and works like its parent. Small kernels never touch them (see
 //! `kernels::core::layout::GRAIN`).
 
-use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 struct Owned {
     pid: u32,
-    pool: Arc<ThreadPool>,
     hot: Arc<Hot>,
 }
 
@@ -159,10 +157,6 @@ pub fn thread_setting_note() -> Option<&'static str> {
     thread_config().note.as_deref()
 }
 
-fn pool() -> Arc<ThreadPool> {
-    pool_and_hot().0
-}
-
 /// Bumped in a forked child (`pthread_atfork`), so the per-thread cache below is re-checked
 /// after a fork without a `getpid` system call (~170 ns here) on every parallel op.
 static FORK_EPOCH: AtomicU64 = AtomicU64::new(0);
@@ -179,8 +173,8 @@ extern "C" {
     ) -> i32;
 }
 
-/// A thread's view of the pool: (fork epoch, pool, helpers).
-type Cached = Option<(u64, Arc<ThreadPool>, Arc<Hot>)>;
+/// A thread's view of the pool: (fork epoch, helpers).
+type Cached = Option<(u64, Arc<Hot>)>;
 
 thread_local! {
     static CACHED: std::cell::RefCell<Cached> = const { std::cell::RefCell::new(None) };
@@ -188,27 +182,21 @@ thread_local! {
 
 /// This process's helpers, for a team of `super::team`.
 pub(crate) fn helpers() -> Arc<Hot> {
-    pool_and_hot().1
-}
-
-fn pool_and_hot() -> (Arc<ThreadPool>, Arc<Hot>) {
     let epoch = FORK_EPOCH.load(Ordering::Relaxed);
     let threads = configured_threads();
     let hit = CACHED.with(|c| match &*c.borrow() {
-        Some((e, pool, hot)) if *e == epoch && hot.helpers + 1 == threads => {
-            Some((pool.clone(), hot.clone()))
-        }
+        Some((e, hot)) if *e == epoch && hot.helpers + 1 == threads => Some(hot.clone()),
         _ => None,
     });
     if let Some(found) = hit {
         return found;
     }
-    let found = pool_and_hot_checked(threads);
-    CACHED.with(|c| *c.borrow_mut() = Some((epoch, found.0.clone(), found.1.clone())));
+    let found = helpers_checked(threads);
+    CACHED.with(|c| *c.borrow_mut() = Some((epoch, found.clone())));
     found
 }
 
-fn pool_and_hot_checked(threads: usize) -> (Arc<ThreadPool>, Arc<Hot>) {
+fn helpers_checked(threads: usize) -> Arc<Hot> {
     static ATFORK: std::sync::Once = std::sync::Once::new();
     // SAFETY: registers a handler that only bumps an atomic (async-signal-safe).
     ATFORK.call_once(|| unsafe {
@@ -218,60 +206,29 @@ fn pool_and_hot_checked(threads: usize) -> (Arc<ThreadPool>, Arc<Hot>) {
     let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(o) = guard.as_ref() {
         if o.pid == pid && o.hot.helpers + 1 == threads {
-            return (o.pool.clone(), o.hot.clone());
+            return o.hot.clone();
         }
     }
     match guard.take() {
-        // The thread count changed (torch.set_num_threads): this process's threads stop once
-        // the ops that hold them are done (rayon's when the last handle to its pool is dropped,
-        // the helpers when they next go idle).
+        // The thread count changed (torch.set_num_threads): this process's helpers stop when
+        // they next go idle.
         Some(old) if old.pid == pid => old.hot.stop(),
         // Inherited across fork(): its threads are gone, so dropping it could block on them.
         // Forget it instead (a one-time, bounded leak in the child).
         Some(old) => std::mem::forget(old),
         None => {}
     }
-    let pool = Arc::new(
-        ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("foo_rs-worker-{i}"))
-            .build()
-            .expect("rayon thread pool"),
-    );
     let hot = Hot::start(threads.saturating_sub(1));
     *guard = Some(Owned {
         pid,
-        pool: pool.clone(),
         hot: hot.clone(),
     });
-    (pool, hot)
+    hot
 }
 
-/// Runs `f` on one of this process's workers when the work is large enough to go parallel, so
-/// that code which asks rayon for "the current pool" (the `gemm` crate, conv's sample split)
-/// gets this one; runs it on the calling thread otherwise. Element-wise kernels do not need
-/// this: [`fork_join`] fans out from the calling thread with less latency.
-pub fn install<R: Send>(parallel: bool, f: impl FnOnce() -> R + Send) -> R {
-    if parallel && rayon::current_thread_index().is_none() {
-        let (pool, hot) = pool_and_hot();
-        // Helpers still polling for the next fork-join job would take cores from this job's
-        // rayon workers: park them first.
-        hot.retire.fetch_add(1, Ordering::AcqRel);
-        let result = pool.install(f);
-        // And call them back to polling now, not when the next op publishes: a sleeping helper
-        // takes 10-100 µs to start, longer than the gap to the next op. Measured (models.py,
-        // 2 runs each, foo/CPU): unet train 0.86-0.89 against 0.95-0.97 without, inference
-        // 0.81-0.93 against 0.97-1.01; llama inference 1.27-1.33 against 1.37-1.39.
-        hot.recall();
-        result
-    } else {
-        f()
-    }
-}
-
-/// Number of worker threads of this process's pool.
+/// The threads a parallel kernel runs on: the caller and this process's helpers.
 pub fn num_threads() -> usize {
-    pool().current_num_threads()
+    helpers().helpers + 1
 }
 
 /// A `&dyn Fn` with its lifetime erased, so pool jobs (which must be `'static`) can hold it.
@@ -328,7 +285,7 @@ impl Job for Chunks {
 /// ops. Here the caller starts at once and a late helper finds nothing left to do; the caller
 /// waits only for chunks that were actually claimed.
 pub fn fork_join(n: usize, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
-    let (_, hot) = pool_and_hot();
+    let hot = helpers();
     if hot.helpers == 0 || chunks <= 1 {
         f(0, n);
         return;
@@ -391,12 +348,6 @@ pub(crate) struct Hot {
     parked: AtomicUsize,
     sleep: Mutex<()>,
     wake: Condvar,
-    /// Bumped by [`install`]: polling helpers go to sleep at once.
-    retire: AtomicU64,
-    /// Bumped by [`Hot::recall`]: sleeping helpers go back to polling.
-    recalls: AtomicU64,
-    /// `retire` when [`Hot::recall`] last ran.
-    recalled_at: AtomicU64,
     /// Set when the pool is replaced: helpers exit when they next go idle.
     stopped: AtomicBool,
 }
@@ -417,9 +368,6 @@ impl Hot {
             parked: AtomicUsize::new(0),
             sleep: Mutex::new(()),
             wake: Condvar::new(),
-            retire: AtomicU64::new(0),
-            recalls: AtomicU64::new(0),
-            recalled_at: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
         });
         for i in 0..helpers {
@@ -439,17 +387,6 @@ impl Hot {
         self.generation.fetch_add(1, Ordering::SeqCst);
         let _guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
         self.wake.notify_all();
-    }
-
-    /// Wakes sleeping helpers into polling for the next job.
-    fn recall(&self) {
-        self.recalled_at
-            .store(self.retire.load(Ordering::SeqCst), Ordering::SeqCst);
-        self.recalls.fetch_add(1, Ordering::SeqCst);
-        if self.parked.load(Ordering::SeqCst) > 0 {
-            let _guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
-            self.wake.notify_all();
-        }
     }
 
     pub(crate) fn publish(&self, job: Arc<dyn Job>) {
@@ -472,7 +409,6 @@ impl Hot {
 
     fn run(&self) {
         let mut seen = self.generation.load(Ordering::SeqCst);
-        let mut retire = self.retire.load(Ordering::Acquire);
         loop {
             let mut idle_since = std::time::Instant::now();
             loop {
@@ -490,7 +426,7 @@ impl Hot {
                     continue;
                 }
                 let idle = idle_since.elapsed();
-                if idle > SPIN || self.retire.load(Ordering::Acquire) != retire {
+                if idle > SPIN {
                     break;
                 }
                 if idle > SPIN_HARD {
@@ -502,26 +438,13 @@ impl Hot {
                 }
             }
             let mut guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
-            let recalls = self.recalls.load(Ordering::SeqCst);
             self.parked.fetch_add(1, Ordering::SeqCst);
             while self.generation.load(Ordering::SeqCst) == seen
-                && self.recalls.load(Ordering::SeqCst) == recalls
                 && !self.stopped.load(Ordering::SeqCst)
             {
                 guard = self.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
             }
             self.parked.fetch_sub(1, Ordering::SeqCst);
-            // Recalled (no job): poll against the `retire` of the recall, so that a GEMM that
-            // started before this thread got a core back (10-100 µs) still sends it to sleep;
-            // polling through it took a core from the GEMM's workers (mm 512 ran at 1.25 or
-            // 2.0x the CPU's time, at random).
-            let recalled = self.generation.load(Ordering::SeqCst) == seen
-                && self.recalls.load(Ordering::SeqCst) != recalls;
-            retire = if recalled {
-                self.recalled_at.load(Ordering::SeqCst)
-            } else {
-                self.retire.load(Ordering::Acquire)
-            };
         }
     }
 }
@@ -568,7 +491,7 @@ pub(crate) mod tests {
             assert_eq!(covered.into_inner(), (0..n).map(|i| i % 7).sum::<usize>());
         }
         // Once ops stop, every helper goes to sleep.
-        let hot = pool_and_hot().1;
+        let hot = helpers();
         let t = std::time::Instant::now();
         while hot.parked.load(Ordering::SeqCst) != hot.helpers {
             assert!(
@@ -608,11 +531,11 @@ pub(crate) mod tests {
             WANTED.store(want, Ordering::SeqCst);
             follow_thread_count(Some(wanted));
             assert_eq!(num_threads(), got, "source says {want}");
-            assert_eq!(pool_and_hot().1.helpers, got - 1);
+            assert_eq!(helpers().helpers, got - 1);
             assert_eq!(sum_of(10_000), (0..10_000).sum::<usize>());
         }
         // A replaced pool's helpers exit: only the current helpers remain.
-        let old = pool_and_hot().1;
+        let old = helpers();
         WANTED.store(1, Ordering::SeqCst);
         assert_eq!(num_threads(), 1);
         assert!(old.stopped.load(Ordering::SeqCst));

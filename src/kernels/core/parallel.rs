@@ -1,7 +1,7 @@
 //! The one parallel driver every kernel goes through: split `0..n` into chunks of at least
-//! `grain` items and run them on the process's rayon pool (see `runtime::pool`). It is not
-//! generic over the kernel (it takes `&dyn Fn`), so rayon's machinery is compiled once, not once
-//! per op and dtype.
+//! `grain` items and run them on the process's helper threads (see `runtime::pool`). It is not
+//! generic over the kernel (it takes `&dyn Fn`), so the machinery is compiled once, not once per
+//! op and dtype.
 //!
 //! Chunks that write a dense output take their part of it as a slice ([`par_chunks_mut`],
 //! [`par_rows_mut`]); everything else a task reads or writes through raw addresses goes through
@@ -12,8 +12,9 @@ use rayon::prelude::*;
 
 /// Calls `f(start, end)` over disjoint ranges covering `0..n`: on the calling thread when
 /// `n < grain`, else in parallel chunks (about four per thread, for load balance). From a
-/// plain thread it fans out with [`pool::fork_join`] (the caller works too); inside a pool
-/// worker (under [`pool::install`]) it uses rayon's own splitting.
+/// plain thread it fans out with [`pool::fork_join`] (the caller works too); on a worker of a
+/// rayon pool (the Rust tests run kernels under pools of several sizes to check that results do
+/// not depend on the thread count) it uses rayon's own splitting over that pool.
 pub fn parallel_for(n: usize, grain: usize, f: &(dyn Fn(usize, usize) + Sync)) {
     if n == 0 {
         return;

@@ -57,13 +57,11 @@ pub const GEMM_PARALLEL_FLOPS: usize = 1 << 22;
 /// Multiply-adds from which a product called from a plain thread is split into one
 /// single-threaded `gemm` call per thread over column (or row) blocks of the output, with
 /// `pool::fork_join`: the caller starts at once and a helper joins within a microsecond when
-/// one is polling, so this pays off from a few microseconds of work.
+/// one is polling, so this pays off from a few microseconds of work. Larger products split the
+/// same way: `gemm`'s own rayon split, which shares packed panels between threads, lost to it at
+/// every size measured (16 threads, 2048^3: 26.1 against 19.4 ms, see `benches/kernels.rs`)
+/// and waited on workers that slept between calls.
 pub const GEMM_SPLIT_FLOPS: usize = 1 << 18;
-
-/// Multiply-adds from which the FFI runs a product on a pool worker, so that `gemm` splits it
-/// with rayon itself (its blocking shares packed panels between threads, which matters only
-/// for large products).
-pub const GEMM_RAYON_FLOPS: usize = 1 << 27;
 
 /// `a @ w.t()` transposes `w` into a scratch matrix first ([`nt::with_transposed`]) from
 /// this many rows of `a`, for a `w` of fewer than [`NT_PACK_ELEMENTS`] elements (twice that
@@ -283,31 +281,51 @@ unsafe fn gemm_core<T: GemmElem>(p: Product<T>, parallel: bool) {
         gemm::Parallelism::None
     };
     let Product { lhs, rhs, .. } = p;
-    // SAFETY: caller's contract; gemm computes dst := 1 * dst + alpha * lhs @ rhs (its `alpha`
-    // scales dst, its `beta` the product) and ignores dst when read_dst is false.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            p.dst,
-            p.dst_cs,
-            p.dst_rs,
-            p.read_dst,
-            lhs.ptr,
-            lhs.cs,
-            lhs.rs,
-            rhs.ptr,
-            rhs.cs,
-            rhs.rs,
-            T::ONE,
-            p.alpha,
-            false,
-            false,
-            false,
-            par,
-        )
+    for (k0, k1) in depth_pieces(k) {
+        let (i, read_dst) = (k0 as isize, p.read_dst || k0 > 0);
+        // SAFETY: caller's contract, over depths k0..k1 of the operands; gemm computes
+        // dst := 1 * dst + alpha * lhs @ rhs (its `alpha` scales dst, its `beta` the product)
+        // and ignores dst when read_dst is false.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k1 - k0,
+                p.dst,
+                p.dst_cs,
+                p.dst_rs,
+                read_dst,
+                lhs.ptr.offset(i * lhs.cs),
+                lhs.cs,
+                lhs.rs,
+                rhs.ptr.offset(i * rhs.rs),
+                rhs.cs,
+                rhs.rs,
+                T::ONE,
+                p.alpha,
+                false,
+                false,
+                false,
+                par,
+            )
+        }
     }
+}
+
+/// The most depth one `gemm` call gets: its cache blocking sums at most this much depth into
+/// each output element before it adds the running total (`kc`), and picks `kc` by the output's
+/// shape: `min(k, 512)` for outputs up to 64 x 64, `k / ceil(k / 512)` (here) for larger ones.
+/// So two blocks of one product (the threads' blocks of [`gemm_split`]) could sum in different
+/// orders; with the depth cut here, every call has `kc == k`, and a product's bits are the same
+/// whatever its blocks, hence whatever the thread count.
+pub const GEMM_DEPTH: usize = 512;
+
+/// `0..k` in `ceil(k / GEMM_DEPTH)` near-equal pieces (what `gemm` cuts a large output's
+/// depth into on this project's machines, so its speed is unchanged).
+fn depth_pieces(k: usize) -> impl Iterator<Item = (usize, usize)> {
+    let pieces = k.div_ceil(GEMM_DEPTH).max(1);
+    let step = k.div_ceil(pieces).max(1);
+    (0..pieces).map(move |i| (i * step, ((i + 1) * step).min(k)))
 }
 
 /// The dense row-major `k x n` matrix in `t`.
@@ -326,66 +344,85 @@ fn split_parts<T>(p: &Product<T>, parallel: bool) -> Option<usize> {
     (parallel && !in_pool && threads > 1 && p.m * p.n * p.k >= GEMM_SPLIT_FLOPS).then_some(threads)
 }
 
-/// [`gemm_raw`] as `parts` single-threaded products over blocks of the output's longer side,
-/// run with [`parallel_for`] from the calling thread. `transpose_rhs`: `rhs` is `w.t()` (rows
-/// 1 apart) and the blocks are column blocks; each block's rows of `w` are transposed into the
-/// block's own scratch first.
+/// How [`gemm_split`] tiles an `m x n` output for `parts` threads: (row blocks, column
+/// blocks) from a divisor pair of `parts`, a side cut at most into whole 16-wide microkernel
+/// tiles. The most blocks win (each thread gets one), then the fewest copies: each block packs
+/// its own rows of `lhs` and columns of `rhs`, `k * (m * columns + n * rows)` in all. So 2
+/// threads cut the longer side in two, and 16 threads a square output 4 x 4 (a 1 x 16 cut
+/// would pack all of `lhs` 16 times).
+fn split_grid(m: usize, n: usize, parts: usize) -> (usize, usize) {
+    (1..=parts)
+        .filter(|r| parts % r == 0)
+        .map(|r| (r.min((m / 16).max(1)), (parts / r).min((n / 16).max(1))))
+        .min_by_key(|&(r, c)| (usize::MAX - r * c, m * c + n * r))
+        .unwrap_or((1, 1))
+}
+
+/// `len` cut into at most `parts` blocks of whole 16-wide microkernel tiles: (block length,
+/// blocks); the last block takes the rest, and a rest under 16 joins the block before it (a
+/// block 1 wide would take `gemm`'s matrix-vector path, which sums in another order).
+fn cuts(len: usize, parts: usize) -> (usize, usize) {
+    let step = len.div_ceil(parts.max(1)).next_multiple_of(16);
+    let blocks = len.div_ceil(step);
+    match blocks > 1 && len - (blocks - 1) * step < 16 {
+        true => (step, blocks - 1),
+        false => (step, blocks),
+    }
+}
+
+/// [`gemm_raw`] as single-threaded products over a grid of output blocks (see [`split_grid`]),
+/// about one per thread of `parts`, run with [`parallel_for`] from the calling thread.
+/// `transpose_rhs`: `rhs` is `w.t()` (rows 1 apart) and the blocks are column blocks; each
+/// block's rows of `w` are transposed into the block's own scratch first.
 ///
 /// # Safety
 /// As [`gemm_raw`].
 unsafe fn gemm_split<T: GemmElem>(p: Product<T>, parts: usize, transpose_rhs: bool) {
-    let by_cols = p.n >= p.m;
-    let len = if by_cols { p.n } else { p.m };
-    // Blocks in multiples of 16 rows/columns (whole microkernel tiles), at most `parts`.
-    let step = len.div_ceil(parts).next_multiple_of(16);
-    let blocks = len.div_ceil(step);
+    let (rows, cols) = match transpose_rhs {
+        true => (1, parts.min(p.n.div_ceil(16))),
+        false => split_grid(p.m, p.n, parts),
+    };
+    let (row_step, row_blocks) = cuts(p.m, rows);
+    let (col_step, col_blocks) = cuts(p.n, cols);
     let (d, a, b) = (
         SendPtr::new(p.dst),
         SendPtr::of(p.lhs.ptr),
         SendPtr::of(p.rhs.ptr),
     );
-    parallel_for(blocks, 1, &|s, e| {
+    parallel_for(row_blocks * col_blocks, 1, &|s, e| {
         for blk in s..e {
-            let (start, end) = (blk * step, ((blk + 1) * step).min(len));
-            let off = start as isize;
-            // Re-derive the pointers from the Send wrappers inside the worker.
-            let whole = Product {
-                dst: d.get(),
+            let (bi, bj) = (blk / col_blocks, blk % col_blocks);
+            let (i0, j0) = (bi * row_step, bj * col_step);
+            let i1 = if bi + 1 == row_blocks {
+                p.m
+            } else {
+                i0 + row_step
+            };
+            let j1 = if bj + 1 == col_blocks {
+                p.n
+            } else {
+                j0 + col_step
+            };
+            let (i, j) = (i0 as isize, j0 as isize);
+            // The pointers are re-derived from the Send wrappers inside the worker.
+            let block = Product {
+                m: i1 - i0,
+                n: j1 - j0,
+                dst: d.at(i * p.dst_rs + j * p.dst_cs),
                 lhs: Mat {
-                    ptr: a.get() as *const T,
+                    ptr: a.at(i * p.lhs.rs) as *const T,
                     ..p.lhs
                 },
                 rhs: Mat {
-                    ptr: b.get() as *const T,
+                    ptr: b.at(j * p.rhs.cs) as *const T,
                     ..p.rhs
                 },
                 ..p
             };
-            let block = if by_cols {
-                Product {
-                    n: end - start,
-                    dst: d.at(off * p.dst_cs),
-                    rhs: Mat {
-                        ptr: b.at(off * p.rhs.cs) as *const T,
-                        ..p.rhs
-                    },
-                    ..whole
-                }
-            } else {
-                Product {
-                    m: end - start,
-                    dst: d.at(off * p.dst_rs),
-                    lhs: Mat {
-                        ptr: a.at(off * p.lhs.rs) as *const T,
-                        ..p.lhs
-                    },
-                    ..whole
-                }
-            };
-            if transpose_rhs && by_cols {
+            if transpose_rhs {
                 let nb = block.n;
-                // SAFETY: the block's rhs is `w.t()` for rows start..end of `w` (rows
-                // rhs.cs apart, k elements each), inside the caller's operand.
+                // SAFETY: the block's rhs is `w.t()` for rows j0..j1 of `w` (rows rhs.cs
+                // apart, k elements each), inside the caller's operand.
                 unsafe {
                     nt::with_transposed(block.rhs.ptr, block.rhs.cs, nb, p.k, false, |wt| {
                         gemm_core(
@@ -399,9 +436,79 @@ unsafe fn gemm_split<T: GemmElem>(p: Product<T>, parts: usize, transpose_rhs: bo
                 };
                 continue;
             }
-            // SAFETY: a block of rows or columns of dst (disjoint between blocks) and the
-            // matching rows of lhs or columns of rhs, inside the caller's matrices.
+            // SAFETY: a block of dst (disjoint between blocks) and the matching rows of lhs and
+            // columns of rhs, inside the caller's matrices.
             unsafe { gemm_core(block, false) };
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A product split into any grid of blocks has the bits of the whole product (so results do
+    /// not depend on the thread count), depths over [`GEMM_DEPTH`] and blocks of 64 x 64 or less
+    /// included; and the grids cut as documented.
+    #[test]
+    fn split_products_have_the_whole_products_bits() {
+        for (m, n, k) in [
+            (64, 130, 600),
+            (128, 128, 1000),
+            (200, 33, 1500),
+            (17, 300, 513),
+        ] {
+            let lhs: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5)
+                .collect();
+            let rhs: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 104729) % 997) as f32 * 1e-3)
+                .collect();
+            let product = |parts: Option<usize>| {
+                let mut dst = vec![0.0f32; m * n];
+                let p = Product {
+                    m,
+                    n,
+                    k,
+                    dst: dst.as_mut_ptr(),
+                    dst_rs: n as isize,
+                    dst_cs: 1,
+                    read_dst: false,
+                    lhs: dense(&lhs, k),
+                    rhs: dense(&rhs, n),
+                    alpha: 1.0,
+                };
+                // SAFETY: owned row-major matrices of the product's shapes.
+                unsafe {
+                    match parts {
+                        Some(parts) => gemm_split(p, parts, false),
+                        None => gemm_core(p, false),
+                    }
+                };
+                dst
+            };
+            let whole = product(None);
+            for parts in [2, 3, 4, 6, 8, 16] {
+                let split = product(Some(parts));
+                let same = whole
+                    .iter()
+                    .zip(&split)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{m}x{n}x{k} in {parts} parts");
+            }
+        }
+        assert_eq!(split_grid(2048, 2048, 16), (4, 4));
+        assert_eq!(split_grid(512, 1024, 2), (1, 2));
+        assert_eq!(split_grid(1000, 16, 2), (2, 1));
+        assert_eq!(split_grid(16, 4096, 16), (1, 16));
+        // A rest under one tile joins the block before it.
+        assert_eq!(cuts(100, 2), (64, 2));
+        assert_eq!(cuts(130, 2), (80, 2));
+        assert_eq!(cuts(33, 2), (32, 1));
+        assert_eq!(
+            depth_pieces(1000).collect::<Vec<_>>(),
+            [(0, 500), (500, 1000)]
+        );
+        assert_eq!(depth_pieces(512).collect::<Vec<_>>(), [(0, 512)]);
+    }
 }
