@@ -139,7 +139,7 @@ fn bench_elementwise(c: &mut Criterion) {
 /// Square float32 products split two ways (FOO_RS_NUM_THREADS sets the thread count): "split",
 /// one single-threaded `gemm` per block of the output from the calling thread (what every
 /// product does), and "rayon", `gemm`'s own split on a rayon pool of as many threads (what
-/// products of 2^27+ multiply-adds did until it lost at every size on 2 and 16 threads).
+/// products of 2^27+ multiply-adds did until the split beat it on 2 and 16 threads).
 fn bench_matmul(c: &mut Criterion) {
     let mut g = c.benchmark_group("mm_f32");
     g.sample_size(10);

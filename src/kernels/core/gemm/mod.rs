@@ -58,9 +58,9 @@ pub const GEMM_PARALLEL_FLOPS: usize = 1 << 22;
 /// single-threaded `gemm` call per thread over column (or row) blocks of the output, with
 /// `pool::fork_join`: the caller starts at once and a helper joins within a microsecond when
 /// one is polling, so this pays off from a few microseconds of work. Larger products split the
-/// same way: `gemm`'s own rayon split, which shares packed panels between threads, lost to it at
-/// every size measured (16 threads, 2048^3: 26.1 against 19.4 ms, see `benches/kernels.rs`)
-/// and waited on workers that slept between calls.
+/// same way: `gemm`'s own rayon split, which shares packed panels between threads, waited on
+/// workers that slept between calls and lost to it at every size measured but 2048^3 on 8
+/// threads (16 threads, 2048^3: 21.0 against 16.6 ms, see `benches/kernels.rs`).
 pub const GEMM_SPLIT_FLOPS: usize = 1 << 18;
 
 /// `a @ w.t()` transposes `w` into a scratch matrix first ([`nt::with_transposed`]) from
