@@ -82,8 +82,8 @@ pub struct Mat<T> {
 }
 
 /// `dst = (read_dst ? dst : 0) + alpha * lhs @ rhs` with `lhs: m x k`, `rhs: k x n`.
-/// `parallel` lets `gemm` use the current rayon pool (it still decides by size); only honoured
-/// on a pool worker (under `runtime::pool`), so `gemm` never spreads onto rayon's global pool.
+/// `parallel`: products of [`GEMM_SPLIT_FLOPS`] or more split over the helper threads (from a
+/// thread that is not a rayon worker; on one, `gemm` splits over that rayon pool).
 ///
 /// # Safety
 /// The three matrices must describe live memory of the given extents; `dst` must be writable,
@@ -124,10 +124,14 @@ pub unsafe fn gemm_raw<T: GemmElem>(
         && (m >= NT_PACK_ROWS && n * k < NT_PACK_ELEMENTS
             || m >= 2 * NT_PACK_ROWS && n * k <= 2 * NT_PACK_ELEMENTS)
     {
-        if let Some(parts) = split_parts(&p, parallel).filter(|_| n >= m) {
+        if let Some(parts) = split_parts(&p, parallel).filter(|_| 8 * n >= m) {
             // Split over columns: each thread transposes only its own rows of `w`, into its
             // own scratch, which its product then reads from its own cache (for 256 x 256 @
-            // (2048 x 256)^T, 1.12 -> 1.0 ms on 2 threads).
+            // (2048 x 256)^T, 1.12 -> 1.0 ms on 2 threads; 520 x 512 @ (256 x 512)^T, a
+            // linear layer of a ViT, 0.57-0.67 -> 0.46-0.58 ms against a row split after one
+            // shared transpose). Each thread then packs all of `a`, which costs more than that
+            // from 8 times more rows than columns (16384 x 256 @ (64 x 256)^T: 1.80 ms split
+            // over rows, 2.14 over columns).
             // SAFETY: forwarded; the blocks partition dst.
             unsafe { gemm_split(p, parts, true) };
             return;
