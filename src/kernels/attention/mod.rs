@@ -762,9 +762,13 @@ impl<M: AttnMath> Job<M> {
 
 /// Rows `0..Sp` of head (b, h) of `x` (zero past row `s`) transposed per block of `BK` rows
 /// into `[kb][rows_per_blk][BK]`, columns `cols..rows_per_blk` zero. Writes every element.
+/// Eight rows at a time: loaded into `rows` (`[8][cols]`), then written as runs of 8 per
+/// column, 8 x 8 blocks through registers for float32. One row at a time scattered every
+/// element to a cache line of its own, and the packing took as long as the block products
+/// (perf, `[8, 4, 64, 64]`).
 ///
 /// # Safety
-/// `dst` holds `nkb * rows_per_blk * BK` elements, `row` at least `cols`; the view is live.
+/// `dst` holds `nkb * rows_per_blk * BK` elements, `rows` at least `8 * cols`; the view is live.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn pack_t<M: Math>(
@@ -775,22 +779,52 @@ unsafe fn pack_t<M: Math>(
     cols: usize,
     rows_per_blk: usize,
     dst: &mut [M],
-    row: &mut [M],
+    rows: &mut [M],
 ) {
-    for j in 0..g.sp {
-        if j < g.s {
-            // SAFETY: row j of head (b, h).
-            unsafe { load_row(x, x.off(b, h, j), &mut row[..cols], M::one()) };
-        } else {
-            row[..cols].fill(M::zero());
+    const G: usize = 8;
+    const { assert!(BK % G == 0) };
+    #[cfg(target_arch = "x86_64")]
+    let registers = std::mem::size_of::<M>() == 4 && crate::kernels::core::transpose::avx2();
+    #[cfg(not(target_arch = "x86_64"))]
+    let registers = false;
+    let rows = &mut rows[..G * cols];
+    // Sp is a multiple of BK, so groups of G rows never straddle a block.
+    for j0 in (0..g.sp).step_by(G) {
+        for (r, row) in rows.chunks_exact_mut(cols).enumerate() {
+            if j0 + r < g.s {
+                // SAFETY: row j0 + r of head (b, h).
+                unsafe { load_row(x, x.off(b, h, j0 + r), row, M::one()) };
+            } else {
+                row.fill(M::zero());
+            }
         }
-        let (kb, jj) = (j / BK, j % BK);
+        let (kb, jj) = (j0 / BK, j0 % BK);
         let blk = &mut dst[kb * rows_per_blk * BK..(kb + 1) * rows_per_blk * BK];
-        for (c, &x) in row[..cols].iter().enumerate() {
-            blk[c * BK + jj] = x;
+        let mut c = 0;
+        #[cfg(target_arch = "x86_64")]
+        if registers {
+            while c + G <= cols {
+                // SAFETY: M is f32 (4 bytes, checked) and AVX2 is present; the 8 x 8 block of
+                // `rows` at column c and its transpose at blk[c * BK + jj ..] (8 runs of 8, BK
+                // apart, the last ending inside blk since c + 8 <= cols <= rows_per_blk).
+                unsafe {
+                    crate::kernels::core::transpose::transpose8x8_32(
+                        rows.as_ptr().add(c) as *const f32,
+                        cols as isize,
+                        blk.as_mut_ptr().add(c * BK + jj) as *mut f32,
+                        BK,
+                    )
+                };
+                c += G;
+            }
+        }
+        for c in c..cols {
+            for (r, v) in blk[c * BK + jj..c * BK + jj + G].iter_mut().enumerate() {
+                *v = rows[r * cols + c];
+            }
         }
         for c in cols..rows_per_blk {
-            blk[c * BK + jj] = M::zero();
+            blk[c * BK + jj..c * BK + jj + G].fill(M::zero());
         }
     }
 }
@@ -835,7 +869,7 @@ fn pack_fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: 
     let g = job.g;
     let (ktl, vrl) = (job.kt_len(), job.vr_len());
     let per = ktl + vrl;
-    let mut row = vec![M::zero(); g.e];
+    let mut row = vec![M::zero(); 8 * g.e];
     for t in s..e {
         let (b, hk) = (t / g.hk, t % g.hk);
         // SAFETY: task t owns elements t*per .. (t+1)*per of the packed buffer, which nobody
@@ -897,9 +931,11 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
             let j0 = kb * BK;
             let kn = BK.min(g.s - j0);
             // SAFETY: F and WIDE as dispatch_isa picked them (block_mm checks the extents).
+            // Scores of the block's keys only, in whole tiles (the rest of each row is set to
+            // -inf below): a last block of 1 key (65 keys) had cost a whole block.
             unsafe {
                 block_mm::<M, false, F, WIDE>(
-                    (bq, BK, g.e),
+                    (bq, kn.next_multiple_of(PAD), g.e),
                     (&qb, g.ep),
                     (&kt[kb * g.e * BK..], BK),
                     (&mut sb, BK),
@@ -1136,17 +1172,20 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                 for kb in kbs.start..kb_hi {
                     let j0 = kb * BK;
                     let kn = BK.min(g.s - j0);
+                    // The block's keys only, in whole tiles, as in the forward (the rest of each
+                    // row is set to 0 below; dK and dV get rows for the block's keys only).
+                    let kw = kn.next_multiple_of(PAD);
                     // SAFETY: F and WIDE as dispatch_isa picked them (block_mm checks the extents).
                     unsafe {
                         block_mm::<M, false, F, WIDE>(
-                            (bq, BK, g.e),
+                            (bq, kw, g.e),
                             (&qb, g.ep),
                             (&kt[kb * g.e * BK..], BK),
                             (&mut pb, BK),
                             false,
                         );
                         block_mm::<M, false, F, WIDE>(
-                            (bq, BK, g.ev),
+                            (bq, kw, g.ev),
                             (&dob, g.evp),
                             (&vt[kb * g.evp * BK..], BK),
                             (&mut dsb, BK),
@@ -1203,14 +1242,14 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                     unsafe {
                         if do_dkv {
                             block_mm::<M, true, F, WIDE>(
-                                (BK, g.evp, bq),
+                                (kn, g.evp, bq),
                                 (&pb, BK),
                                 (&dob, g.evp),
                                 (&mut dv[j0 * g.evp..], g.evp),
                                 true,
                             );
                             block_mm::<M, true, F, WIDE>(
-                                (BK, g.ep, bq),
+                                (kn, g.ep, bq),
                                 (&dsb, BK),
                                 (&qb, g.ep),
                                 (&mut dk[j0 * g.ep..], g.ep),
@@ -1285,7 +1324,7 @@ fn pack_bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: 
     let g = job.g;
     let (ktl, krl, vtl) = bwd_pack_lens(&g);
     let per = ktl + krl + vtl;
-    let mut row = vec![M::zero(); g.e.max(g.ev)];
+    let mut row = vec![M::zero(); 8 * g.e.max(g.ev)];
     for t in s..e {
         let (b, hk) = (t / g.hk, t % g.hk);
         // SAFETY: task t owns elements t*per .. (t+1)*per of the packed buffer, which nobody
