@@ -325,6 +325,21 @@ def test_inplace_and_out_variants():
     assert_same(fm, m.t() + 1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32])
+def test_outputs_that_are_their_inputs(dtype):
+    # The dense loops read an output that is also an input through one pointer (an in-place op
+    # over bias rows, out= the second operand, a tensor added to itself): the CPU's bits in every
+    # case, at sizes that take the threaded row loops.
+    x, row, col = sample((300, 1000), dtype), sample((1000,), dtype, seed=1), sample((300, 1), dtype, seed=2)
+    check(lambda a, r: a.clone().add_(r), x, row, atol=0, rtol=0)
+    check(lambda a, r: a.clone().mul_(r).sub_(r, alpha=2), x, row, atol=0, rtol=0)
+    check(lambda a, c: a.clone().add_(c), x, col, atol=0, rtol=0)
+    check(lambda a, r: (lambda t: torch.sub(r, t, out=t))(a.clone()), x, row, atol=0, rtol=0)
+    check(lambda a: a.clone().add_(a), x, atol=0, rtol=0)
+    check(lambda a: a.clone()[:, :500].mul_(a[:, 500:]), x, atol=0, rtol=0)
+    check(lambda a: torch.relu_(a.clone()) if dtype.is_floating_point else a.clone().neg_(), x, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64, torch.bool])
 def test_where_and_masked_fill(dtype):
     c = sample((5, 6), torch.bool)
