@@ -104,3 +104,25 @@ def test_transformer_lm_adamw():
     cpu, foo = _curves(model, lambda p: torch.optim.AdamW(p, lr=3e-3, weight_decay=0.01, foreach=True), batches,
                        loss_fn)
     _assert_close_curves(cpu, foo)
+
+
+def test_backward_runs_on_the_calling_thread_unless_asked_otherwise():
+    # foo turns autograd's per-device worker threads off for the importing thread (see
+    # foo_rs/_autograd.py): a foo backward runs where backward() was called, as a CPU one does;
+    # set_multithreading_enabled(True) hands it to the device's worker again.
+    import threading
+
+    def backward_thread() -> int:
+        seen: list[int] = []
+        x = torch.randn(4, device="foo", requires_grad=True)
+        y = x * 2
+        y.register_hook(lambda g: seen.append(threading.get_ident()))
+        y.sum().backward()
+        assert torch.equal(x.grad.cpu(), torch.full((4,), 2.0))
+        return seen[0]
+
+    assert not torch._C._is_multithreading_enabled()
+    assert backward_thread() == threading.get_ident()
+    with torch.autograd.set_multithreading_enabled(True):
+        assert backward_thread() != threading.get_ident()
+    assert backward_thread() == threading.get_ident()

@@ -116,9 +116,10 @@ def register() -> None:
         from . import device_module
 
         torch._register_device_module(BACKEND_NAME, device_module)
-    from . import _dlpack, _exit, _multiprocessing, _sparse
+    from . import _autograd, _dlpack, _exit, _multiprocessing, _sparse
     from .compile import install as _install_compile
 
+    _autograd.install()
     _exit.install()
     _install_compile()
     _dlpack.install()
