@@ -545,7 +545,7 @@ fn forward_f32(
         let (_keep, weight) = contiguous(weight);
         return direct::forward(g, out, input, &weight, bias);
     }
-    if input.strides[1] == 1 || g.c == 1 {
+    if input.strides[1] == 1 || g.c == 1 || !packed::needs_dense_channels(g) {
         return packed::forward(g, out, input, weight, bias);
     }
     let (_keep, x) = channels_last(input);

@@ -13,6 +13,10 @@
 //! write-out, and the packing (one copy per position and tap) is shared by all channel
 //! blocks.
 //!
+//! Stride-1 convolutions of one group skip the packing where that pays ([`PaddedGrid`]): the
+//! tile kernel then reads its 12 positions straight from a zero-padded copy of the input in
+//! 16-channel blocks, at the price of a few dropped grid columns.
+//!
 //! Every output element is one tile's sum over `k` in a fixed order: the bits do not depend
 //! on the thread count.
 
@@ -21,6 +25,7 @@
 
 use super::{depthwise, Geometry};
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::scratch::with_scratch;
 use crate::kernels::core::simd;
 use crate::kernels::core::transpose::transpose_into;
 use crate::tensor::{TensorMut, TensorRef};
@@ -43,9 +48,29 @@ pub(super) fn applies(g: &Geometry) -> bool {
     simd::level() >= 3 && !depthwise::applies(g) && g.padding.iter().all(|&p| p >= 0)
 }
 
-/// `out = conv(input, weight) + bias` ([`applies`] holds; `input`'s channel stride 1, `out`
-/// dense channels-last, `weight` any strides).
+/// Whether [`forward`] needs the input's channels dense (`input_stride_c == 1`); the
+/// blocked-grid form ([`PaddedGrid`]) copies the input itself and reads any strides.
+pub(super) fn needs_dense_channels(g: &Geometry) -> bool {
+    PaddedGrid::new(g).is_none()
+}
+
+/// `out = conv(input, weight) + bias` ([`applies`] holds; `input`'s channel stride 1 where
+/// [`needs_dense_channels`], `out` dense channels-last, `weight` any strides).
 pub(super) fn forward(
+    g: &Geometry,
+    out: &TensorMut,
+    input: &TensorRef,
+    weight: &TensorRef,
+    bias: Option<&[f32]>,
+) {
+    match PaddedGrid::new(g) {
+        Some(grid) => forward_grid(g, &grid, out, input, weight, bias),
+        None => forward_packed(g, out, input, weight, bias),
+    }
+}
+
+/// [`forward`] on patches packed per tile of positions.
+fn forward_packed(
     g: &Geometry,
     out: &TensorMut,
     input: &TensorRef,
@@ -58,7 +83,7 @@ pub(super) fn forward(
     let kp = k_len.next_multiple_of(KB);
     let bl = Blocks::new(og, kp);
     let (blocks, block_at, group_len) = (&bl.list, &bl.at, bl.group_len);
-    let wp = pack_weights(g, weight, &bl);
+    let wp = pack_weights(g, weight, &bl, KOrder::TapMajor);
     // Units: (group, channel-block range, run of tiles).
     let per_unit_blocks = (UNIT_WEIGHTS / (kp * 32)).clamp(1, blocks.len());
     let block_runs = blocks.len().div_ceil(per_unit_blocks);
@@ -72,6 +97,7 @@ pub(super) fn forward(
     parallel_for(units, 1, &|u0, u1| {
         let mut panels = vec![0f32; run * kp * R];
         let mut tile = [0f32; R * 32];
+        let mut blocks_of = Vec::with_capacity(kp / KB);
         for u in u0..u1 {
             // Tile runs vary fastest: a thread's consecutive units share channel blocks.
             let (gb, tr) = (u / tile_runs, u % tile_runs);
@@ -94,15 +120,12 @@ pub(super) fn forward(
                 let valid = width.min(og - b0);
                 for t in t0..t1 {
                     let panel = panels[(t - t0) * kp * R..].as_ptr();
+                    blocks_of.clear();
+                    blocks_of.extend((0..kp / KB).map(|kb| panel.wrapping_add(kb * R * KB)));
                     // SAFETY: the CPU has AVX-512 (applies); the panel holds kp * R packed
-                    // floats, w kp * width packed weights, tile R * 32 floats.
-                    unsafe {
-                        if width == 32 {
-                            tile_kernel::<2>(panel, w, kp / KB, tile.as_mut_ptr());
-                        } else {
-                            tile_kernel::<1>(panel, w, kp / KB, tile.as_mut_ptr());
-                        }
-                    }
+                    // floats (kp / 16 blocks of R rows of 16), w kp * width packed weights,
+                    // tile R * 32 floats.
+                    unsafe { tile_kernel_any(width, &blocks_of, w, tile.as_mut_ptr()) };
                     let positions = R.min(g.n * p - t * R);
                     let b = bias.map(|b| b[first..first + valid].as_ptr());
                     for r in 0..positions {
@@ -111,18 +134,288 @@ pub(super) fn forward(
                         // SAFETY: channels first..first + valid of output pixel t * R + r
                         // (dense channels-last: pixel q at q * o), written by this unit only;
                         // the tile row holds `width` floats.
-                        unsafe {
-                            if width == 32 {
-                                write_row::<2>(row, px, b, valid);
-                            } else {
-                                write_row::<1>(row, px, b, valid);
-                            }
-                        }
+                        unsafe { write_row_any(width, row, px, b, valid) };
                     }
                 }
             }
         }
     });
+}
+
+/// A stride-1, one-group convolution read straight from a zero-padded copy of its input in
+/// blocks of 16 channels, `[n][c / 16][Dp][Hp][Wp][16]` (oneDNN's `nChw16c`, padded, the last
+/// block's missing channels zero): no per-tile packing.
+///
+/// An output position `(z, y, x)` is computed at grid index `t = (z * Hp + y) * Wp + x` of its
+/// sample, as in [`super::grid`]: a tap is a constant pixel offset of the padded plane, and
+/// the 12 positions of a tile are 12 consecutive pixels, 16 floats apart, of each channel
+/// block's plane, so the tile kernel reads them where they lie. Grid columns `x >= O2` (and,
+/// in 3-D, rows `y >= O1`) are computed and dropped. The reduction index is
+/// `k = ((c / 16) * kk + tap) * 16 + c % 16` ([`KOrder::Blocked`]).
+///
+/// Where it pays: packing costs about as much as a tile's products over 16 output channels
+/// (measured: half the kernel's time for 32 output channels), so the grid is chosen while the
+/// work it computes and drops stays below that ([`PaddedGrid::new`]).
+struct PaddedGrid {
+    /// Channel blocks of 16.
+    c16: usize,
+    /// Padded input dims (Dp, Hp, Wp).
+    dims: [usize; 3],
+    /// Pixels of one (sample, channel block) plane.
+    plane: usize,
+    /// Grid positions of a sample up to its last output, `((O0 - 1) * Hp + O1 - 1) * Wp + O2`.
+    span: usize,
+    /// Tiles of a sample.
+    tiles: usize,
+    /// Each tap's pixel offset in a plane.
+    taps: Vec<usize>,
+}
+
+/// Elements of the blocked copy made per chunk of samples (8 MB of f32).
+const GRID_CHUNK_ELEMENTS: usize = 1 << 21;
+
+impl PaddedGrid {
+    /// The grid of `g` where it applies and pays.
+    fn new(g: &Geometry) -> Option<Self> {
+        Self::layout(g).filter(|grid| grid.pays(g))
+    }
+
+    /// Whether the grid costs less than packing, in multiply-adds per 16 output channels: it
+    /// computes `tiles * R` positions of `c16 * 16 * kk` and copies the padded input once;
+    /// packing computes the outputs' packed `k`s and copies each of them once per position.
+    /// A copied float costs about one multiply-add of a 16-channel block (measured: packing
+    /// took half the kernel's time for 32 output channels), hence the `16 / og` weights.
+    /// Measured grid/packed, 2 threads: [32,16,32,32]->32 3x3 0.83; [8,64,16,16]->64 0.91;
+    /// [1,64,56,56]->64 0.96; [16,128,28,28]->128 0.84; but [8,128,8,8]->128 1.13 (grid
+    /// columns 2 of 10) and [8,64,16,16]->256 1x1 1.11, which this model sends to packing.
+    fn pays(&self, g: &Geometry) -> bool {
+        let (kk, copy) = (g.kk(), KB as f64 / g.og() as f64);
+        let lanes = self.c16 * KB;
+        let grid = (self.tiles * R * lanes * kk) as f64 + (self.plane * lanes) as f64 * copy;
+        let packed = (g.op() * (g.c * kk).next_multiple_of(KB)) as f64 * (1.0 + copy);
+        grid <= packed
+    }
+
+    /// The grid of `g` if it applies: stride 1, one group, no negative padding.
+    fn layout(g: &Geometry) -> Option<Self> {
+        if g.groups != 1
+            || g.stride != [1, 1, 1]
+            || g.padding.iter().any(|&p| p < 0)
+            || g.ksp.contains(&0)
+            || g.osp.contains(&0)
+        {
+            return None;
+        }
+        let dims: [usize; 3] = std::array::from_fn(|i| g.isp[i] + 2 * g.padding[i] as usize);
+        // At stride 1 the outputs' taps read exactly the padded input.
+        if (0..3).any(|i| dims[i] != g.osp[i] + g.dilation[i] as usize * (g.ksp[i] - 1)) {
+            return None;
+        }
+        let [o0, o1, o2] = g.osp;
+        let (c16, kk) = (g.c.div_ceil(KB), g.kk());
+        let span = ((o0 - 1) * dims[1] + o1 - 1) * dims[2] + o2;
+        let tiles = span.div_ceil(R);
+        let [_, kh, kw] = g.ksp;
+        let d = g.dilation.map(|v| v as usize);
+        let taps = (0..kk)
+            .map(|t| {
+                let (a, b, e) = (t / (kh * kw), t / kw % kh, t % kw);
+                (a * d[0] * dims[1] + b * d[1]) * dims[2] + e * d[2]
+            })
+            .collect();
+        Some(PaddedGrid {
+            c16,
+            dims,
+            plane: dims.iter().product(),
+            span,
+            tiles,
+            taps,
+        })
+    }
+
+    /// Floats of one sample's copy.
+    fn sample_len(&self) -> usize {
+        self.c16 * self.plane * KB
+    }
+
+    /// The output pixels (of their sample) that grid positions `t0..t0 + R` compute, if any:
+    /// one division, then counted up.
+    fn pixels(&self, g: &Geometry, t0: usize) -> [Option<usize>; R] {
+        let [_, hp, wp] = self.dims;
+        let [_, o1, o2] = g.osp;
+        let (mut x, rest) = (t0 % wp, t0 / wp);
+        let (mut y, mut z) = (rest % hp, rest / hp);
+        std::array::from_fn(|r| {
+            if r > 0 {
+                x += 1;
+                if x == wp {
+                    x = 0;
+                    y += 1;
+                    if y == hp {
+                        y = 0;
+                        z += 1;
+                    }
+                }
+            }
+            (t0 + r < self.span && x < o2 && y < o1).then(|| (z * o1 + y) * o2 + x)
+        })
+    }
+}
+
+/// [`forward`] on the blocked grid ([`PaddedGrid`]).
+fn forward_grid(
+    g: &Geometry,
+    grid: &PaddedGrid,
+    out: &TensorMut,
+    input: &TensorRef,
+    weight: &TensorRef,
+    bias: Option<&[f32]>,
+) {
+    let (og, kk, p) = (g.og(), g.kk(), g.op());
+    let kp = grid.c16 * kk * KB;
+    let bl = Blocks::new(og, kp);
+    let wp = pack_weights(g, weight, &bl, KOrder::Blocked);
+    let per_unit_blocks = (UNIT_WEIGHTS / (kp * 32)).clamp(1, bl.list.len());
+    let block_runs = bl.list.len().div_ceil(per_unit_blocks);
+    let chunk = (GRID_CHUNK_ELEMENTS / grid.sample_len()).clamp(1, g.n);
+    let threads = crate::runtime::pool::num_threads().max(1);
+    let outp = SendPtr::<f32>::of(out.ptr);
+    let wpp = SendPtr::of(wp.as_ptr() as *mut f32);
+    // R pixels of slack after the last sample: a last tile's dropped positions read past it.
+    with_scratch(chunk * grid.sample_len() + R * KB, |xp: &mut [f32]| {
+        let xpp = SendPtr::new(xp.as_mut_ptr());
+        for s0 in (0..g.n).step_by(chunk) {
+            let samples = chunk.min(g.n - s0);
+            xp[samples * grid.sample_len()..][..R * KB].fill(0.0);
+            let rows = grid.dims[0] * grid.dims[1];
+            parallel_for(samples * rows, 1, &|i0, i1| {
+                for i in i0..i1 {
+                    let (ns, row) = (i / rows, i % rows);
+                    // SAFETY: the CPU has AVX-512 (applies); row `row` of every channel block
+                    // of sample ns's copy, written by this task only.
+                    unsafe {
+                        copy_grid_row(
+                            g,
+                            grid,
+                            input,
+                            s0 + ns,
+                            row,
+                            xpp.at((ns * grid.sample_len()) as isize),
+                        )
+                    };
+                }
+            });
+            let tiles = samples * grid.tiles;
+            let run = (tiles / (8 * threads)).clamp(1, 8);
+            let tile_runs = tiles.div_ceil(run);
+            parallel_for(block_runs * tile_runs, 1, &|u0, u1| {
+                let mut tile = [0f32; R * 32];
+                let mut blocks_of = Vec::with_capacity(kp / KB);
+                for u in u0..u1 {
+                    let (br, tr) = (u / tile_runs, u % tile_runs);
+                    let t0 = tr * run;
+                    let t1 = (t0 + run).min(tiles);
+                    for (bi, &(b0, width)) in bl
+                        .list
+                        .iter()
+                        .enumerate()
+                        .skip(br * per_unit_blocks)
+                        .take(per_unit_blocks)
+                    {
+                        let w = wpp.at(bl.at[bi] as isize) as *const f32;
+                        let valid = width.min(og - b0);
+                        let b = bias.map(|b| b[b0..b0 + valid].as_ptr());
+                        for t in t0..t1 {
+                            let (ns, first) = (t / grid.tiles, t % grid.tiles * R);
+                            let sample = xpp.at((ns * grid.sample_len()) as isize) as *const f32;
+                            blocks_of.clear();
+                            for cb in 0..grid.c16 {
+                                let at = sample.wrapping_add((cb * grid.plane + first) * KB);
+                                blocks_of
+                                    .extend(grid.taps.iter().map(|&o| at.wrapping_add(o * KB)));
+                            }
+                            // SAFETY: the CPU has AVX-512 (applies); each block pointer has R
+                            // pixels of 16 floats in the copy (its slack past the last sample),
+                            // w kp * width packed weights, tile R * 32 floats.
+                            unsafe { tile_kernel_any(width, &blocks_of, w, tile.as_mut_ptr()) };
+                            for (r, q) in grid.pixels(g, first).into_iter().enumerate() {
+                                let Some(q) = q else { continue };
+                                let px = outp.at((((s0 + ns) * p + q) * g.o + b0) as isize);
+                                // SAFETY: channels b0..b0 + valid of an output pixel (dense
+                                // channels-last), written by this unit only; the tile row
+                                // holds `width` floats.
+                                unsafe {
+                                    write_row_any(width, tile[r * width..].as_ptr(), px, b, valid)
+                                };
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// Writes padded row `row` (`zp * Hp + yp`) of every channel block of sample `n`'s blocked
+/// copy at `dst` ([`PaddedGrid`]): zeros where it is padding, else the input's pixels.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `dst` must be writable for one sample's copy, whose row
+/// `row` nobody else accesses meanwhile.
+#[target_feature(enable = "avx512f")]
+unsafe fn copy_grid_row(
+    g: &Geometry,
+    grid: &PaddedGrid,
+    input: &TensorRef,
+    n: usize,
+    row: usize,
+    dst: *mut f32,
+) {
+    let [_, hp, wp] = grid.dims;
+    let pad = g.padding.map(|v| v as usize);
+    let (z, y) = (
+        (row / hp) as isize - pad[0] as isize,
+        (row % hp) as isize - pad[1] as isize,
+    );
+    let inside = (0..g.isp[0] as isize).contains(&z) && (0..g.isp[1] as isize).contains(&y);
+    let xs = &input.strides;
+    let width = g.isp[2];
+    for cb in 0..grid.c16 {
+        let line = dst.wrapping_add((cb * grid.plane + row * wp) * KB);
+        if !inside {
+            // SAFETY: this row of block cb (the caller's contract).
+            unsafe { line.write_bytes(0, wp * KB) };
+            continue;
+        }
+        // SAFETY: as above: the left and right padding of the row.
+        unsafe {
+            line.write_bytes(0, pad[2] * KB);
+            line.add((pad[2] + width) * KB)
+                .write_bytes(0, (wp - pad[2] - width) * KB);
+        }
+        let lanes = KB.min(g.c - cb * KB);
+        let mask: __mmask16 = if lanes == KB { !0 } else { (1u16 << lanes) - 1 };
+        let src = (input.ptr as *const f32).wrapping_offset(
+            n as isize * xs[0] + z * xs[2] + y * xs[3] + (cb * KB) as isize * xs[1],
+        );
+        for x in 0..width {
+            let px = src.wrapping_offset(x as isize * xs[4]);
+            let v = if xs[1] == 1 {
+                // SAFETY: `lanes` channels of input pixel (n, z, y, x).
+                unsafe { _mm512_maskz_loadu_ps(mask, px) }
+            } else {
+                let mut v = [0f32; KB];
+                for (c, v) in v.iter_mut().enumerate().take(lanes) {
+                    // SAFETY: channel cb * 16 + c of the pixel.
+                    *v = unsafe { *px.offset(c as isize * xs[1]) };
+                }
+                // SAFETY: 16 floats.
+                unsafe { _mm512_loadu_ps(v.as_ptr()) }
+            };
+            // SAFETY: pixel pad + x of this row of block cb.
+            unsafe { _mm512_storeu_ps(line.add((pad[2] + x) * KB), v) };
+        }
+    }
 }
 
 /// The output-channel blocks of a group: 32-wide while more than 16 channels remain, then one
@@ -154,12 +447,31 @@ impl Blocks {
     }
 }
 
-/// Weights as `[group][block][k][width]` (`k = tap * cg + c`), zero past the group's channels
-/// and past `cg * kk` up to `kp`, in parallel over blocks. A channels-last weight (`[o, tap,
-/// c]` in memory) has its rows in this k order: each block is one transpose; a contiguous one
-/// (`[o, c, tap]`) is transposed, then its rows are put in tap-major order; other strides are
-/// read element by element.
-fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks) -> Vec<f32> {
+/// The order of the reduction index `k` over (input channel `c`, tap `t`) in packed weights.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KOrder {
+    /// `k = t * cg + c`: a tap's channels are one run of a channels-last pixel ([`forward_packed`]).
+    TapMajor,
+    /// `k = ((c / 16) * kk + t) * 16 + c % 16`: the blocked grid's order ([`PaddedGrid`]).
+    Blocked,
+}
+
+impl KOrder {
+    #[inline]
+    fn k(self, c: usize, t: usize, cg: usize, kk: usize) -> usize {
+        match self {
+            KOrder::TapMajor => t * cg + c,
+            KOrder::Blocked => ((c / KB) * kk + t) * KB + c % KB,
+        }
+    }
+}
+
+/// Weights as `[group][block][k][width]` (`k` in `order`), zero past the group's channels and
+/// past the last `k` up to `kp`, in parallel over blocks. A channels-last weight (`[o, tap,
+/// c]` in memory) has its rows in tap-major order: each block is one transpose; a contiguous
+/// one (`[o, c, tap]`) is transposed, then its rows are put in order; other strides are read
+/// element by element.
+fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks, order: KOrder) -> Vec<f32> {
     let (cg, og, kk) = (g.cg(), g.og(), g.kk());
     let ck = cg * kk;
     let ws = &weight.strides;
@@ -169,9 +481,14 @@ fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks) -> Vec<f32> {
             + (t / kw % kh) as isize * ws[3]
             + (t % kw) as isize * ws[4]
     };
-    // Offset of element k (tap-major) of row 0, if the rows are dense in that order.
+    // Whether each row holds its (c, tap) elements densely in tap-major order (a
+    // channels-last weight), and whether that is `order` (blocked order is when a group has
+    // 16 channels).
     let tap_major = ws[1] == 1 && (0..kk).all(|t| tap_at(t) == (t * cg) as isize);
+    let in_order = tap_major && (order == KOrder::TapMajor || cg == KB);
     let contiguous = weight.is_contiguous();
+    // Row of the transposed block that holds element (c, t).
+    let turned_row = |c: usize, t: usize| if tap_major { t * cg + c } else { c * kk + t };
     let (blocks, block_at, group_len, kp) = (&bl.list, &bl.at, bl.group_len, bl.kp);
     let mut wp = vec![0f32; g.groups * group_len];
     let wpp = SendPtr::new(wp.as_mut_ptr());
@@ -190,13 +507,13 @@ fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks) -> Vec<f32> {
                 turned.resize(ck * width, 0.0);
                 // SAFETY: `width` rows of ck dense weights, ws[0] apart.
                 unsafe { transpose_into(first, ws[0], width, ck, &mut turned, false) };
-                if tap_major {
+                if in_order {
                     dst[..ck * width].copy_from_slice(&turned);
                 } else {
                     for c in 0..cg {
                         for t in 0..kk {
-                            dst[(t * cg + c) * width..][..width]
-                                .copy_from_slice(&turned[(c * kk + t) * width..][..width]);
+                            dst[order.k(c, t, cg, kk) * width..][..width]
+                                .copy_from_slice(&turned[turned_row(c, t) * width..][..width]);
                         }
                     }
                 }
@@ -207,7 +524,7 @@ fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks) -> Vec<f32> {
                 for c in 0..cg {
                     for t in 0..kk {
                         // SAFETY: element (o0 + j, c, tap t) of the weight.
-                        dst[(t * cg + c) * width + j] =
+                        dst[order.k(c, t, cg, kk) * width + j] =
                             unsafe { *row.offset(c as isize * ws[1] + tap_at(t)) };
                     }
                 }
@@ -344,6 +661,28 @@ unsafe fn put(panel: *mut f32, r: usize, k: usize, src: Option<*const f32>, len:
     }
 }
 
+/// [`write_row`] for a block of `width` (16 or 32) output channels.
+///
+/// # Safety
+/// As [`write_row`].
+#[inline]
+unsafe fn write_row_any(
+    width: usize,
+    row: *const f32,
+    dst: *mut f32,
+    bias: Option<*const f32>,
+    valid: usize,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if width == 32 {
+            write_row::<2>(row, dst, bias, valid);
+        } else {
+            write_row::<1>(row, dst, bias, valid);
+        }
+    }
+}
+
 /// Row `r` of a tile (`16V` floats a row) plus `bias` into `valid <= 16V` channels at `dst`.
 ///
 /// # Safety
@@ -373,23 +712,35 @@ unsafe fn write_row<const V: usize>(
     }
 }
 
-/// `tile[r * 16V + j] = sum_k w[k * 16V + j] * a[(k / 16) * 16R + r * 16 + k % 16]` for
-/// `r < R`, `j < 16V`, over `kblocks * 16` k's.
+/// [`tile_kernel`] for a block of `width` (16 or 32) output channels.
 ///
 /// # Safety
-/// The CPU must support AVX-512F; `a` must hold `kblocks * 16 * R` floats, `w`
-/// `kblocks * 16 * 16V` and `tile` `R * 16V`.
+/// As [`tile_kernel`].
+#[inline]
+unsafe fn tile_kernel_any(width: usize, a: &[*const f32], w: *const f32, tile: *mut f32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if width == 32 {
+            tile_kernel::<2>(a, w, tile);
+        } else {
+            tile_kernel::<1>(a, w, tile);
+        }
+    }
+}
+
+/// `tile[r * 16V + j] = sum_k w[k * 16V + j] * a[k / 16][r * 16 + k % 16]` for `r < R`,
+/// `j < 16V`, over `a.len() * 16` k's: `a` holds one pointer per block of 16 k's, to `R` rows
+/// of 16 floats (a packed panel's block, or 12 consecutive pixels of the blocked grid).
+///
+/// # Safety
+/// The CPU must support AVX-512F; each `a[kb]` must be readable for `16R` floats, `w` for
+/// `a.len() * 16 * 16V` and `tile` writable for `R * 16V`.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_kernel<const V: usize>(
-    a: *const f32,
-    w: *const f32,
-    kblocks: usize,
-    tile: *mut f32,
-) {
+unsafe fn tile_kernel<const V: usize>(a: &[*const f32], w: *const f32, tile: *mut f32) {
     let mut acc = [[_mm512_setzero_ps(); V]; R];
-    for kb in 0..kblocks {
-        // SAFETY: block kb of the panel and of the weights (the caller's contract).
-        let (ab, wb) = unsafe { (a.add(kb * R * KB), w.add(kb * KB * 16 * V)) };
+    for (kb, &ab) in a.iter().enumerate() {
+        // SAFETY: block kb of the weights (the caller's contract).
+        let wb = unsafe { w.add(kb * KB * 16 * V) };
         for kk in 0..KB {
             let mut wv = [_mm512_setzero_ps(); V];
             for (v, x) in wv.iter_mut().enumerate() {
@@ -397,7 +748,7 @@ unsafe fn tile_kernel<const V: usize>(
                 *x = unsafe { _mm512_loadu_ps(wb.add((kk * V + v) * 16)) };
             }
             for (r, row) in acc.iter_mut().enumerate() {
-                // SAFETY: position r's element k of the panel.
+                // SAFETY: row r's element kk of block kb (the caller's contract).
                 let xv = _mm512_set1_ps(unsafe { *ab.add(r * KB + kk) });
                 for (v, acc) in row.iter_mut().enumerate() {
                     *acc = _mm512_fmadd_ps(wv[v], xv, *acc);
@@ -450,6 +801,54 @@ mod tests {
             shape: shape.to_vec().into(),
             strides: strides.into(),
             dtype: DType::F32,
+        }
+    }
+
+    /// The blocked grid gives the packed form's bits (small integers: exact sums in any order)
+    /// with one or several channel blocks, a partial last one, dilation, 3-D, a weight of
+    /// any layout, an input with strided channels, and samples split into chunks.
+    #[test]
+    fn grid_matches_packing() {
+        if simd::level() < 3 {
+            return;
+        }
+        #[rustfmt::skip]
+        let cases: [Case; 6] = [
+            (2, 3, [1, 9, 11], 32, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
+            (3, 20, [1, 10, 9], 48, [1, 3, 3], [1, 1, 1], [0, 2, 1], [1, 2, 1], 1),
+            (2, 16, [3, 5, 6], 16, [2, 3, 3], [1, 1, 1], [1, 1, 0], [2, 1, 1], 1),
+            (4, 40, [1, 4, 4], 64, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
+            (2, 32, [1, 5, 5], 16, [1, 1, 1], [1, 1, 1], [0, 0, 0], [1, 1, 1], 1),
+            (300, 16, [1, 23, 21], 8, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
+        ];
+        for case in cases {
+            let IntCase {
+                xshape,
+                wshape,
+                oshape,
+                params,
+                x,
+                w,
+                b,
+                what,
+            } = int_case(case);
+            let g = Geometry::new(&xshape, &wshape, &oshape, &params).unwrap();
+            let grid = PaddedGrid::layout(&g).expect(&what);
+            let (x_cl, x_st) = to_channels_last(&x.data, &xshape);
+            let (w_cl, w_st) = to_channels_last(&w.data, &wshape);
+            let (_, o_st) = to_channels_last(&vec![0.0; oshape.iter().product()], &oshape);
+            let mut want = vec![f32::NAN; oshape.iter().product()];
+            let xr = view(&x_cl, &xshape, &x_st);
+            let out = view_mut(&mut want, &oshape, &o_st);
+            forward_packed(&g, &out, &xr, &w.r(), Some(&b.data));
+            for xr in [x.r(), view(&x_cl, &xshape, &x_st)] {
+                for wr in [w.r(), view(&w_cl, &wshape, &w_st)] {
+                    let mut got = vec![f32::NAN; want.len()];
+                    let out = view_mut(&mut got, &oshape, &o_st);
+                    forward_grid(&g, &grid, &out, &xr, &wr, Some(&b.data));
+                    assert_eq!(got, want, "{what}");
+                }
+            }
         }
     }
 
