@@ -19,6 +19,8 @@ mod depthwise;
 mod direct;
 mod grid;
 #[cfg(target_arch = "x86_64")]
+mod grid_weight;
+#[cfg(target_arch = "x86_64")]
 mod packed;
 
 use super::core::gemm::{gemm_raw, GemmElem, Mat};
@@ -1108,6 +1110,17 @@ pub fn conv_backward_weight(
     )?;
     let go_layout =
         grad_output.is_contiguous() || is_channels_last(&grad_output.shape, &grad_output.strides);
+    #[cfg(target_arch = "x86_64")]
+    if dtype == DType::F32
+        && is_channels_last(&grad_output.shape, &grad_output.strides)
+        && grid_weight::applies(&g)
+        && g.n > 0
+    {
+        if grad_weight.numel() > 0 {
+            grid_weight::weight_gradient(&g, grad_weight, input, grad_output);
+        }
+        return Ok(());
+    }
     #[cfg(target_arch = "x86_64")]
     if dtype == DType::F32 && go_layout && direct::applies(&g) && g.n > 0 {
         if grad_weight.numel() > 0 {

@@ -35,7 +35,7 @@ use std::arch::x86_64::*;
 const R: usize = 12;
 
 /// Reduction indices per packed block.
-const KB: usize = 16;
+pub(super) const KB: usize = 16;
 
 /// Packed weights of the channel blocks one work unit multiplies (512 KB of f32: the blocks
 /// stay in a core's L2 while the unit's panels pass over them).
@@ -156,19 +156,19 @@ fn forward_packed(
 /// Where it pays: packing costs about as much as a tile's products over 16 output channels
 /// (measured: half the kernel's time for 32 output channels), so the grid is chosen while the
 /// work it computes and drops stays below that ([`PaddedGrid::new`]).
-struct PaddedGrid {
+pub(super) struct PaddedGrid {
     /// Channel blocks of 16.
-    c16: usize,
+    pub c16: usize,
     /// Padded input dims (Dp, Hp, Wp).
-    dims: [usize; 3],
+    pub dims: [usize; 3],
     /// Pixels of one (sample, channel block) plane.
-    plane: usize,
+    pub plane: usize,
     /// Grid positions of a sample up to its last output, `((O0 - 1) * Hp + O1 - 1) * Wp + O2`.
     span: usize,
     /// Tiles of a sample.
     tiles: usize,
     /// Each tap's pixel offset in a plane.
-    taps: Vec<usize>,
+    pub taps: Vec<usize>,
 }
 
 /// Elements of the blocked copy made per chunk of samples (8 MB of f32).
@@ -197,7 +197,7 @@ impl PaddedGrid {
     }
 
     /// The grid of `g` if it applies: stride 1, one group, no negative padding.
-    fn layout(g: &Geometry) -> Option<Self> {
+    pub(super) fn layout(g: &Geometry) -> Option<Self> {
         if g.groups != 1
             || g.stride != [1, 1, 1]
             || g.padding.iter().any(|&p| p < 0)
@@ -234,7 +234,7 @@ impl PaddedGrid {
     }
 
     /// Floats of one sample's copy.
-    fn sample_len(&self) -> usize {
+    pub(super) fn sample_len(&self) -> usize {
         self.c16 * self.plane * KB
     }
 
@@ -363,7 +363,7 @@ fn forward_grid(
 /// The CPU must support AVX-512F; `dst` must be writable for one sample's copy, whose row
 /// `row` nobody else accesses meanwhile.
 #[target_feature(enable = "avx512f")]
-unsafe fn copy_grid_row(
+pub(super) unsafe fn copy_grid_row(
     g: &Geometry,
     grid: &PaddedGrid,
     input: &TensorRef,
@@ -861,7 +861,10 @@ mod tests {
             return;
         }
         #[rustfmt::skip]
-        let cases: [Case; 9] = [
+        let cases: [Case; 12] = [
+            (3, 20, [1, 10, 9], 48, [1, 3, 3], [1, 1, 1], [0, 2, 1], [1, 2, 1], 1),
+            (2, 16, [3, 6, 8], 16, [2, 3, 3], [1, 1, 1], [1, 1, 0], [2, 1, 1], 1),
+            (40, 16, [1, 23, 21], 32, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
             (2, 3, [1, 9, 11], 32, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
             (3, 16, [1, 10, 9], 48, [1, 3, 3], [1, 2, 2], [0, 1, 1], [1, 1, 1], 1),
             (1, 4, [1, 7, 12], 20, [1, 3, 5], [1, 2, 3], [0, 2, 1], [1, 2, 1], 1),

@@ -1,0 +1,237 @@
+//! Channels-last float32 weight gradient of stride-1, one-group convolutions on AVX-512 CPUs:
+//! the output gradient read where it lies, the input from its 16-channel-blocked padded copy
+//! ([`PaddedGrid`], as the forward's).
+//!
+//! `grad_weight[o][k] = sum over samples and output pixels of grad_output[pixel][o] *
+//! x[pixel + tap][c]` for `k = (c, tap)` in the grid's blocked order. Along an output row the
+//! pixels are consecutive in both operands: a channels-last gradient's pixel holds its `O`
+//! channels in one run, and the copy's pixel its 16 channels of a block, so a register tile
+//! of 32 output channels x 12 columns does 24 FMAs per pixel from 2 vector loads and 12
+//! broadcasts, at constant offsets, with no dropped grid columns and no copy of the gradient
+//! (the planar kernel, `super::direct`, transposed both operands first).
+//!
+//! Samples are cut into chunks by size alone (their gradient and copy in about 1 MB); each
+//! (chunk, tile) sums its pixels in order into the chunk's partial gradient, and the partials
+//! are added in chunk order: the bits do not depend on the thread count.
+
+// The AVX-512 intrinsics are stable since Rust 1.89 (see gemm/bf16/microkernel.rs).
+#![allow(clippy::incompatible_msrv)]
+
+use super::packed::{copy_grid_row, PaddedGrid, KB};
+use super::{direct, Geometry};
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::scratch::with_scratch2;
+use crate::tensor::{TensorMut, TensorRef};
+use std::arch::x86_64::*;
+
+/// Columns (`k`s) of the register tile.
+const W: usize = 12;
+
+/// Bytes of gradient and input copy a chunk of samples aims for: every tile of the chunk
+/// passes over them, so they should stay in a core's L2.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Floats of partial gradients at most (16 MB): chunks grow beyond [`CHUNK_BYTES`] to keep
+/// their partials below this.
+const PARTIAL_FLOATS: usize = 1 << 22;
+
+/// Whether [`weight_gradient`] takes this float32 weight gradient: the direct kernel's
+/// shapes ([`direct::applies`]), stride 1 and one group (the grid), and a dense
+/// channels-last output gradient (the caller checks that).
+pub(super) fn applies(g: &Geometry) -> bool {
+    direct::applies(g) && PaddedGrid::layout(g).is_some()
+}
+
+/// `grad_weight = sum over samples and pixels of grad_output x input` ([`applies`] holds;
+/// `grad_weight` contiguous and overwritten, `grad_output` dense channels-last, `input` any
+/// strides).
+pub(super) fn weight_gradient(
+    g: &Geometry,
+    grad_weight: &TensorMut,
+    input: &TensorRef,
+    grad_output: &TensorRef,
+) {
+    let Some(grid) = PaddedGrid::layout(g) else {
+        unreachable!("grid_weight::weight_gradient without its grid (applies)");
+    };
+    let (o, kk, p) = (g.o, g.kk(), g.op());
+    let kp = grid.c16 * KB * kk;
+    let per_sample = (p * o + grid.sample_len()) * 4;
+    let mut spc = (CHUNK_BYTES / per_sample).clamp(1, g.n);
+    spc = spc.max(g.n.div_ceil((PARTIAL_FLOATS / (o * kp)).max(1)));
+    let chunks = g.n.div_ceil(spc);
+    let (otiles, ctiles) = (o.div_ceil(32), kp.div_ceil(W));
+    let mut cols = vec![0usize; kp];
+    for (k, col) in cols.iter_mut().enumerate() {
+        let (cb, tap, c) = (k / (KB * kk), k / KB % kk, k % KB);
+        *col = (cb * grid.plane + grid.taps[tap]) * KB + c;
+    }
+    let go = SendPtr::<f32>::of(grad_output.ptr);
+    with_scratch2(
+        g.n * grid.sample_len(),
+        chunks * o * kp,
+        |xs: &mut [f32], partial: &mut [f32]| {
+            let xsp = SendPtr::new(xs.as_mut_ptr());
+            let rows = grid.dims[0] * grid.dims[1];
+            parallel_for(g.n * rows, 1, &|i0, i1| {
+                for i in i0..i1 {
+                    let (n, row) = (i / rows, i % rows);
+                    // SAFETY: the CPU has AVX-512 (applies); row `row` of sample n's copy,
+                    // written by this task only.
+                    unsafe {
+                        copy_grid_row(
+                            g,
+                            &grid,
+                            input,
+                            n,
+                            row,
+                            xsp.at((n * grid.sample_len()) as isize),
+                        )
+                    };
+                }
+            });
+            let pp = SendPtr::new(partial.as_mut_ptr());
+            parallel_for(chunks * otiles * ctiles, 1, &|u0, u1| {
+                let mut sums = [[0f32; 32]; W];
+                for u in u0..u1 {
+                    let (chunk, rest) = (u / (otiles * ctiles), u % (otiles * ctiles));
+                    let (ot, ct) = (rest / ctiles, rest % ctiles);
+                    let o0 = ot * 32;
+                    let lanes = (o - o0).min(32);
+                    let tile_cols: [usize; W] =
+                        std::array::from_fn(|j| cols[(ct * W + j).min(kp - 1)]);
+                    let n0 = chunk * spc;
+                    let n1 = (n0 + spc).min(g.n);
+                    // SAFETY: the CPU has AVX-512 (applies); the copy holds samples n0..n1 and
+                    // every column read; the gradient is dense channels-last, `lanes` channels
+                    // from o0 on.
+                    unsafe {
+                        if lanes > 16 {
+                            tile::<2>(
+                                g,
+                                &grid,
+                                xsp.get(),
+                                &tile_cols,
+                                go.get(),
+                                o0,
+                                lanes,
+                                n0,
+                                n1,
+                                &mut sums,
+                            )
+                        } else {
+                            tile::<1>(
+                                g,
+                                &grid,
+                                xsp.get(),
+                                &tile_cols,
+                                go.get(),
+                                o0,
+                                lanes,
+                                n0,
+                                n1,
+                                &mut sums,
+                            )
+                        }
+                    }
+                    for (j, col) in sums.iter().enumerate() {
+                        let k = ct * W + j;
+                        if k >= kp {
+                            break;
+                        }
+                        for (l, &v) in col.iter().enumerate().take(lanes) {
+                            // SAFETY: element (o0 + l, k) of this chunk's partial, written by
+                            // this unit only.
+                            unsafe { *pp.at(((chunk * o + o0 + l) * kp + k) as isize) = v };
+                        }
+                    }
+                }
+            });
+            // Partials added in chunk order, into the contiguous [o, c, taps] gradient.
+            let (c, gw) = (g.c, SendPtr::<f32>::of(grad_weight.ptr));
+            let partial = &*partial;
+            parallel_for(o, 1, &|o0, o1| {
+                for oi in o0..o1 {
+                    for ci in 0..c {
+                        for t in 0..kk {
+                            let k = ((ci / KB) * kk + t) * KB + ci % KB;
+                            let mut v = partial[oi * kp + k];
+                            for ch in 1..chunks {
+                                v += partial[(ch * o + oi) * kp + k];
+                            }
+                            // SAFETY: element (oi, ci, t) of the contiguous gradient, written
+                            // by this task only.
+                            unsafe { *gw.at(((oi * c + ci) * kk + t) as isize) = v };
+                        }
+                    }
+                }
+            });
+        },
+    );
+}
+
+/// `sums[j][l] = sum over samples n0..n1 and output pixels q of
+/// go[(n * p + q) * o + o0 + l] * xs[n * sample + cols[j] + 16 * grid(q)]` for `l < lanes`, in
+/// order of n and q, where `grid(q)` is pixel q's grid index (rows read pixel by pixel).
+///
+/// # Safety
+/// The CPU must support AVX-512F; `xs` must hold the copies of samples `n0..n1` (and every
+/// column's pixels), `go` the dense channels-last gradient, `lanes <= 16 V`.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile<const V: usize>(
+    g: &Geometry,
+    grid: &PaddedGrid,
+    xs: *const f32,
+    cols: &[usize; W],
+    go: *const f32,
+    o0: usize,
+    lanes: usize,
+    n0: usize,
+    n1: usize,
+    sums: &mut [[f32; 32]; W],
+) {
+    let [o_0, o1, o2] = g.osp;
+    let [_, hp, wp] = grid.dims;
+    let o = g.o;
+    let masks: [__mmask16; V] = std::array::from_fn(|v| {
+        let n = lanes.saturating_sub(16 * v).min(16);
+        if n == 16 {
+            !0
+        } else {
+            (1u16 << n) - 1
+        }
+    });
+    let mut acc = [[_mm512_setzero_ps(); V]; W];
+    for n in n0..n1 {
+        let sample = xs.wrapping_add(n * grid.sample_len());
+        for z in 0..o_0 {
+            for y in 0..o1 {
+                let xrow = sample.wrapping_add((z * hp + y) * wp * KB);
+                let xr: [*const f32; W] = std::array::from_fn(|j| xrow.wrapping_add(cols[j]));
+                let mut gr = go.wrapping_add((((n * o_0 + z) * o1 + y) * o2) * o + o0);
+                for x in 0..o2 {
+                    let mut gv = [_mm512_setzero_ps(); V];
+                    for (v, gv) in gv.iter_mut().enumerate() {
+                        // SAFETY: `lanes` channels from o0 of output pixel (n, z, y, x).
+                        *gv = unsafe { _mm512_maskz_loadu_ps(masks[v], gr.add(16 * v)) };
+                    }
+                    for j in 0..W {
+                        // SAFETY: column j's element at grid pixel (z, y, x) of sample n.
+                        let xv = _mm512_set1_ps(unsafe { *xr[j].add(x * KB) });
+                        for v in 0..V {
+                            acc[j][v] = _mm512_fmadd_ps(gv[v], xv, acc[j][v]);
+                        }
+                    }
+                    gr = gr.wrapping_add(o);
+                }
+            }
+        }
+    }
+    for (col, row) in sums.iter_mut().zip(&acc) {
+        for (v, a) in row.iter().enumerate() {
+            // SAFETY: 16 floats of the column's 32.
+            unsafe { _mm512_storeu_ps(col.as_mut_ptr().add(16 * v), *a) };
+        }
+    }
+}
