@@ -26,7 +26,7 @@ mod packed;
 use super::core::gemm::{gemm_raw, GemmElem, Mat};
 use super::core::parallel::{parallel_for, SendPtr};
 use super::core::scratch::{with_scratch, with_scratch2};
-use super::core::transpose::transpose;
+use super::core::transpose::{transpose, transpose_into};
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::core::copy::copy;
@@ -469,13 +469,40 @@ fn contiguous(t: &TensorRef) -> (Vec<u64>, TensorRef) {
     (buf, dense.as_ref())
 }
 
-/// A dense channels-last copy of the 5-D `t` in a temporary.
+/// A dense channels-last copy of the 5-D `t` in a temporary: a contiguous float32 `t` one
+/// transpose per sample (the elementwise copy took 0.5 ms for a [32,32,32,32] gradient, as
+/// long as the weight gradient it fed), anything else through `copy`.
 #[cfg(target_arch = "x86_64")]
 fn channels_last(t: &TensorRef) -> (Vec<u64>, TensorRef) {
-    let [c, d, h, w] = [t.shape[1], t.shape[2], t.shape[3], t.shape[4]];
+    let [n, c, d, h, w] = [t.shape[0], t.shape[1], t.shape[2], t.shape[3], t.shape[4]];
     let strides = [d * h * w * c, 1, h * w * c, w * c, c].map(|s| s as isize);
     let (buf, dense) = temporary(t, strides.to_vec().into());
-    copy(&dense, t).expect("same shape and dtype");
+    if t.dtype != DType::F32 || !t.is_contiguous() {
+        copy(&dense, t).expect("same shape and dtype");
+        return (buf, dense.as_ref());
+    }
+    let (p, src, dst) = (
+        d * h * w,
+        SendPtr::<f32>::of(t.ptr),
+        SendPtr::<f32>::of(dense.ptr),
+    );
+    parallel_for(n, 1, &|n0, n1| {
+        for i in n0..n1 {
+            // SAFETY: sample i's [c, p] block of the contiguous `t`, and its [p, c] block of
+            // the temporary, written by this task only.
+            unsafe {
+                let out = dst.slice_mut(i * c * p, c * p);
+                transpose_into(
+                    src.at((i * c * p) as isize) as *const f32,
+                    p as isize,
+                    c,
+                    p,
+                    out,
+                    false,
+                )
+            };
+        }
+    });
     (buf, dense.as_ref())
 }
 
@@ -1111,13 +1138,17 @@ pub fn conv_backward_weight(
     let go_layout =
         grad_output.is_contiguous() || is_channels_last(&grad_output.shape, &grad_output.strides);
     #[cfg(target_arch = "x86_64")]
-    if dtype == DType::F32
-        && is_channels_last(&grad_output.shape, &grad_output.strides)
-        && grid_weight::applies(&g)
-        && g.n > 0
-    {
+    if dtype == DType::F32 && go_layout && grid_weight::applies(&g) && g.n > 0 {
         if grad_weight.numel() > 0 {
-            grid_weight::weight_gradient(&g, grad_weight, input, grad_output);
+            if is_channels_last(&grad_output.shape, &grad_output.strides) {
+                grid_weight::weight_gradient(&g, grad_weight, input, grad_output);
+            } else {
+                // A contiguous gradient is transposed to channels-last first (NCHW, measured
+                // against the direct kernel: 0.68-1.00 of its time over 9 resnet/unet-sized
+                // shapes; 2.34 -> 1.88 ms for [32,16,32,32] 3x3 to 32 channels).
+                let (_keep, go) = channels_last(grad_output);
+                grid_weight::weight_gradient(&g, grad_weight, input, &go);
+            }
         }
         return Ok(());
     }

@@ -398,6 +398,16 @@ pub(super) unsafe fn copy_grid_row(
         let src = (input.ptr as *const f32).wrapping_offset(
             n as isize * xs[0] + z * xs[2] + y * xs[3] + (cb * KB) as isize * xs[1],
         );
+        if xs[1] != 1 && xs[4] == 1 && lanes == KB {
+            // A contiguous input's block: 16 rows of `width` pixels, transposed.
+            // SAFETY: channels cb * 16.. + 16 of the row's pixels, and the row's pixels of
+            // block cb.
+            unsafe {
+                let out = std::slice::from_raw_parts_mut(line.add(pad[2] * KB), width * KB);
+                transpose_into(src, xs[1], KB, width, out, false);
+            }
+            continue;
+        }
         for x in 0..width {
             let px = src.wrapping_offset(x as isize * xs[4]);
             let v = if xs[1] == 1 {
