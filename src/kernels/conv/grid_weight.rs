@@ -106,38 +106,24 @@ pub(super) fn weight_gradient(
                         std::array::from_fn(|j| cols[(ct * W + j).min(kp - 1)]);
                     let n0 = chunk * spc;
                     let n1 = (n0 + spc).min(g.n);
+                    let tile: Tile = if lanes > 16 { tile::<2> } else { tile::<1> };
                     // SAFETY: the CPU has AVX-512 (applies); the copy holds samples n0..n1 and
                     // every column read; the gradient is dense channels-last, `lanes` channels
                     // from o0 on.
                     unsafe {
-                        if lanes > 16 {
-                            tile::<2>(
-                                g,
-                                &grid,
-                                xsp.get(),
-                                &tile_cols,
-                                go.get(),
-                                o0,
-                                lanes,
-                                n0,
-                                n1,
-                                &mut sums,
-                            )
-                        } else {
-                            tile::<1>(
-                                g,
-                                &grid,
-                                xsp.get(),
-                                &tile_cols,
-                                go.get(),
-                                o0,
-                                lanes,
-                                n0,
-                                n1,
-                                &mut sums,
-                            )
-                        }
-                    }
+                        tile(
+                            g,
+                            &grid,
+                            xsp.get(),
+                            &tile_cols,
+                            go.get(),
+                            o0,
+                            lanes,
+                            n0,
+                            n1,
+                            &mut sums,
+                        )
+                    };
                     for (j, col) in sums.iter().enumerate() {
                         let k = ct * W + j;
                         if k >= kp {
@@ -173,6 +159,20 @@ pub(super) fn weight_gradient(
         },
     );
 }
+
+/// [`tile`] for one number of channel vectors.
+type Tile = unsafe fn(
+    &Geometry,
+    &PaddedGrid,
+    *const f32,
+    &[usize; W],
+    *const f32,
+    usize,
+    usize,
+    usize,
+    usize,
+    &mut [[f32; 32]; W],
+);
 
 /// `sums[j][l] = sum over samples n0..n1 and output pixels q of
 /// go[(n * p + q) * o + o0 + l] * xs[n * sample + cols[j] + 16 * grid(q)]` for `l < lanes`, in
