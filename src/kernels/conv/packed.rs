@@ -832,32 +832,33 @@ mod tests {
             (300, 16, [1, 23, 21], 8, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
         ];
         for case in cases {
-            let IntCase {
-                xshape,
-                wshape,
-                oshape,
-                params,
-                x,
-                w,
-                b,
-                what,
-            } = int_case(case);
-            let g = Geometry::new(&xshape, &wshape, &oshape, &params).unwrap();
-            let grid = PaddedGrid::layout(&g).expect(&what);
-            let (x_cl, x_st) = to_channels_last(&x.data, &xshape);
-            let (w_cl, w_st) = to_channels_last(&w.data, &wshape);
-            let (_, o_st) = to_channels_last(&vec![0.0; oshape.iter().product()], &oshape);
-            let mut want = vec![f32::NAN; oshape.iter().product()];
-            let xr = view(&x_cl, &xshape, &x_st);
-            let out = view_mut(&mut want, &oshape, &o_st);
-            forward_packed(&g, &out, &xr, &w.r(), Some(&b.data));
-            for xr in [x.r(), view(&x_cl, &xshape, &x_st)] {
-                for wr in [w.r(), view(&w_cl, &wshape, &w_st)] {
-                    let mut got = vec![f32::NAN; want.len()];
-                    let out = view_mut(&mut got, &oshape, &o_st);
-                    forward_grid(&g, &grid, &out, &xr, &wr, Some(&b.data));
-                    assert_eq!(got, want, "{what}");
-                }
+            let c = int_case(case);
+            let g = Geometry::new(&c.xshape, &c.wshape, &c.oshape, &c.params).unwrap();
+            let grid = PaddedGrid::layout(&g).expect(&c.what);
+            let (x_cl, x_st) = to_channels_last(&c.x.data, &c.xshape);
+            let (w_cl, w_st) = to_channels_last(&c.w.data, &c.wshape);
+            let len = c.oshape.iter().product();
+            let (_, o_st) = to_channels_last(&vec![0.0; len], &c.oshape);
+            let x_views = [c.x.r(), view(&x_cl, &c.xshape, &x_st)];
+            let w_views = [c.w.r(), view(&w_cl, &c.wshape, &w_st)];
+            let bias = Some(&c.b.data[..]);
+            let mut want = vec![f32::NAN; len];
+            let out = view_mut(&mut want, &c.oshape, &o_st);
+            forward_packed(&g, &out, &x_views[1], &w_views[0], bias);
+            for (xr, wr) in x_views
+                .iter()
+                .flat_map(|x| w_views.iter().map(move |w| (x, w)))
+            {
+                let mut got = vec![f32::NAN; len];
+                forward_grid(
+                    &g,
+                    &grid,
+                    &view_mut(&mut got, &c.oshape, &o_st),
+                    xr,
+                    wr,
+                    bias,
+                );
+                assert_eq!(got, want, "{}", c.what);
             }
         }
     }
