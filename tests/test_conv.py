@@ -146,6 +146,10 @@ CHANNELS_LAST_CASES = [
     (2, 32, 10, 64, 3, {"stride": 2, "padding": 1}),
     (2, 24, 7, 40, 3, {"padding": 2, "dilation": 2, "groups": 4}),
     (4, 32, 5, 16, 1, {}),
+    # Stride 1, one group: the blocked padded grid (forward, input and weight gradients), with
+    # a partial second block of 16 channels, and with dilation.
+    (4, 20, 12, 48, 3, {"padding": 1}),
+    (2, 16, 16, 32, 3, {"padding": 2, "dilation": 2}),
     (2, 8, 6, 8, 3, {"padding": 1, "groups": 8}),  # depthwise: computed in NCHW, then laid out
 ]
 
