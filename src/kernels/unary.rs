@@ -287,9 +287,18 @@ fn float_unary<F: FloatStore>(
         Acosh => m!(|x| x.acosh_wide()),
         Atanh => m!(|x| x.atanh_accurate()),
         Sigmoid => m!(|x, isa| x.vsigmoid(isa)),
-        // As the CPU: NaN and -0.0 fail `x < 0` and pass through. One compare and a blend, which
-        // the compiler vectorises (the `x > 0 || x.is_nan()` spelling it did not: 2x abs's time).
-        Relu => m!(|x| if x < zero { zero } else { x }),
+        // As the CPU: NaN and -0.0 fail `x < 0` and pass through. Vectorized as a max and a
+        // blend. NaN has an arm of its own (`x + 0` keeps it): where every arm but one returns
+        // `x`, `relu_` writes only the other arm, a conditional store, which AVX2 does with
+        // microcoded `vmaskmovps` (6.3x the CPU's time on a Zen 3). (The `x > 0 || x.is_nan()`
+        // spelling did not vectorize: 2x abs's time.)
+        Relu => m!(|x| if x.is_nan() {
+            x + zero
+        } else if x < zero {
+            zero
+        } else {
+            x
+        }),
         Gelu if pf(p, 0, 0.0) != 0.0 => {
             let k = c((2.0 / std::f64::consts::PI).sqrt());
             let k1 = c(0.044715);
@@ -389,7 +398,14 @@ fn float_unary<F: FloatStore>(
         }
         LeakyRelu => {
             let slope = c(pf(p, 0, 0.01));
-            m!(|x| if x > zero { x } else { x * slope })
+            // NaN in an arm of its own, as Relu's (in place, a conditional store otherwise).
+            m!(|x| if x.is_nan() {
+                x + zero
+            } else if x > zero {
+                x
+            } else {
+                x * slope
+            })
         }
         Elu => {
             let alpha = c(pf(p, 0, 1.0));
@@ -417,8 +433,14 @@ fn float_unary<F: FloatStore>(
         Square => m!(|x| x * x),
         Threshold => {
             let (th, value) = (c(pf(p, 0, 0.0)), c(pf(p, 1, 0.0)));
-            // NaN is not <= anything: it passes through, as on CPU.
-            m!(|x| if x <= th { value } else { x })
+            // NaN is not <= anything: it passes through, as on CPU (its own arm, as Relu's).
+            m!(|x| if x.is_nan() {
+                x + zero
+            } else if x <= th {
+                value
+            } else {
+                x
+            })
         }
         BitwiseNot => not_implemented!("bitwise_not is only defined for integer and bool tensors"),
         LogicalNot | IsNan | IsInf | IsFinite | Signbit | IsPosInf | IsNegInf => {
@@ -438,11 +460,8 @@ fn int_unary<I: IntElem>(
         Neg => map1(out, a, move |x: I| x.wrapping_neg()),
         Abs => map1(out, a, move |x: I| x.wabs()),
         Sign | Sgn => map1(out, a, move |x: I| x.sign()),
-        Relu => map1(
-            out,
-            a,
-            move |x: I| if x > I::zero() { x } else { I::zero() },
-        ),
+        // A max, not a compare and select: in place the select is a conditional store (Relu).
+        Relu => map1(out, a, move |x: I| x.max(I::zero())),
         Floor | Ceil | Round | Trunc => map1(out, a, move |x: I| x),
         Square => map1(out, a, move |x: I| x.wrapping_mul(&x)),
         Threshold => {

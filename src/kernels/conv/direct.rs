@@ -56,8 +56,13 @@ const R1: usize = 24;
 /// output channels per group (the tile's vector), and not a shape another path does better
 /// (depthwise; pointwise, whose column matrix is the input itself).
 pub(super) fn applies(g: &Geometry) -> bool {
-    simd::level() >= 3
-        && g.og() >= 16
+    simd::level() >= 3 && suits(g)
+}
+
+/// Whether `g` is in this kernel's shape range (the CPU aside): enough output channels,
+/// depth and positions for its tiles; not pointwise or depthwise; no negative padding.
+pub(super) fn suits(g: &Geometry) -> bool {
+    g.og() >= 16
         && g.ck() >= MIN_DEPTH
         && g.op() >= MIN_POSITIONS
         && !g.is_pointwise()

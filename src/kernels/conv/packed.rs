@@ -1,5 +1,5 @@
-//! Channels-last float32 convolution forward on AVX-512 CPUs: the input patches of 12 output
-//! positions packed once, then multiplied by every output channel's weights.
+//! Channels-last float32 convolution forward on AVX-512 and AVX2 CPUs: the input patches of 12
+//! output positions packed once, then multiplied by every output channel's weights.
 //!
 //! The reduction index is `k = tap * cg + c` (tap-major: in a channels-last input a tap's
 //! channels are one contiguous run of the pixel). For a tile of [`R`] consecutive output
@@ -41,11 +41,11 @@ pub(super) const KB: usize = 16;
 /// stay in a core's L2 while the unit's panels pass over them).
 const UNIT_WEIGHTS: usize = 1 << 17;
 
-/// Whether this float32 convolution runs here: an AVX-512 CPU, not depthwise (one channel per
-/// group: [`depthwise`] does it), no negative padding, and the input's channels dense
-/// (`input_stride_c == 1`, a channels-last tensor; the caller copies others).
+/// Whether this float32 convolution runs here: an AVX-512 or AVX2 CPU, not depthwise (one
+/// channel per group: [`depthwise`] does it), no negative padding, and the input's channels
+/// dense (`input_stride_c == 1`, a channels-last tensor; the caller copies others).
 pub(super) fn applies(g: &Geometry) -> bool {
-    simd::level() >= 3 && !depthwise::applies(g) && g.padding.iter().all(|&p| p >= 0)
+    simd::level() >= 2 && !depthwise::applies(g) && g.padding.iter().all(|&p| p >= 0)
 }
 
 /// Whether [`forward`] needs the input's channels dense (`input_stride_c == 1`); the
@@ -106,7 +106,7 @@ fn forward_packed(
             let t1 = (t0 + run).min(tiles);
             for t in t0..t1 {
                 let panel = &mut panels[(t - t0) * kp * R..][..kp * R];
-                // SAFETY: the CPU has AVX-512 (applies); the input's channels are dense.
+                // SAFETY: the CPU has AVX2 (applies); the input's channels are dense.
                 unsafe { pack_panel(g, input, gi, t * R, k_len, panel) };
             }
             for (bi, &(b0, width)) in blocks
@@ -122,7 +122,7 @@ fn forward_packed(
                     let panel = panels[(t - t0) * kp * R..].as_ptr();
                     blocks_of.clear();
                     blocks_of.extend((0..kp / KB).map(|kb| panel.wrapping_add(kb * R * KB)));
-                    // SAFETY: the CPU has AVX-512 (applies); the panel holds kp * R packed
+                    // SAFETY: the CPU has AVX2 (applies); the panel holds kp * R packed
                     // floats (kp / 16 blocks of R rows of 16), w kp * width packed weights,
                     // tile R * 32 floats.
                     unsafe { tile_kernel_any(width, &blocks_of, w, tile.as_mut_ptr()) };
@@ -291,8 +291,8 @@ fn forward_grid(
             parallel_for(samples * rows, 1, &|i0, i1| {
                 for i in i0..i1 {
                     let (ns, row) = (i / rows, i % rows);
-                    // SAFETY: the CPU has AVX-512 (applies); row `row` of every channel block
-                    // of sample ns's copy, written by this task only.
+                    // SAFETY: row `row` of every channel block of sample ns's copy, written by
+                    // this task only.
                     unsafe {
                         copy_grid_row(
                             g,
@@ -334,7 +334,7 @@ fn forward_grid(
                                 blocks_of
                                     .extend(grid.taps.iter().map(|&o| at.wrapping_add(o * KB)));
                             }
-                            // SAFETY: the CPU has AVX-512 (applies); each block pointer has R
+                            // SAFETY: the CPU has AVX2 (applies); each block pointer has R
                             // pixels of 16 floats in the copy (its slack past the last sample),
                             // w kp * width packed weights, tile R * 32 floats.
                             unsafe { tile_kernel_any(width, &blocks_of, w, tile.as_mut_ptr()) };
@@ -360,9 +360,8 @@ fn forward_grid(
 /// copy at `dst` ([`PaddedGrid`]): zeros where it is padding, else the input's pixels.
 ///
 /// # Safety
-/// The CPU must support AVX-512F; `dst` must be writable for one sample's copy, whose row
-/// `row` nobody else accesses meanwhile.
-#[target_feature(enable = "avx512f")]
+/// `dst` must be writable for one sample's copy, whose row `row` nobody else accesses
+/// meanwhile.
 pub(super) unsafe fn copy_grid_row(
     g: &Geometry,
     grid: &PaddedGrid,
@@ -394,36 +393,30 @@ pub(super) unsafe fn copy_grid_row(
                 .write_bytes(0, (wp - pad[2] - width) * KB);
         }
         let lanes = KB.min(g.c - cb * KB);
-        let mask: __mmask16 = if lanes == KB { !0 } else { (1u16 << lanes) - 1 };
         let src = (input.ptr as *const f32).wrapping_offset(
             n as isize * xs[0] + z * xs[2] + y * xs[3] + (cb * KB) as isize * xs[1],
         );
+        // SAFETY: the row's pixels of block cb (the caller's contract).
+        let out = unsafe { std::slice::from_raw_parts_mut(line.add(pad[2] * KB), width * KB) };
         if xs[1] != 1 && xs[4] == 1 && lanes == KB {
             // A contiguous input's block: 16 rows of `width` pixels, transposed.
-            // SAFETY: channels cb * 16.. + 16 of the row's pixels, and the row's pixels of
-            // block cb.
-            unsafe {
-                let out = std::slice::from_raw_parts_mut(line.add(pad[2] * KB), width * KB);
-                transpose_into(src, xs[1], KB, width, out, false);
-            }
+            // SAFETY: channels cb * 16.. + 16 of the row's pixels.
+            unsafe { transpose_into(src, xs[1], KB, width, out, false) };
             continue;
         }
-        for x in 0..width {
+        for (x, px_out) in out.chunks_exact_mut(KB).enumerate() {
             let px = src.wrapping_offset(x as isize * xs[4]);
-            let v = if xs[1] == 1 {
-                // SAFETY: `lanes` channels of input pixel (n, z, y, x).
-                unsafe { _mm512_maskz_loadu_ps(mask, px) }
-            } else {
-                let mut v = [0f32; KB];
-                for (c, v) in v.iter_mut().enumerate().take(lanes) {
-                    // SAFETY: channel cb * 16 + c of the pixel.
-                    *v = unsafe { *px.offset(c as isize * xs[1]) };
-                }
-                // SAFETY: 16 floats.
-                unsafe { _mm512_loadu_ps(v.as_ptr()) }
-            };
-            // SAFETY: pixel pad + x of this row of block cb.
-            unsafe { _mm512_storeu_ps(line.add((pad[2] + x) * KB), v) };
+            if xs[1] == 1 && lanes == KB {
+                // SAFETY: the 16 channels of input pixel (n, z, y, x).
+                px_out.copy_from_slice(unsafe { std::slice::from_raw_parts(px, KB) });
+                continue;
+            }
+            let (real, missing) = px_out.split_at_mut(lanes);
+            for (c, v) in real.iter_mut().enumerate() {
+                // SAFETY: channel cb * 16 + c < c_in of the pixel.
+                *v = unsafe { *px.offset(c as isize * xs[1]) };
+            }
+            missing.fill(0.0);
         }
     }
 }
@@ -552,10 +545,42 @@ fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks, order: KOrder) ->
 /// none of them is padding: one copy for the row (7 taps of an RGB 7x7 input in one).
 ///
 /// # Safety
-/// The CPU must support AVX-512F (an AVX-512 function, so that [`put`] inlines); `input`'s
-/// channel stride must be 1.
-#[target_feature(enable = "avx512f")]
+/// The CPU must support AVX2 and FMA; `input`'s channel stride must be 1.
 unsafe fn pack_panel(
+    g: &Geometry,
+    input: &TensorRef,
+    gi: usize,
+    q0: usize,
+    k_len: usize,
+    panel: &mut [f32],
+) {
+    /// [`pack_panel_body`] with AVX-512's masked moves.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn masked(g: &Geometry, x: &TensorRef, gi: usize, q0: usize, k: usize, p: &mut [f32]) {
+        // SAFETY: the CPU has AVX-512F; the rest is forwarded.
+        unsafe { pack_panel_body::<true>(g, x, gi, q0, k, p) }
+    }
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn plain(g: &Geometry, x: &TensorRef, gi: usize, q0: usize, k: usize, p: &mut [f32]) {
+        // SAFETY: the CPU has AVX2; the rest is forwarded.
+        unsafe { pack_panel_body::<false>(g, x, gi, q0, k, p) }
+    }
+    // SAFETY: the level says which features the CPU has; the rest is the caller's contract.
+    unsafe {
+        if simd::level() >= 3 {
+            masked(g, input, gi, q0, k_len, panel)
+        } else {
+            plain(g, input, gi, q0, k_len, panel)
+        }
+    }
+}
+
+/// [`pack_panel`]'s body; [`put`] with masked AVX-512 moves if `MASKED`.
+///
+/// # Safety
+/// As [`pack_panel`], and the CPU must support AVX-512F if `MASKED`.
+#[inline(always)]
+unsafe fn pack_panel_body<const MASKED: bool>(
     g: &Geometry,
     input: &TensorRef,
     gi: usize,
@@ -595,7 +620,7 @@ unsafe fn pack_panel(
         }
         if q0 + r >= g.n * p {
             // SAFETY: position r's lanes of the panel.
-            unsafe { put(lanes, r, 0, None, kpad) };
+            unsafe { put::<MASKED>(lanes, r, 0, None, kpad) };
             continue;
         }
         let at0: [isize; 3] = std::array::from_fn(|i| out[i] as isize * g.stride[i] - g.padding[i]);
@@ -612,7 +637,15 @@ unsafe fn pack_panel(
                 match row {
                     Some(row) if whole_rows && x0 >= 0 && x_last < g.isp[2] as isize => {
                         // SAFETY: position r's lanes; the row's kw dense pixels of cg channels.
-                        unsafe { put(lanes, r, k, Some(row.wrapping_offset(x0 * xs[4])), kw * cg) };
+                        unsafe {
+                            put::<MASKED>(
+                                lanes,
+                                r,
+                                k,
+                                Some(row.wrapping_offset(x0 * xs[4])),
+                                kw * cg,
+                            )
+                        };
                     }
                     Some(row) => {
                         for e in 0..kw {
@@ -620,16 +653,16 @@ unsafe fn pack_panel(
                             let src = inside(x, g.isp[2]).then(|| row.wrapping_offset(x * xs[4]));
                             // SAFETY: position r's lanes; `src` has cg dense channels of an
                             // input pixel (channel stride 1).
-                            unsafe { put(lanes, r, k + e * cg, src, cg) };
+                            unsafe { put::<MASKED>(lanes, r, k + e * cg, src, cg) };
                         }
                     }
                     // SAFETY: position r's lanes.
-                    None => unsafe { put(lanes, r, k, None, kw * cg) },
+                    None => unsafe { put::<MASKED>(lanes, r, k, None, kw * cg) },
                 }
             }
         }
         // SAFETY: as above.
-        unsafe { put(lanes, r, k_len, None, kpad - k_len) };
+        unsafe { put::<MASKED>(lanes, r, k_len, None, kpad - k_len) };
     }
 }
 
@@ -638,31 +671,54 @@ unsafe fn pack_panel(
 /// channels is often shorter than a block: 3 for an RGB input).
 ///
 /// # Safety
-/// The CPU must support AVX-512F; the panel at `panel` must hold the k's up to `k + len`;
-/// `src` must be readable for `len` floats.
-#[target_feature(enable = "avx512f")]
-unsafe fn put(panel: *mut f32, r: usize, k: usize, src: Option<*const f32>, len: usize) {
+/// The CPU must support AVX-512F if `MASKED`; the panel at `panel` must hold the k's up to
+/// `k + len`; `src` must be readable for `len` floats.
+#[inline(always)]
+unsafe fn put<const MASKED: bool>(
+    panel: *mut f32,
+    r: usize,
+    k: usize,
+    src: Option<*const f32>,
+    len: usize,
+) {
     if k % KB == 0 && len % KB == 0 {
         // Whole blocks (channels in multiples of 16): plain moves.
         for i in 0..len / KB {
-            let v = match src {
-                // SAFETY: src + 16i .. + 16 (the caller's contract).
-                Some(s) => unsafe { _mm512_loadu_ps(s.add(i * KB)) },
-                None => _mm512_setzero_ps(),
-            };
             // SAFETY: position r's lanes of block k / 16 + i.
-            unsafe { _mm512_storeu_ps(panel.add((k / KB + i) * R * KB + r * KB), v) };
+            let dst = unsafe { panel.add((k / KB + i) * R * KB + r * KB) };
+            // SAFETY: 16 floats at dst and at src + 16i (the caller's contract).
+            unsafe {
+                match src {
+                    Some(s) => std::ptr::copy_nonoverlapping(s.add(i * KB), dst, KB),
+                    None => dst.write_bytes(0, KB),
+                }
+            }
         }
         return;
     }
     let (mut k, mut done) = (k, 0);
     while done < len {
         let n = (KB - k % KB).min(len - done);
+        if !MASKED {
+            // SAFETY: lanes k % 16 .. + n of position r in block k / 16, and src + done ..
+            // + n (the caller's contract).
+            unsafe {
+                let dst = panel.add((k / KB) * R * KB + r * KB + k % KB);
+                match src {
+                    Some(s) => std::ptr::copy_nonoverlapping(s.add(done), dst, n),
+                    None => dst.write_bytes(0, n),
+                }
+            }
+            k += n;
+            done += n;
+            continue;
+        }
         let mask: __mmask16 = if n == 16 { !0 } else { (1u16 << n) - 1 };
         let v = match src {
             // SAFETY: src + done .. src + done + n (the caller's contract).
             Some(s) => unsafe { _mm512_maskz_loadu_ps(mask, s.add(done)) },
-            None => _mm512_setzero_ps(),
+            // SAFETY: MASKED: the CPU has AVX-512F (the caller's contract).
+            None => unsafe { _mm512_setzero_ps() },
         };
         // SAFETY: lanes k % 16 .. + n of position r in block k / 16.
         unsafe { _mm512_mask_storeu_ps(panel.add((k / KB) * R * KB + r * KB + k % KB), mask, v) };
@@ -685,11 +741,38 @@ unsafe fn write_row_any(
 ) {
     // SAFETY: the caller's contract.
     unsafe {
-        if width == 32 {
+        if simd::level() < 3 {
+            write_row_plain(row, dst, bias, valid);
+        } else if width == 32 {
             write_row::<2>(row, dst, bias, valid);
         } else {
             write_row::<1>(row, dst, bias, valid);
         }
+    }
+}
+
+/// [`write_row`] without masked moves.
+///
+/// # Safety
+/// `row`, `dst` and `bias` (if any) must hold `valid` floats.
+#[inline]
+unsafe fn write_row_plain(row: *const f32, dst: *mut f32, bias: Option<*const f32>, valid: usize) {
+    // SAFETY: the caller's contract.
+    let (row, dst) = unsafe {
+        (
+            std::slice::from_raw_parts(row, valid),
+            std::slice::from_raw_parts_mut(dst, valid),
+        )
+    };
+    match bias {
+        Some(b) => {
+            // SAFETY: as above.
+            let b = unsafe { std::slice::from_raw_parts(b, valid) };
+            for ((d, &x), &b) in dst.iter_mut().zip(row).zip(b) {
+                *d = x + b;
+            }
+        }
+        None => dst.copy_from_slice(row),
     }
 }
 
@@ -728,12 +811,58 @@ unsafe fn write_row<const V: usize>(
 /// As [`tile_kernel`].
 #[inline]
 unsafe fn tile_kernel_any(width: usize, a: &[*const f32], w: *const f32, tile: *mut f32) {
-    // SAFETY: the caller's contract.
+    // SAFETY: the caller's contract; the level says which features the CPU has.
     unsafe {
-        if width == 32 {
-            tile_kernel::<2>(a, w, tile);
-        } else {
-            tile_kernel::<1>(a, w, tile);
+        match (simd::level() >= 3, width == 32) {
+            (true, true) => tile_kernel::<2>(a, w, tile),
+            (true, false) => tile_kernel::<1>(a, w, tile),
+            (false, true) => tile_kernel_avx2::<2>(a, w, tile),
+            (false, false) => tile_kernel_avx2::<1>(a, w, tile),
+        }
+    }
+}
+
+/// Rows of an AVX2 sub-tile: 6 rows x 16 channels in 12 of the 16 ymm registers, with the
+/// weights' 2 and a broadcast.
+const R2: usize = 6;
+
+/// [`tile_kernel`] on AVX2: the tile in sub-tiles of [`R2`] rows x 16 channels, each over all
+/// of `k` in the same order (the same sums, bit for bit).
+///
+/// # Safety
+/// As [`tile_kernel`], with AVX2 and FMA instead of AVX-512F.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_kernel_avx2<const V: usize>(a: &[*const f32], w: *const f32, tile: *mut f32) {
+    for v in 0..V {
+        for r0 in (0..R).step_by(R2) {
+            let mut acc = [[_mm256_setzero_ps(); 2]; R2];
+            for (kb, &ab) in a.iter().enumerate() {
+                // SAFETY: block kb of the weights (the caller's contract).
+                let wb = unsafe { w.add((kb * KB * V + v) * 16) };
+                // SAFETY: rows r0.. of the block (the caller's contract).
+                let ab = unsafe { ab.add(r0 * KB) };
+                for kk in 0..KB {
+                    // SAFETY: k's 16 packed weights of channels 16v..16v + 16.
+                    let (w0, w1) = unsafe {
+                        let p = wb.add(kk * V * 16);
+                        (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
+                    };
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        // SAFETY: row r0 + r's element kk of block kb.
+                        let xv = _mm256_broadcast_ss(unsafe { &*ab.add(r * KB + kk) });
+                        row[0] = _mm256_fmadd_ps(w0, xv, row[0]);
+                        row[1] = _mm256_fmadd_ps(w1, xv, row[1]);
+                    }
+                }
+            }
+            for (r, row) in acc.iter().enumerate() {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    let p = tile.add((r0 + r) * 16 * V + 16 * v);
+                    _mm256_storeu_ps(p, row[0]);
+                    _mm256_storeu_ps(p.add(8), row[1]);
+                }
+            }
         }
     }
 }

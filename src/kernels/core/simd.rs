@@ -59,18 +59,41 @@ fn detect() -> u8 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Isa {
     fma: bool,
+    masked_stores: bool,
 }
 
 impl Isa {
     /// Baseline x86-64 (and other targets): no FMA.
-    pub const BASELINE: Isa = Isa { fma: false };
-    /// Code compiled with FMA enabled (the AVX2 and AVX-512 copies).
-    pub const FMA: Isa = Isa { fma: true };
+    pub const BASELINE: Isa = Isa {
+        fma: false,
+        masked_stores: false,
+    };
+    /// Code compiled with FMA enabled (the AVX2 copies, and attention's AVX-512 ones).
+    pub const FMA: Isa = Isa {
+        fma: true,
+        masked_stores: false,
+    };
+    /// The AVX-512 copies: FMA, and masked stores as cheap as plain ones.
+    pub const AVX512: Isa = Isa {
+        fma: true,
+        masked_stores: true,
+    };
 
     /// [`Isa::FMA`] when `fma` (attention's `const F: bool` copies), else baseline.
     #[inline(always)]
     pub const fn with_fma(fma: bool) -> Isa {
-        Isa { fma }
+        Isa {
+            fma,
+            masked_stores: false,
+        }
+    }
+
+    /// Whether a vectorized loop may store under a mask: AVX-512's masked `vmovups` costs a
+    /// plain store, AVX2's `vmaskmovps` store is microcoded (about 12 cycles on a Zen 3),
+    /// slower than the scalar loop.
+    #[inline(always)]
+    pub const fn masked_stores(self) -> bool {
+        self.masked_stores
     }
 
     /// `a * b + c`: fused (one rounding) where the copy has FMA, a multiply and an add else.
@@ -162,7 +185,7 @@ macro_rules! unsafe_multiversion {
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn v3<$($F: $B),+>($($a: $t),*) {
                     // SAFETY: forwarded from the caller.
-                    unsafe { body::<$($F),+>($crate::kernels::core::simd::Isa::FMA, $($a),*) }
+                    unsafe { body::<$($F),+>($crate::kernels::core::simd::Isa::AVX512, $($a),*) }
                 }
                 #[target_feature(enable = "avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
@@ -301,7 +324,10 @@ pub fn sum_zip<M: Math>(x: &[M], y: &[M], f: impl Fn(M, M) -> M) -> M {
 }
 
 #[inline(always)]
-fn fold<const L: usize, M: Math>(mut acc: [M; L], tail: M) -> M {
+fn fold<const L: usize, M: Math>(acc: [M; L], tail: M) -> M {
+    // A barrier between the lanes' loop and this tree, as in `reduce::ops::fold_lanes_generic`:
+    // in view of the tree, LLVM vectorized the AVX2 copies' lanes 2-wide.
+    let mut acc = std::hint::black_box(acc);
     let mut w = L;
     while w > 1 {
         w /= 2;
@@ -325,6 +351,7 @@ pub fn max<M: Math>(x: &[M]) -> M {
     }
     // The lanes as a tree (no NaN reaches them: `NaN > x` is false), 4 dependent steps
     // instead of 16; then the remainder, where a NaN is skipped the same way.
+    let mut acc = std::hint::black_box(acc);
     let mut width = EXP_LANES / 2;
     while width > 0 {
         for j in 0..width {

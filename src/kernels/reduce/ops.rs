@@ -159,6 +159,10 @@ fn fold_lanes_generic<const L: usize, S: Copy, A: Copy>(
     for &x in tail_elems {
         tail = op(tail, g(x));
     }
+    // The barrier keeps the tree below out of LLVM's view of the loop above: with it in view,
+    // the AVX2 copy paired the lanes into 2-wide vectors with spills (a 1000x1000 sum took 1.75x
+    // the CPU's time on a Zen 3; 3x faster with the barrier).
+    let mut lanes = std::hint::black_box(lanes);
     let mut w = L;
     while w > 1 {
         w /= 2;
