@@ -203,43 +203,24 @@ unsafe fn fold_lanes_avx512<S: Copy, A: Copy>(
     fold_lanes_generic::<{ 2 * LANES }, S, A>(xs, id, g, op)
 }
 
-pub(super) fn has_avx512() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-            && has_avx2()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-pub(super) fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 /// Folds `g(x)` over `xs` with `op` in 16 lanes, with AVX2 code where the CPU has it (the
 /// crate is built for baseline x86-64, as PyTorch's own kernels dispatch at run time).
 #[inline(always)]
 fn fold_lanes<S: Copy, A: Copy>(xs: &[S], id: A, g: impl Fn(S) -> A, op: impl Fn(A, A) -> A) -> A {
+    // Under one 16-wide step the lanes would all stay `id` and `xs` be folded in order as
+    // their tail: that, without the feature checks and the call, which cost more than a short
+    // row (a mean over 2x2 planes took 1.7x the CPU's time).
+    if xs.len() < 16 {
+        return op(id, xs.iter().fold(id, |a, &x| op(a, g(x))));
+    }
     #[cfg(target_arch = "x86_64")]
     {
-        if has_avx512() && std::mem::size_of::<A>() <= 8 {
+        let level = crate::kernels::core::simd::level();
+        if level >= 3 && std::mem::size_of::<A>() <= 8 {
             // SAFETY: the AVX-512 features are available (checked at run time).
             return unsafe { fold_lanes_avx512(xs, id, g, op) };
         }
-        if has_avx2() {
+        if level >= 2 {
             // SAFETY: AVX2 and FMA are available (checked at run time).
             return unsafe { fold_lanes_avx2(xs, id, g, op) };
         }
