@@ -204,9 +204,6 @@ crate::unsafe_multiversion!(
     unsafe fn rows2<A: Copy, B: Copy, O: Sized, F: Fn(A, B, Isa) -> O>(o: *mut O, x: *const A, y: *const B, rows: usize, len: usize, outer: [isize; 3], f: &F) => isa rows2_body
 );
 
-/// Whether `pred` holds for some element of `a`: a read-only pass (parallel), each row folded
-/// without a branch so that its loop vectorizes. For kernels with a fast path that is exact
-/// only on part of the range (`sin` of huge arguments).
 /// [`rows2_scalar`]'s body.
 ///
 /// # Safety
@@ -247,6 +244,9 @@ crate::unsafe_multiversion!(
     unsafe fn rows2_scalar<A: Copy, B: Copy, O: Sized, F: Fn(A, B, Isa) -> O>(o: *mut O, x: *const A, y: *const B, rows: usize, len: usize, outer: [isize; 3], f: &F) => isa rows2_scalar_body
 );
 
+/// Whether `pred` holds for some element of `a`: a read-only pass (parallel), each row folded
+/// without a branch so that its loop vectorizes. For kernels with a fast path that is exact
+/// only on part of the range (`sin` of huge arguments).
 pub fn any1<A: Element>(a: &TensorRef, pred: impl Fn(A) -> bool + Sync) -> bool {
     if a.numel() == 0 {
         return false;
