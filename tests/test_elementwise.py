@@ -496,6 +496,33 @@ def test_binary_rows_with_dense_insides(dtype):
     check(lambda a, v: a[:-1:2] - a[1::2], a, v)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32])
+def test_binary_rows_with_one_value_per_row(dtype):
+    # A per-channel operand ([N, C, 1, 1] against [N, C, H, W]) is one value per dense row: all
+    # rows in one call, the value on either side, out of place and in place; rows of 1-37
+    # elements, enough of them to go parallel.
+    for hw in [(1, 1), (2, 2), (1, 37), (9, 4)]:
+        x = sample((8, 301) + hw, dtype, seed=1)
+        s = sample((8, 301, 1, 1), dtype, seed=2)
+        check(lambda x, s: x * s, x, s)
+        check(lambda x, s: s - x, x, s)
+        check(lambda x, s: x.clone().add_(s), x, s)
+        check(lambda x, s: torch.maximum(s, x), x, s)
+
+
+def test_in_place_activations_keep_nan_and_signed_zero():
+    # relu_, leaky_relu_ and threshold_ spell NaN as an arm of their own (in place, a NaN that
+    # passes through as `x` made a conditional store): NaN, -0.0 and infinities as on the CPU,
+    # over a length with a vector tail.
+    base = torch.tensor([float("nan"), -0.0, 0.0, -1.5, 2.5, float("inf"), float("-inf")] * 37)
+    for fn in (lambda t: t.relu_(), lambda t: F.leaky_relu_(t, 0.2), lambda t: F.threshold_(t, 0.5, -3.0)):
+        cpu, foo = base.clone(), to_foo(base)
+        fn(cpu)
+        fn(foo)
+        assert_same(foo, cpu)
+        assert torch.equal(foo.cpu().signbit(), cpu.signbit())
+
+
 def test_clamp_threshold_rsub_zero_size_scalars_and_grads():
     for shape in [(0, 5), ()]:
         x = sample(shape, torch.float32, seed=3)
