@@ -474,35 +474,19 @@ fn contiguous(t: &TensorRef) -> (Vec<u64>, TensorRef) {
 /// long as the weight gradient it fed), anything else through `copy`.
 #[cfg(target_arch = "x86_64")]
 fn channels_last(t: &TensorRef) -> (Vec<u64>, TensorRef) {
-    let [n, c, d, h, w] = [t.shape[0], t.shape[1], t.shape[2], t.shape[3], t.shape[4]];
-    let strides = [d * h * w * c, 1, h * w * c, w * c, c].map(|s| s as isize);
-    let (buf, dense) = temporary(t, strides.to_vec().into());
+    let (buf, dense) = temporary(t, channels_last_strides(&t.shape));
     if t.dtype != DType::F32 || !t.is_contiguous() {
         copy(&dense, t).expect("same shape and dtype");
         return (buf, dense.as_ref());
     }
-    let (p, src, dst) = (
-        d * h * w,
-        SendPtr::<f32>::of(t.ptr),
-        SendPtr::<f32>::of(dense.ptr),
+    let [n, c] = [t.shape[0], t.shape[1]];
+    transpose_samples(
+        t.ptr as *const f32,
+        dense.ptr as *mut f32,
+        n,
+        c,
+        t.numel() / n.max(1) / c.max(1),
     );
-    parallel_for(n, 1, &|n0, n1| {
-        for i in n0..n1 {
-            // SAFETY: sample i's [c, p] block of the contiguous `t`, and its [p, c] block of
-            // the temporary, written by this task only.
-            unsafe {
-                let out = dst.slice_mut(i * c * p, c * p);
-                transpose_into(
-                    src.at((i * c * p) as isize) as *const f32,
-                    p as isize,
-                    c,
-                    p,
-                    out,
-                    false,
-                )
-            };
-        }
-    });
     (buf, dense.as_ref())
 }
 
@@ -511,29 +495,46 @@ fn channels_last(t: &TensorRef) -> (Vec<u64>, TensorRef) {
 /// AVX2 CPUs, which have no planar direct kernel ([`native_f32`]).
 #[cfg(target_arch = "x86_64")]
 fn via_channels_last(out: &TensorMut, f: impl FnOnce(&TensorMut)) {
-    let [n, c, d, h, w] = [
-        out.shape[0],
-        out.shape[1],
-        out.shape[2],
-        out.shape[3],
-        out.shape[4],
-    ];
-    let strides = [d * h * w * c, 1, h * w * c, w * c, c].map(|s| s as isize);
-    let (_buf, cl) = temporary(&out.as_ref(), strides.to_vec().into());
+    let (_buf, cl) = temporary(&out.as_ref(), channels_last_strides(&out.shape));
     f(&cl);
-    let (p, src, dst) = (
-        d * h * w,
-        SendPtr::<f32>::of(cl.ptr),
-        SendPtr::<f32>::of(out.ptr),
+    let [n, c] = [out.shape[0], out.shape[1]];
+    let p = out.numel() / n.max(1) / c.max(1);
+    transpose_samples(cl.ptr as *const f32, out.ptr as *mut f32, n, p, c);
+}
+
+/// The dense channels-last strides of a 5-D shape.
+#[cfg(target_arch = "x86_64")]
+fn channels_last_strides(shape: &[usize]) -> Strides {
+    let [c, d, h, w] = [shape[1], shape[2], shape[3], shape[4]];
+    [d * h * w * c, 1, h * w * c, w * c, c]
+        .map(|s| s as isize)
+        .to_vec()
+        .into()
+}
+
+/// `dst[i] = src[i]^T` for `n` samples, each a dense `rows x cols` float32 matrix (NCHW
+/// `[c, p]` to channels-last `[p, c]` or back), one sample per task.
+#[cfg(target_arch = "x86_64")]
+fn transpose_samples(src: *const f32, dst: *mut f32, n: usize, rows: usize, cols: usize) {
+    let (src, dst, len) = (
+        SendPtr::<f32>::of(src as *const u8),
+        SendPtr::<f32>::of(dst as *const u8),
+        rows * cols,
     );
     parallel_for(n, 1, &|n0, n1| {
         for i in n0..n1 {
-            // SAFETY: sample i's [p, c] block of the temporary, and its [c, p] block of the
-            // contiguous `out`, written by this task only.
+            // SAFETY: sample i's block of both buffers (the callers' dense tensors of n
+            // samples); each task writes only its samples of `dst`.
             unsafe {
-                let dst = dst.slice_mut(i * c * p, c * p);
-                let src = src.at((i * c * p) as isize) as *const f32;
-                transpose_into(src, c as isize, p, c, dst, false)
+                let out = dst.slice_mut(i * len, len);
+                transpose_into(
+                    src.at((i * len) as isize) as *const f32,
+                    cols as isize,
+                    rows,
+                    cols,
+                    out,
+                    false,
+                )
             };
         }
     });
