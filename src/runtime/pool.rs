@@ -400,11 +400,9 @@ impl Hot {
         }
     }
 
-    /// Helpers polling for the next job (not asleep): those that can take one within
-    /// microseconds.
-    pub(crate) fn awake(&self) -> usize {
-        self.helpers
-            .saturating_sub(self.parked.load(Ordering::SeqCst))
+    /// Whether the pool was replaced (its helpers take no more jobs).
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
     }
 
     fn run(&self) {

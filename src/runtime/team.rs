@@ -11,14 +11,12 @@
 //! `omp_get_thread_num`, `omp_get_num_threads`) from a prelude compiled into each kernel
 //! (python/foo_rs/compile/teams.py), and that prelude calls the functions here.
 //!
-//! A team is the calling thread plus the helpers that join it at once. The caller publishes
-//! the team as a helper job, waits up to [`JOIN_WINDOW`] for helpers that are polling, and then
-//! closes it: the team's size is fixed before any member runs, as OpenMP's static schedule
-//! needs, and a helper that comes later finds it closed. It does not wait for sleeping helpers
-//! (waking one takes 10-100 µs on this project's machines) unless the region's last run took
-//! [`WAKE_WORTH`] of thread time or more (`history`). Every member is a running thread, so a
-//! barrier always completes; a team that no helper joined runs on the caller alone, which
-//! OpenMP allows.
+//! A team is the calling thread plus every helper it asks for. The caller publishes the team
+//! as a helper job and waits until all of them have joined before any member runs: OpenMP's
+//! static schedule splits loops, and inductor's per-thread partial sums, by the team's size, so
+//! the size must not depend on which helpers happened to be polling (a reduction would give
+//! different bits from run to run, and the CPU's libgomp always runs its full team too). Every
+//! member is a running thread, so a barrier always completes.
 //! Regions nested inside a team run on one thread (OpenMP's default).
 
 use super::pool::{self, Job};
@@ -31,15 +29,9 @@ use std::time::{Duration, Instant};
 /// The outlined body of a parallel region: GCC passes the region's shared variables as `data`.
 pub type Body = unsafe extern "C" fn(*mut c_void);
 
-/// How long the caller waits for polling helpers to join: a polling helper checks for a new job
-/// every 64 spin-loop hints (about 2 µs here).
-const JOIN_WINDOW: Duration = Duration::from_micros(10);
-
-/// A region whose last run took at least this much thread time also waits for sleeping helpers,
-/// up to [`WAKE_WINDOW`]: a woken helper starts 10-100 µs later, so this much work split in two
-/// still saves more than the wait costs.
-const WAKE_WORTH: Duration = Duration::from_micros(400);
-const WAKE_WINDOW: Duration = Duration::from_micros(100);
+/// How often a caller still missing helpers publishes its team again: another thread's op may
+/// have taken the helpers' one job slot before they saw this team.
+const REPUBLISH: Duration = Duration::from_micros(50);
 
 /// `Team::state`'s flag: the size is fixed, no one joins any more.
 const CLOSED: usize = 1 << (usize::BITS - 1);
@@ -199,64 +191,24 @@ pub fn run(body: Body, data: *mut c_void, threads: usize) {
         singles: AtomicUsize::new(0),
     });
     helpers.publish(team.clone());
-    // Wait for sleeping helpers too when this region's work, last time, was worth the wait.
-    let worth_waking = history::work(body) >= WAKE_WORTH;
-    let (expected, window) = if worth_waking {
-        (wanted, WAKE_WINDOW)
-    } else {
-        (wanted.min(helpers.awake()), JOIN_WINDOW)
-    };
-    if expected > 0 {
-        let start = Instant::now();
-        while team.state.load(Ordering::Acquire) < expected && start.elapsed() < window {
-            std::hint::spin_loop();
+    let mut published = Instant::now();
+    wait_until(|| {
+        if team.state.load(Ordering::Acquire) >= wanted || helpers.stopped() {
+            // (A pool replaced by a new thread count has no helpers left to wait for.)
+            return true;
         }
-    }
+        if published.elapsed() >= REPUBLISH {
+            helpers.publish(team.clone());
+            published = Instant::now();
+        }
+        false
+    });
     let joined = team.state.fetch_or(CLOSED, Ordering::AcqRel) & !CLOSED;
     if joined > 0 {
         SHARED_REGIONS.fetch_add(1, Ordering::Relaxed);
     }
-    let start = Instant::now();
     team.run_as(0, joined + 1);
     wait_until(|| team.finished.load(Ordering::Acquire) == joined);
-    history::record(body, start.elapsed() * (joined as u32 + 1));
-}
-
-/// The work (thread time) of each region body's last run, by the body's address: a small table
-/// where a collision just forgets the other body.
-mod history {
-    use super::Body;
-    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-    use std::time::Duration;
-
-    const SLOTS: usize = 256;
-    static KEYS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
-    static NANOS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
-
-    fn slot(body: Body) -> usize {
-        // Fibonacci hashing of the address.
-        ((body as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % SLOTS
-    }
-
-    /// The work of `body`'s last run (zero if unknown). Key and value are two stores, so a
-    /// racing update can pair them wrongly: only a heuristic reads this.
-    pub(super) fn work(body: Body) -> Duration {
-        let i = slot(body);
-        if KEYS[i].load(Ordering::Relaxed) == body as usize {
-            Duration::from_nanos(NANOS[i].load(Ordering::Relaxed))
-        } else {
-            Duration::ZERO
-        }
-    }
-
-    pub(super) fn record(body: Body, work: Duration) {
-        let i = slot(body);
-        NANOS[i].store(
-            work.as_nanos().min(u64::MAX as u128) as u64,
-            Ordering::Relaxed,
-        );
-        KEYS[i].store(body as usize, Ordering::Relaxed);
-    }
 }
 
 /// `omp_get_thread_num()`: 0 outside a region.
@@ -356,21 +308,24 @@ mod tests {
     }
 
     #[test]
-    fn teams_run_every_member_once_with_working_barriers_and_singles() {
+    fn teams_are_always_whole_and_run_every_member_once_with_working_barriers_and_singles() {
         let _serial = pool::tests::SERIAL
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let mut shared = 0;
         for round in 0..2000 {
             let threads = [0, 1, 2, 3, 8][round % 5];
             let r = run_region(threads);
             let mut seen = r.seen.into_inner().unwrap();
             seen.sort();
-            let size = seen.len();
-            assert!(size >= 1 && size <= pool::configured_threads(), "{seen:?}");
-            if threads > 0 {
-                assert!(size <= threads, "{seen:?}");
-            }
+            // Always the whole team: the requested size, within foo's threads and helpers.
+            let requested = match threads {
+                0 => pool::framework_threads(),
+                n => n,
+            };
+            let size = requested
+                .min(pool::configured_threads())
+                .min(pool::helpers().helpers + 1)
+                .max(1);
             assert_eq!(seen, (0..size).map(|t| (t, size)).collect::<Vec<_>>());
             assert!(r.phase_one.iter().all(|s| s.load(Ordering::Relaxed) == 1));
             assert!(
@@ -378,12 +333,7 @@ mod tests {
                 "a barrier let a member through early"
             );
             assert_eq!(r.singles_taken.into_inner(), 3);
-            shared += usize::from(size > 1);
             assert_eq!((thread_num(), num_threads()), (0, 1));
-        }
-        // Back-to-back regions find the helpers polling (on a machine with more than one core).
-        if pool::configured_threads() > 1 {
-            assert!(shared > 0, "no region got a helper");
         }
     }
 
