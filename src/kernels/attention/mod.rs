@@ -496,6 +496,10 @@ unsafe fn gemm<M: Math, const TA: bool, const F: bool, const WIDE: bool>(
 ) {
     debug_assert!(n % PAD == 0);
     let f32 = std::mem::size_of::<M>() == 4;
+    if F && !WIDE {
+        // SAFETY: the caller's contract.
+        return unsafe { gemm_strips::<M, TA>(m, n, k, a, lda, b, ldb, c, ldc, acc) };
+    }
     let mut i = 0;
     // SAFETY: every panel covers rows below m (caller's contract for the rest).
     unsafe {
@@ -527,6 +531,82 @@ unsafe fn gemm<M: Math, const TA: bool, const F: bool, const WIDE: bool>(
         while i < m {
             panel::<M, 1, TA, F>(i, n, k, a, lda, b, ldb, c, ldc, acc);
             i += 1;
+        }
+    }
+}
+
+/// [`gemm`] for AVX2 (16 vector registers): strips of 16 columns, each down all the rows in
+/// tiles of 6 rows (f32; 3 for f64), so 12 registers accumulate and the strip's row of `B` and
+/// the broadcast of `A` fit beside them. The 64-column tiles meant for AVX-512 spilled their
+/// accumulators here (2 x 64 f32 is all 16 registers). Each element of `C` is the same chain
+/// of multiply-adds as in [`gemm`], so both give the same bits.
+///
+/// # Safety
+/// As [`gemm`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_strips<M: Math, const TA: bool>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const M,
+    lda: usize,
+    b: *const M,
+    ldb: usize,
+    c: *mut M,
+    ldc: usize,
+    acc: bool,
+) {
+    let f32 = std::mem::size_of::<M>() == 4;
+    let a_row = |i: usize| if TA { i } else { i * lda };
+    let mut j = 0;
+    // SAFETY: every tile covers rows below m and columns j..j+16 <= n (caller's contract).
+    unsafe {
+        while j + 16 <= n {
+            let (bj, cj) = (b.add(j), c.add(j));
+            let mut i = 0;
+            if f32 {
+                while i + 6 <= m {
+                    tile::<M, 6, 16, TA, true>(
+                        k,
+                        a.add(a_row(i)),
+                        lda,
+                        bj,
+                        ldb,
+                        cj.add(i * ldc),
+                        ldc,
+                        acc,
+                    );
+                    i += 6;
+                }
+            }
+            while i + 3 <= m {
+                tile::<M, 3, 16, TA, true>(
+                    k,
+                    a.add(a_row(i)),
+                    lda,
+                    bj,
+                    ldb,
+                    cj.add(i * ldc),
+                    ldc,
+                    acc,
+                );
+                i += 3;
+            }
+            while i < m {
+                tile::<M, 1, 16, TA, true>(
+                    k,
+                    a.add(a_row(i)),
+                    lda,
+                    bj,
+                    ldb,
+                    cj.add(i * ldc),
+                    ldc,
+                    acc,
+                );
+                i += 1;
+            }
+            j += 16;
         }
     }
 }
