@@ -223,3 +223,20 @@ def test_permuted_copy_keeping_the_last_dim(dtype, shape, perm):
     assert torch.equal(got.cpu(), x.permute(perm).contiguous())
     sliced = x.to(FOO)[:, 1:].permute(perm).contiguous()  # a storage offset, uneven outer strides
     assert torch.equal(sliced.cpu(), x[:, 1:].permute(perm).contiguous())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int8, torch.complex64])
+@pytest.mark.parametrize("shape", [(16, 3, 32, 32), (4, 32, 9, 7), (2, 20, 5, 5), (1, 17, 33, 1)])
+def test_channels_last_conversions_both_ways(dtype, shape):
+    # A batch of [HW][C] <- [C][HW] transposes (and back), walked in tiles per sample: every
+    # element size, channel counts below and above a tile's width, ragged tile edges.
+    x = torch.arange(math.prod(shape)).reshape(shape).to(dtype)
+    cl = x.to(FOO).contiguous(memory_format=torch.channels_last)
+    want = x.contiguous(memory_format=torch.channels_last)
+    assert cl.stride() == want.stride() and torch.equal(cl.cpu(), want)
+    back = cl.contiguous()
+    assert back.is_contiguous() and torch.equal(back.cpu(), x)
+    # A slice of the batch (a storage offset), converted both ways.
+    part = x.to(FOO)[1:].contiguous(memory_format=torch.channels_last)
+    assert torch.equal(part.cpu(), x[1:])
+    assert part.stride() == x[1:].contiguous(memory_format=torch.channels_last).stride()

@@ -23,16 +23,19 @@ const TILE_BYTES: usize = 16 * 1024;
 #[repr(C, align(64))]
 struct TileBuf([MaybeUninit<u8>; TILE_BYTES]);
 
-/// Whether `l` should be walked in tiles: two dims, the output dense along its rows, and some
-/// input stepping further in memory along a row than down a column (a transposed view).
+/// Whether `l` should be walked in tiles: two dims, or three whose outer one is a batch of such
+/// matrices (`x.contiguous(memory_format=torch.channels_last)`: `[N][HW][C]` from `[N][C][HW]`),
+/// the output dense along its rows, and some input stepping further in memory along a row than
+/// down a column (a transposed view).
 pub fn wants_tiles<const N: usize>(l: &Layout<N>) -> bool {
-    l.shape.len() == 2
-        && l.shape[0] >= TILE_ROWS / 2
-        && l.strides[0][1] == 1
+    let d = l.shape.len();
+    (d == 2 || d == 3)
+        && l.shape[d - 2] >= TILE_ROWS / 2
+        && l.strides[0][d - 1] == 1
         && (1..N).any(|k| {
             let (outer, inner) = (
-                l.strides[k][0].unsigned_abs(),
-                l.strides[k][1].unsigned_abs(),
+                l.strides[k][d - 2].unsigned_abs(),
+                l.strides[k][d - 1].unsigned_abs(),
             );
             inner > 1 && outer < inner
         })
@@ -141,7 +144,7 @@ unsafe fn gather_transposed_avx2(
     }
 }
 
-/// Calls `row(addresses, len)` for every row segment of `l`: `addresses[k]` is operand k's
+/// Calls `row(addresses, len)` for every row segment of `l` (2-D, or 3-D: a batch of 2-D along dim 0): `addresses[k]` is operand k's
 /// address of the segment's first byte, and every operand is dense along the segment
 /// (operand 0, the output, in place; inputs either in place or in a gathered tile). `bases` are
 /// the operands' byte addresses of element 0 and `sizes` their element sizes.
@@ -156,58 +159,87 @@ pub unsafe fn drive_tiles<const N: usize>(
     sizes: [usize; N],
     row: &(dyn Fn([*mut u8; N], usize) + Sync),
 ) {
-    let (rows, cols) = (l.shape[0], l.shape[1]);
+    // A 3-D layout is a batch of 2-D ones (dim 0); a 2-D one a batch of one.
+    let d = l.shape.len();
+    let (batch, rows, cols) = match d {
+        3 => (l.shape[0], l.shape[1], l.shape[2]),
+        _ => (1, l.shape[0], l.shape[1]),
+    };
+    let stride = |k: usize, dim: usize| l.strides[k][dim + d - 2];
+    let batch_stride = |k: usize| if d == 3 { l.strides[k][0] } else { 0 };
     let widest = sizes.iter().copied().max().unwrap_or(1).max(1);
     let width = (TILE_BYTES / (TILE_ROWS * widest)).clamp(1, cols.max(1));
     let tiles = rows.div_ceil(TILE_ROWS);
     let per_tile = TILE_ROWS * cols;
-    let gathered: [bool; N] = std::array::from_fn(|k| k > 0 && l.strides[k][1] != 1);
-    parallel_for(tiles, (GRAIN / per_tile.max(1)).max(1), &|start, end| {
-        let mut bufs: [TileBuf; N] =
-            std::array::from_fn(|_| TileBuf([MaybeUninit::uninit(); TILE_BYTES]));
-        for t in start..end {
-            let r0 = t * TILE_ROWS;
-            let nr = TILE_ROWS.min(rows - r0);
-            let mut j0 = 0;
-            while j0 < cols {
-                let nc = width.min(cols - j0);
-                // Element (r0, j0) of each operand.
-                let corner: [*mut u8; N] = std::array::from_fn(|k| {
-                    let off = r0 as isize * l.strides[k][0] + j0 as isize * l.strides[k][1];
-                    bases[k].at(off * sizes[k] as isize)
-                });
-                for k in 0..N {
-                    if gathered[k] {
-                        // SAFETY: the tile's elements are in bounds (rows r0.., cols j0.. of
-                        // the layout); the buffer holds TILE_ROWS * width * sizes[k] bytes.
-                        unsafe {
-                            gather(
-                                bufs[k].0.as_mut_ptr() as *mut u8,
-                                corner[k],
-                                sizes[k],
-                                nr,
-                                nc,
-                                l.strides[k][0],
-                                l.strides[k][1],
-                            )
-                        };
-                    }
-                }
-                for r in 0..nr {
-                    let addrs: [*mut u8; N] = std::array::from_fn(|k| {
-                        if gathered[k] {
-                            (bufs[k].0.as_ptr() as *mut u8).wrapping_add(r * nc * sizes[k])
-                        } else {
-                            let off = r as isize * l.strides[k][0] * sizes[k] as isize;
-                            corner[k].wrapping_offset(off)
-                        }
+    let gathered: [bool; N] = std::array::from_fn(|k| k > 0 && stride(k, 1) != 1);
+    parallel_for(
+        batch * tiles,
+        (GRAIN / per_tile.max(1)).max(1),
+        &|start, end| {
+            let mut bufs: [TileBuf; N] =
+                std::array::from_fn(|_| TileBuf([MaybeUninit::uninit(); TILE_BYTES]));
+            for u in start..end {
+                let (b, t) = (u / tiles, u % tiles);
+                let r0 = t * TILE_ROWS;
+                let nr = TILE_ROWS.min(rows - r0);
+                let mut j0 = 0;
+                while j0 < cols {
+                    let nc = width.min(cols - j0);
+                    // Element (b, r0, j0) of each operand.
+                    let corner: [*mut u8; N] = std::array::from_fn(|k| {
+                        let off = b as isize * batch_stride(k)
+                            + r0 as isize * stride(k, 0)
+                            + j0 as isize * stride(k, 1);
+                        bases[k].at(off * sizes[k] as isize)
                     });
-                    row(addrs, nc);
+                    for k in 0..N {
+                        if gathered[k] {
+                            // SAFETY: the tile's elements are in bounds (rows r0.., cols j0.. of
+                            // the layout); the buffer holds TILE_ROWS * width * sizes[k] bytes.
+                            unsafe {
+                                gather(
+                                    bufs[k].0.as_mut_ptr() as *mut u8,
+                                    corner[k],
+                                    sizes[k],
+                                    nr,
+                                    nc,
+                                    stride(k, 0),
+                                    stride(k, 1),
+                                )
+                            };
+                        }
+                    }
+                    if nc == cols && (0..N).all(|k| gathered[k] || stride(k, 0) == cols as isize) {
+                        // The tile's rows follow each other in every operand (a gathered tile
+                        // is dense): one segment (channels-last copies of 3-channel images had
+                        // paid a call per row of 3).
+                        let addrs: [*mut u8; N] = std::array::from_fn(|k| {
+                            if gathered[k] {
+                                bufs[k].0.as_ptr() as *mut u8
+                            } else {
+                                corner[k]
+                            }
+                        });
+                        row(addrs, nr * nc);
+                        j0 += nc;
+                        continue;
+                    }
+                    for r in 0..nr {
+                        let addrs: [*mut u8; N] = std::array::from_fn(|k| {
+                            if gathered[k] {
+                                (bufs[k].0.as_ptr() as *mut u8).wrapping_add(r * nc * sizes[k])
+                            } else {
+                                let off = r as isize * stride(k, 0) * sizes[k] as isize;
+                                corner[k].wrapping_offset(off)
+                            }
+                        });
+                        row(addrs, nc);
+                    }
+                    j0 += nc;
                 }
-                j0 += nc;
             }
-        }
-    });
+        },
+    );
 }
 
 #[cfg(test)]
@@ -223,6 +255,10 @@ mod tests {
         assert!(!wants_tiles(&dense));
         let bcast = coalesce(&[40, 30], [&[30, 1], &[1, 0]]);
         assert!(!wants_tiles(&bcast));
+        // NCHW to channels-last: a batch of [HW][C] <- [C][HW] transposes.
+        let to_cl = coalesce(&[4, 3, 8, 8], [&[192, 1, 24, 3], &[192, 64, 8, 1]]);
+        assert_eq!(to_cl.shape.len(), 3);
+        assert!(wants_tiles(&to_cl));
     }
 
     #[test]
