@@ -142,6 +142,8 @@ def test_depthwise_channels_last_and_nonfinite_over_padding():
 CHANNELS_LAST_CASES = [
     # (N, C, spatial, O, kernel, kwargs)
     (2, 3, 12, 32, 7, {"stride": 2, "padding": 3}),  # an RGB stem
+    (2, 3, 10, 32, 3, {"padding": 1}),  # an RGB 3x3 stem: short packed rows (27 k's)
+    (3, 5, 7, 16, 3, {"stride": 2, "padding": 1}),  # 45 k's, runs across packed blocks
     (3, 16, 9, 48, 3, {"padding": 1}),
     (2, 32, 10, 64, 3, {"stride": 2, "padding": 1}),
     (2, 24, 7, 40, 3, {"padding": 2, "dilation": 2, "groups": 4}),

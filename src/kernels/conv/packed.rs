@@ -597,11 +597,29 @@ unsafe fn pack_panel_body<const MASKED: bool>(
     let base = (input.ptr as *const f32).wrapping_add(gi * cg);
     let kpad = panel.len() / R;
     let lanes = panel.as_mut_ptr();
-    // SAFETY: (every call) position r's lanes of the panel, from `src`'s `len` floats (the
-    // call sites' comments say why they are readable).
-    let put_at = |r: usize, k: usize, src: Option<*const f32>, len: usize| unsafe {
-        put::<MASKED>(lanes, r, k, src, len)
-    };
+    // Short rows without masked moves (an RGB stem: 27 k's): each position's k's are first
+    // written as one contiguous row, in whole vectors, and all rows are moved into the
+    // panel's blocks at the end (by then the row stores have left the store buffer; reading
+    // each row back at once had stalled on store forwarding).
+    let by_rows = !MASKED && kpad <= SHORT_ROW;
+    let mut rows = [std::mem::MaybeUninit::<f32>::uninit(); R * (SHORT_ROW + 8)];
+    let rows_ptr = rows.as_mut_ptr() as *mut f32;
+    // A macro, not a closure: a closure is a function of its own, compiled without the AVX2 of
+    // the `plain` copy this body is inlined into (its intrinsics became calls).
+    macro_rules! put_at {
+        ($r:expr, $k:expr, $src:expr, $len:expr) => {
+            // SAFETY: position r's lanes of the panel, or its row of `rows` (`kpad + 8`
+            // floats, see put_row), from `src`'s `len` floats (the call sites' comments say
+            // why they are readable); this body runs with AVX2 (pack_panel).
+            unsafe {
+                if by_rows {
+                    put_row(rows_ptr.add($r * (kpad + 8)), $k, $src, $len)
+                } else {
+                    put::<MASKED>(lanes, $r, $k, $src, $len)
+                }
+            }
+        };
+    }
     let inside = |v: isize, len: usize| (0..len as isize).contains(&v);
     // The output coordinates of position q0 + r, counted up from q0's (no divisions per
     // position).
@@ -625,7 +643,7 @@ unsafe fn pack_panel_body<const MASKED: bool>(
         }
         if q0 + r >= g.n * p {
             // SAFETY: position r's lanes of the panel.
-            put_at(r, 0, None, kpad);
+            put_at!(r, 0, None, kpad);
             continue;
         }
         let at0: [isize; 3] = std::array::from_fn(|i| out[i] as isize * g.stride[i] - g.padding[i]);
@@ -642,21 +660,68 @@ unsafe fn pack_panel_body<const MASKED: bool>(
                 match row {
                     Some(row) if whole_rows && x0 >= 0 && x_last < g.isp[2] as isize => {
                         // The row's kw dense pixels of cg channels.
-                        put_at(r, k, Some(row.wrapping_offset(x0 * xs[4])), kw * cg);
+                        put_at!(r, k, Some(row.wrapping_offset(x0 * xs[4])), kw * cg);
                     }
                     Some(row) => {
                         for e in 0..kw {
                             let x = x0 + e as isize * g.dilation[2];
                             let src = inside(x, g.isp[2]).then(|| row.wrapping_offset(x * xs[4]));
                             // `src` has cg dense channels of an input pixel (stride 1).
-                            put_at(r, k + e * cg, src, cg);
+                            put_at!(r, k + e * cg, src, cg);
                         }
                     }
-                    None => put_at(r, k, None, kw * cg),
+                    None => put_at!(r, k, None, kw * cg),
                 }
             }
         }
-        put_at(r, k_len, None, kpad - k_len);
+        put_at!(r, k_len, None, kpad - k_len);
+    }
+    if by_rows {
+        for r in 0..R {
+            for kb in 0..kpad / KB {
+                // SAFETY: k's kb * 16 .. + 16 of row r (all kpad written above) into position
+                // r's lanes of block kb.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        rows_ptr.add(r * (kpad + 8) + kb * KB),
+                        lanes.add(kb * R * KB + r * KB),
+                        KB,
+                    )
+                };
+            }
+        }
+    }
+}
+
+/// The longest row of k's [`pack_panel_body`] builds position by position (see `by_rows`).
+const SHORT_ROW: usize = 64;
+
+/// Writes `len` floats from `src` (zeros if `None`) to `row[k .. k + len]` in whole 8-lane
+/// vectors: up to 7 floats past `k + len` are overwritten too, which the next run (written
+/// after this one, at `k + len`) or the row's slack takes.
+///
+/// # Safety
+/// The CPU must support AVX2; `row` must hold `k + len + 8` floats; `src` must be readable for
+/// `len` floats (the last vector's load is masked to them and faults on no lane past them).
+#[inline(always)]
+unsafe fn put_row(row: *mut f32, k: usize, src: Option<*const f32>, len: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let dst = row.add(k);
+        let mut i = 0;
+        while i < len {
+            let v = match src {
+                Some(s) if len - i >= 8 => _mm256_loadu_ps(s.add(i)),
+                Some(s) => {
+                    let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                    let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((len - i) as i32), lanes);
+                    _mm256_maskload_ps(s.add(i), mask)
+                }
+                None => _mm256_setzero_ps(),
+            };
+            _mm256_storeu_ps(dst.add(i), v);
+            i += 8;
+        }
     }
 }
 
