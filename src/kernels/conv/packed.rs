@@ -766,25 +766,15 @@ unsafe fn put<const MASKED: bool>(
             // the stem convolution's time. The last position, whose next lanes are the next
             // block's first position, copies exactly.
             // SAFETY: lanes k % 16 .. + n of position r in block k / 16 and the next 7 (in
-            // the panel: position r + 1 follows), src + done .. + n (the caller's contract;
-            // the masked load reads no lane past it and faults on none).
+            // the panel: position r + 1 follows), src + done .. + n (the caller's contract).
             unsafe {
-                let dst = panel.add((k / KB) * R * KB + r * KB + k % KB);
-                let mut i = 0;
-                while i < n {
-                    let v = match src {
-                        Some(s) if n - i >= 8 => _mm256_loadu_ps(s.add(done + i)),
-                        Some(s) => {
-                            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-                            let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((n - i) as i32), lanes);
-                            _mm256_maskload_ps(s.add(done + i), mask)
-                        }
-                        None => _mm256_setzero_ps(),
-                    };
-                    _mm256_storeu_ps(dst.add(i), v);
-                    i += 8;
-                }
-            }
+                put_row(
+                    panel.add((k / KB) * R * KB + r * KB + k % KB),
+                    0,
+                    src.map(|s| s.add(done)),
+                    n,
+                )
+            };
             k += n;
             done += n;
             continue;
