@@ -50,7 +50,7 @@ pub(super) fn applies(g: &Geometry) -> bool {
         2 => g.op() >= AVX2_MIN_POSITIONS,
         _ => false,
     };
-    cpu && direct::suits(g) && PaddedGrid::layout(g).is_some()
+    cpu && direct::suits(g) && PaddedGrid::layout(g, KB).is_some()
 }
 
 /// Output positions per sample from which the AVX2 tiles beat im2col and GEMM. Measured on a
@@ -67,7 +67,7 @@ pub(super) fn weight_gradient(
     input: &TensorRef,
     grad_output: &TensorRef,
 ) {
-    let Some(grid) = PaddedGrid::layout(g) else {
+    let Some(grid) = PaddedGrid::layout(g, KB) else {
         unreachable!("grid_weight::weight_gradient without its grid (applies)");
     };
     let (o, kk, p) = (g.o, g.kk(), g.op());

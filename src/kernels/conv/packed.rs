@@ -125,7 +125,7 @@ fn forward_packed(
                     // SAFETY: the CPU has AVX2 (applies); the panel holds kp * R packed
                     // floats (kp / 16 blocks of R rows of 16), w kp * width packed weights,
                     // tile R * 32 floats.
-                    unsafe { tile_kernel_any(width, &blocks_of, w, tile.as_mut_ptr()) };
+                    unsafe { tile_kernel_any(width, KB, &blocks_of, w, tile.as_mut_ptr()) };
                     let positions = R.min(g.n * p - t * R);
                     let b = bias.map(|b| b[first..first + valid].as_ptr());
                     for r in 0..positions {
@@ -143,21 +143,25 @@ fn forward_packed(
 }
 
 /// A stride-1, one-group convolution read straight from a zero-padded copy of its input in
-/// blocks of 16 channels, `[n][c / 16][Dp][Hp][Wp][16]` (oneDNN's `nChw16c`, padded, the last
-/// block's missing channels zero): no per-tile packing.
+/// blocks of `L` channels, `[n][c / L][Dp][Hp][Wp][L]` (oneDNN's `nChw16c` for `L = 16`,
+/// padded, the last block's missing channels zero): no per-tile packing. `L` is 16, or, for
+/// inputs of at most 8 channels, the channel count rounded up to 1, 2, 3, 4 or 8 (an RGB
+/// stem's pixels stay 3 floats: 16-channel blocks would multiply 13 zeros per tap).
 ///
 /// An output position `(z, y, x)` is computed at grid index `t = (z * Hp + y) * Wp + x` of its
 /// sample, as in [`super::grid`]: a tap is a constant pixel offset of the padded plane, and
-/// the 12 positions of a tile are 12 consecutive pixels, 16 floats apart, of each channel
+/// the 12 positions of a tile are 12 consecutive pixels, `L` floats apart, of each channel
 /// block's plane, so the tile kernel reads them where they lie. Grid columns `x >= O2` (and,
 /// in 3-D, rows `y >= O1`) are computed and dropped. The reduction index is
-/// `k = ((c / 16) * kk + tap) * 16 + c % 16` ([`KOrder::Blocked`]).
+/// `k = ((c / L) * kk + tap) * L + c % L` ([`KOrder::Blocked`]).
 ///
 /// Where it pays: packing costs about as much as a tile's products over 16 output channels
 /// (measured: half the kernel's time for 32 output channels), so the grid is chosen while the
 /// work it computes and drops stays below that ([`PaddedGrid::new`]).
 pub(super) struct PaddedGrid {
-    /// Channel blocks of 16.
+    /// Channels per block (`L`).
+    pub lanes: usize,
+    /// Channel blocks.
     pub c16: usize,
     /// Padded input dims (Dp, Hp, Wp).
     pub dims: [usize; 3],
@@ -177,7 +181,16 @@ const GRID_CHUNK_ELEMENTS: usize = 1 << 21;
 impl PaddedGrid {
     /// The grid of `g` where it applies and pays.
     fn new(g: &Geometry) -> Option<Self> {
-        Self::layout(g).filter(|grid| grid.pays(g))
+        Self::layout(g, Self::lanes_for(g.c)).filter(|grid| grid.pays(g))
+    }
+
+    /// Channels per block for an input of `c` channels.
+    fn lanes_for(c: usize) -> usize {
+        match c {
+            1..=4 => c,
+            5..=8 => 8,
+            _ => KB,
+        }
     }
 
     /// Whether the grid costs less than packing, in multiply-adds per 16 output channels: it
@@ -190,14 +203,15 @@ impl PaddedGrid {
     /// columns 2 of 10) and [8,64,16,16]->256 1x1 1.11, which this model sends to packing.
     fn pays(&self, g: &Geometry) -> bool {
         let (kk, copy) = (g.kk(), KB as f64 / g.og() as f64);
-        let lanes = self.c16 * KB;
+        let lanes = self.c16 * self.lanes;
         let grid = (self.tiles * R * lanes * kk) as f64 + (self.plane * lanes) as f64 * copy;
         let packed = (g.op() * (g.c * kk).next_multiple_of(KB)) as f64 * (1.0 + copy);
         grid <= packed
     }
 
-    /// The grid of `g` if it applies: stride 1, one group, no negative padding.
-    pub(super) fn layout(g: &Geometry) -> Option<Self> {
+    /// The grid of `g` in blocks of `lanes` channels if it applies: stride 1, one group, no
+    /// negative padding.
+    pub(super) fn layout(g: &Geometry, lanes: usize) -> Option<Self> {
         if g.groups != 1
             || g.stride != [1, 1, 1]
             || g.padding.iter().any(|&p| p < 0)
@@ -212,7 +226,7 @@ impl PaddedGrid {
             return None;
         }
         let [o0, o1, o2] = g.osp;
-        let (c16, kk) = (g.c.div_ceil(KB), g.kk());
+        let (c16, kk) = (g.c.div_ceil(lanes), g.kk());
         let span = ((o0 - 1) * dims[1] + o1 - 1) * dims[2] + o2;
         let tiles = span.div_ceil(R);
         let [_, kh, kw] = g.ksp;
@@ -224,6 +238,7 @@ impl PaddedGrid {
             })
             .collect();
         Some(PaddedGrid {
+            lanes,
             c16,
             dims,
             plane: dims.iter().product(),
@@ -235,30 +250,84 @@ impl PaddedGrid {
 
     /// Floats of one sample's copy.
     pub(super) fn sample_len(&self) -> usize {
-        self.c16 * self.plane * KB
+        self.c16 * self.plane * self.lanes
     }
 
-    /// The output pixels (of their sample) that grid positions `t0..t0 + R` compute, if any:
-    /// one division, then counted up.
-    fn pixels(&self, g: &Geometry, t0: usize) -> [Option<usize>; R] {
+    /// Where tile `t` (over the samples of a chunk) lies: the divisions, once per run of
+    /// tiles ([`TileAt::next`] counts on).
+    fn tile_at(&self, t: usize) -> TileAt {
+        let [_, hp, wp] = self.dims;
+        let (ns, first) = (t / self.tiles, t % self.tiles * R);
+        let (x, rest) = (first % wp, first / wp);
+        TileAt {
+            ns,
+            first,
+            x,
+            y: rest % hp,
+            z: rest / hp,
+        }
+    }
+
+    /// Calls `f(r, q)` for each position `r` of the tile at `at` that computes an output pixel,
+    /// `q` (of its sample).
+    #[inline]
+    fn for_each_pixel(&self, g: &Geometry, at: &TileAt, mut f: impl FnMut(usize, usize)) {
         let [_, hp, wp] = self.dims;
         let [_, o1, o2] = g.osp;
-        let (mut x, rest) = (t0 % wp, t0 / wp);
-        let (mut y, mut z) = (rest % hp, rest / hp);
-        std::array::from_fn(|r| {
-            if r > 0 {
-                x += 1;
-                if x == wp {
-                    x = 0;
-                    y += 1;
-                    if y == hp {
-                        y = 0;
-                        z += 1;
-                    }
+        let (mut x, mut y, mut z) = (at.x, at.y, at.z);
+        for r in 0..R.min(self.span.saturating_sub(at.first)) {
+            if x < o2 && y < o1 {
+                f(r, (z * o1 + y) * o2 + x);
+            }
+            x += 1;
+            if x == wp {
+                x = 0;
+                y += 1;
+                if y == hp {
+                    y = 0;
+                    z += 1;
                 }
             }
-            (t0 + r < self.span && x < o2 && y < o1).then(|| (z * o1 + y) * o2 + x)
-        })
+        }
+    }
+}
+
+/// A tile's place in a [`PaddedGrid`]: its sample in the chunk, its first grid position, and
+/// that position's padded coordinates.
+#[derive(Clone, Copy)]
+struct TileAt {
+    ns: usize,
+    first: usize,
+    x: usize,
+    y: usize,
+    z: usize,
+}
+
+impl TileAt {
+    /// The next tile's place (`R` positions on, or the next sample's first).
+    #[inline]
+    fn next(&mut self, grid: &PaddedGrid) {
+        let [_, hp, wp] = grid.dims;
+        self.first += R;
+        if self.first >= grid.tiles * R {
+            *self = TileAt {
+                ns: self.ns + 1,
+                first: 0,
+                x: 0,
+                y: 0,
+                z: 0,
+            };
+            return;
+        }
+        self.x += R;
+        while self.x >= wp {
+            self.x -= wp;
+            self.y += 1;
+            if self.y == hp {
+                self.y = 0;
+                self.z += 1;
+            }
+        }
     }
 }
 
@@ -271,10 +340,10 @@ fn forward_grid(
     weight: &TensorRef,
     bias: Option<&[f32]>,
 ) {
-    let (og, kk, p) = (g.og(), g.kk(), g.op());
-    let kp = grid.c16 * kk * KB;
+    let (og, kk, p, lanes) = (g.og(), g.kk(), g.op(), grid.lanes);
+    let kp = grid.c16 * kk * lanes;
     let bl = Blocks::new(og, kp);
-    let wp = pack_weights(g, weight, &bl, KOrder::Blocked);
+    let wp = pack_weights(g, weight, &bl, KOrder::Blocked(lanes));
     let per_unit_blocks = (UNIT_WEIGHTS / (kp * 32)).clamp(1, bl.list.len());
     let block_runs = bl.list.len().div_ceil(per_unit_blocks);
     let chunk = (GRID_CHUNK_ELEMENTS / grid.sample_len()).clamp(1, g.n);
@@ -282,11 +351,11 @@ fn forward_grid(
     let outp = SendPtr::<f32>::of(out.ptr);
     let wpp = SendPtr::of(wp.as_ptr() as *mut f32);
     // R pixels of slack after the last sample: a last tile's dropped positions read past it.
-    with_scratch(chunk * grid.sample_len() + R * KB, |xp: &mut [f32]| {
+    with_scratch(chunk * grid.sample_len() + R * lanes, |xp: &mut [f32]| {
         let xpp = SendPtr::new(xp.as_mut_ptr());
         for s0 in (0..g.n).step_by(chunk) {
             let samples = chunk.min(g.n - s0);
-            xp[samples * grid.sample_len()..][..R * KB].fill(0.0);
+            xp[samples * grid.sample_len()..][..R * lanes].fill(0.0);
             let rows = grid.dims[0] * grid.dims[1];
             parallel_for(samples * rows, 1, &|i0, i1| {
                 for i in i0..i1 {
@@ -310,7 +379,7 @@ fn forward_grid(
             let tile_runs = tiles.div_ceil(run);
             parallel_for(block_runs * tile_runs, 1, &|u0, u1| {
                 let mut tile = [0f32; R * 32];
-                let mut blocks_of = Vec::with_capacity(kp / KB);
+                let mut blocks_of = Vec::with_capacity(kp / lanes);
                 for u in u0..u1 {
                     let (br, tr) = (u / tile_runs, u % tile_runs);
                     let t0 = tr * run;
@@ -325,21 +394,23 @@ fn forward_grid(
                         let w = wpp.at(bl.at[bi] as isize) as *const f32;
                         let valid = width.min(og - b0);
                         let b = bias.map(|b| b[b0..b0 + valid].as_ptr());
-                        for t in t0..t1 {
-                            let (ns, first) = (t / grid.tiles, t % grid.tiles * R);
+                        let mut at = grid.tile_at(t0);
+                        for _ in t0..t1 {
+                            let (ns, first) = (at.ns, at.first);
                             let sample = xpp.at((ns * grid.sample_len()) as isize) as *const f32;
                             blocks_of.clear();
                             for cb in 0..grid.c16 {
-                                let at = sample.wrapping_add((cb * grid.plane + first) * KB);
+                                let at = sample.wrapping_add((cb * grid.plane + first) * lanes);
                                 blocks_of
-                                    .extend(grid.taps.iter().map(|&o| at.wrapping_add(o * KB)));
+                                    .extend(grid.taps.iter().map(|&o| at.wrapping_add(o * lanes)));
                             }
                             // SAFETY: the CPU has AVX2 (applies); each block pointer has R
-                            // pixels of 16 floats in the copy (its slack past the last sample),
-                            // w kp * width packed weights, tile R * 32 floats.
-                            unsafe { tile_kernel_any(width, &blocks_of, w, tile.as_mut_ptr()) };
-                            for (r, q) in grid.pixels(g, first).into_iter().enumerate() {
-                                let Some(q) = q else { continue };
+                            // pixels of `lanes` floats in the copy (its slack past the last
+                            // sample), w kp * width packed weights, tile R * 32 floats.
+                            unsafe {
+                                tile_kernel_any(width, lanes, &blocks_of, w, tile.as_mut_ptr())
+                            };
+                            grid.for_each_pixel(g, &at, |r, q| {
                                 let px = outp.at((((s0 + ns) * p + q) * g.o + b0) as isize);
                                 // SAFETY: channels b0..b0 + valid of an output pixel (dense
                                 // channels-last), written by this unit only; the tile row
@@ -347,7 +418,8 @@ fn forward_grid(
                                 unsafe {
                                     write_row_any(width, tile[r * width..].as_ptr(), px, b, valid)
                                 };
-                            }
+                            });
+                            at.next(grid);
                         }
                     }
                 }
@@ -378,42 +450,48 @@ pub(super) unsafe fn copy_grid_row(
     );
     let inside = (0..g.isp[0] as isize).contains(&z) && (0..g.isp[1] as isize).contains(&y);
     let xs = &input.strides;
-    let width = g.isp[2];
+    let (width, l) = (g.isp[2], grid.lanes);
     for cb in 0..grid.c16 {
-        let line = dst.wrapping_add((cb * grid.plane + row * wp) * KB);
+        let line = dst.wrapping_add((cb * grid.plane + row * wp) * l);
         if !inside {
             // SAFETY: this row of block cb (the caller's contract).
-            unsafe { line.write_bytes(0, wp * KB) };
+            unsafe { line.write_bytes(0, wp * l) };
             continue;
         }
         // SAFETY: as above: the left and right padding of the row.
         unsafe {
-            line.write_bytes(0, pad[2] * KB);
-            line.add((pad[2] + width) * KB)
-                .write_bytes(0, (wp - pad[2] - width) * KB);
+            line.write_bytes(0, pad[2] * l);
+            line.add((pad[2] + width) * l)
+                .write_bytes(0, (wp - pad[2] - width) * l);
         }
-        let lanes = KB.min(g.c - cb * KB);
+        let lanes = l.min(g.c - cb * l);
         let src = (input.ptr as *const f32).wrapping_offset(
-            n as isize * xs[0] + z * xs[2] + y * xs[3] + (cb * KB) as isize * xs[1],
+            n as isize * xs[0] + z * xs[2] + y * xs[3] + (cb * l) as isize * xs[1],
         );
         // SAFETY: the row's pixels of block cb (the caller's contract).
-        let out = unsafe { std::slice::from_raw_parts_mut(line.add(pad[2] * KB), width * KB) };
-        if xs[1] != 1 && xs[4] == 1 && lanes == KB {
+        let out = unsafe { std::slice::from_raw_parts_mut(line.add(pad[2] * l), width * l) };
+        if l == KB && xs[1] != 1 && xs[4] == 1 && lanes == KB {
             // A contiguous input's block: 16 rows of `width` pixels, transposed.
             // SAFETY: channels cb * 16.. + 16 of the row's pixels.
             unsafe { transpose_into(src, xs[1], KB, width, out, false) };
             continue;
         }
-        for (x, px_out) in out.chunks_exact_mut(KB).enumerate() {
+        if lanes == l && (xs[1] == 1 || l == 1) && xs[4] == l as isize {
+            // Dense channels-last pixels that fill the block: the row is one run.
+            // SAFETY: the row's `width` pixels of `l` channels.
+            out.copy_from_slice(unsafe { std::slice::from_raw_parts(src, width * l) });
+            continue;
+        }
+        for (x, px_out) in out.chunks_exact_mut(l).enumerate() {
             let px = src.wrapping_offset(x as isize * xs[4]);
-            if xs[1] == 1 && lanes == KB {
-                // SAFETY: the 16 channels of input pixel (n, z, y, x).
-                px_out.copy_from_slice(unsafe { std::slice::from_raw_parts(px, KB) });
+            if xs[1] == 1 && lanes == l {
+                // SAFETY: the block's channels of input pixel (n, z, y, x).
+                px_out.copy_from_slice(unsafe { std::slice::from_raw_parts(px, l) });
                 continue;
             }
             let (real, missing) = px_out.split_at_mut(lanes);
             for (c, v) in real.iter_mut().enumerate() {
-                // SAFETY: channel cb * 16 + c < c_in of the pixel.
+                // SAFETY: channel cb * l + c < c_in of the pixel.
                 *v = unsafe { *px.offset(c as isize * xs[1]) };
             }
             missing.fill(0.0);
@@ -455,8 +533,9 @@ impl Blocks {
 enum KOrder {
     /// `k = t * cg + c`: a tap's channels are one run of a channels-last pixel ([`forward_packed`]).
     TapMajor,
-    /// `k = ((c / 16) * kk + t) * 16 + c % 16`: the blocked grid's order ([`PaddedGrid`]).
-    Blocked,
+    /// `k = ((c / L) * kk + t) * L + c % L`: the blocked grid's order ([`PaddedGrid`]) in
+    /// blocks of `L` channels.
+    Blocked(usize),
 }
 
 impl KOrder {
@@ -464,7 +543,7 @@ impl KOrder {
     fn k(self, c: usize, t: usize, cg: usize, kk: usize) -> usize {
         match self {
             KOrder::TapMajor => t * cg + c,
-            KOrder::Blocked => ((c / KB) * kk + t) * KB + c % KB,
+            KOrder::Blocked(l) => ((c / l) * kk + t) * l + c % l,
         }
     }
 }
@@ -486,9 +565,9 @@ fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks, order: KOrder) ->
     };
     // Whether each row holds its (c, tap) elements densely in tap-major order (a
     // channels-last weight), and whether that is `order` (blocked order is when a group has
-    // 16 channels).
+    // one block's channels).
     let tap_major = ws[1] == 1 && (0..kk).all(|t| tap_at(t) == (t * cg) as isize);
-    let in_order = tap_major && (order == KOrder::TapMajor || cg == KB);
+    let in_order = tap_major && (order == KOrder::TapMajor || order == KOrder::Blocked(cg));
     let contiguous = weight.is_contiguous();
     // Row of the transposed block that holds element (c, t).
     let turned_row = |c: usize, t: usize| if tap_major { t * cg + c } else { c * kk + t };
@@ -886,19 +965,45 @@ unsafe fn write_row<const V: usize>(
     }
 }
 
-/// [`tile_kernel`] for a block of `width` (16 or 32) output channels.
+/// [`tile_kernel`] for a block of `width` (16 or 32) output channels and `lanes` k's per
+/// pointer of `a` (16, or a narrow [`PaddedGrid`]'s 1, 2, 3, 4 or 8).
 ///
 /// # Safety
 /// As [`tile_kernel`].
 #[inline]
-unsafe fn tile_kernel_any(width: usize, a: &[*const f32], w: *const f32, tile: *mut f32) {
-    // SAFETY: the caller's contract; the level says which features the CPU has.
+unsafe fn tile_kernel_any(
+    width: usize,
+    lanes: usize,
+    a: &[*const f32],
+    w: *const f32,
+    tile: *mut f32,
+) {
+    /// The instance for a constant `L`: the rows' offsets are constants of the code.
+    ///
+    /// # Safety
+    /// As [`tile_kernel`].
+    #[inline]
+    unsafe fn with<const L: usize>(width: usize, a: &[*const f32], w: *const f32, tile: *mut f32) {
+        // SAFETY: the caller's contract; the level says which features the CPU has.
+        unsafe {
+            match (simd::level() >= 3, width == 32) {
+                (true, true) => tile_kernel::<2, L>(a, w, tile),
+                (true, false) => tile_kernel::<1, L>(a, w, tile),
+                (false, true) => tile_kernel_avx2::<2, L>(a, w, tile),
+                (false, false) => tile_kernel_avx2::<1, L>(a, w, tile),
+            }
+        }
+    }
+    // SAFETY: the caller's contract.
     unsafe {
-        match (simd::level() >= 3, width == 32) {
-            (true, true) => tile_kernel::<2>(a, w, tile),
-            (true, false) => tile_kernel::<1>(a, w, tile),
-            (false, true) => tile_kernel_avx2::<2>(a, w, tile),
-            (false, false) => tile_kernel_avx2::<1>(a, w, tile),
+        match lanes {
+            KB => with::<KB>(width, a, w, tile),
+            1 => with::<1>(width, a, w, tile),
+            2 => with::<2>(width, a, w, tile),
+            3 => with::<3>(width, a, w, tile),
+            4 => with::<4>(width, a, w, tile),
+            8 => with::<8>(width, a, w, tile),
+            _ => unreachable!("tile_kernel_any: {lanes} lanes"),
         }
     }
 }
@@ -913,16 +1018,20 @@ const R2: usize = 6;
 /// # Safety
 /// As [`tile_kernel`], with AVX2 and FMA instead of AVX-512F.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_kernel_avx2<const V: usize>(a: &[*const f32], w: *const f32, tile: *mut f32) {
+unsafe fn tile_kernel_avx2<const V: usize, const L: usize>(
+    a: &[*const f32],
+    w: *const f32,
+    tile: *mut f32,
+) {
     for v in 0..V {
         for r0 in (0..R).step_by(R2) {
             let mut acc = [[_mm256_setzero_ps(); 2]; R2];
             for (kb, &ab) in a.iter().enumerate() {
                 // SAFETY: block kb of the weights (the caller's contract).
-                let wb = unsafe { w.add((kb * KB * V + v) * 16) };
+                let wb = unsafe { w.add((kb * L * V + v) * 16) };
                 // SAFETY: rows r0.. of the block (the caller's contract).
-                let ab = unsafe { ab.add(r0 * KB) };
-                for kk in 0..KB {
+                let ab = unsafe { ab.add(r0 * L) };
+                for kk in 0..L {
                     // SAFETY: k's 16 packed weights of channels 16v..16v + 16.
                     let (w0, w1) = unsafe {
                         let p = wb.add(kk * V * 16);
@@ -930,7 +1039,7 @@ unsafe fn tile_kernel_avx2<const V: usize>(a: &[*const f32], w: *const f32, tile
                     };
                     for (r, row) in acc.iter_mut().enumerate() {
                         // SAFETY: row r0 + r's element kk of block kb.
-                        let xv = _mm256_broadcast_ss(unsafe { &*ab.add(r * KB + kk) });
+                        let xv = _mm256_broadcast_ss(unsafe { &*ab.add(r * L + kk) });
                         row[0] = _mm256_fmadd_ps(w0, xv, row[0]);
                         row[1] = _mm256_fmadd_ps(w1, xv, row[1]);
                     }
@@ -948,20 +1057,24 @@ unsafe fn tile_kernel_avx2<const V: usize>(a: &[*const f32], w: *const f32, tile
     }
 }
 
-/// `tile[r * 16V + j] = sum_k w[k * 16V + j] * a[k / 16][r * 16 + k % 16]` for `r < R`,
-/// `j < 16V`, over `a.len() * 16` k's: `a` holds one pointer per block of 16 k's, to `R` rows
-/// of 16 floats (a packed panel's block, or 12 consecutive pixels of the blocked grid).
+/// `tile[r * 16V + j] = sum_k w[k * 16V + j] * a[k / L][r * L + k % L]` for `r < R`,
+/// `j < 16V`, over `a.len() * L` k's: `a` holds one pointer per block of `L` k's, to `R` rows
+/// of `L` floats (a packed panel's block, or 12 consecutive pixels of the blocked grid).
 ///
 /// # Safety
-/// The CPU must support AVX-512F; each `a[kb]` must be readable for `16R` floats, `w` for
-/// `a.len() * 16 * 16V` and `tile` writable for `R * 16V`.
+/// The CPU must support AVX-512F; each `a[kb]` must be readable for `LR` floats, `w` for
+/// `a.len() * L * 16V` and `tile` writable for `R * 16V`.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_kernel<const V: usize>(a: &[*const f32], w: *const f32, tile: *mut f32) {
+unsafe fn tile_kernel<const V: usize, const L: usize>(
+    a: &[*const f32],
+    w: *const f32,
+    tile: *mut f32,
+) {
     let mut acc = [[_mm512_setzero_ps(); V]; R];
     for (kb, &ab) in a.iter().enumerate() {
         // SAFETY: block kb of the weights (the caller's contract).
-        let wb = unsafe { w.add(kb * KB * 16 * V) };
-        for kk in 0..KB {
+        let wb = unsafe { w.add(kb * L * 16 * V) };
+        for kk in 0..L {
             let mut wv = [_mm512_setzero_ps(); V];
             for (v, x) in wv.iter_mut().enumerate() {
                 // SAFETY: k's 16V packed weights.
@@ -969,7 +1082,7 @@ unsafe fn tile_kernel<const V: usize>(a: &[*const f32], w: *const f32, tile: *mu
             }
             for (r, row) in acc.iter_mut().enumerate() {
                 // SAFETY: row r's element kk of block kb (the caller's contract).
-                let xv = _mm512_set1_ps(unsafe { *ab.add(r * KB + kk) });
+                let xv = _mm512_set1_ps(unsafe { *ab.add(r * L + kk) });
                 for (v, acc) in row.iter_mut().enumerate() {
                     *acc = _mm512_fmadd_ps(wv[v], xv, *acc);
                 }
@@ -1025,15 +1138,20 @@ mod tests {
     }
 
     /// The blocked grid gives the packed form's bits (small integers: exact sums in any order)
-    /// with one or several channel blocks, a partial last one, dilation, 3-D, a weight of
-    /// any layout, an input with strided channels, and samples split into chunks.
+    /// with one or several channel blocks, a partial last one, narrow blocks (1-8 channels),
+    /// dilation, 3-D, a weight of any layout, an input with strided channels, and samples
+    /// split into chunks.
     #[test]
     fn grid_matches_packing() {
-        if simd::level() < 3 {
+        if simd::level() < 2 {
             return;
         }
         #[rustfmt::skip]
-        let cases: [Case; 6] = [
+        let cases: [Case; 10] = [
+            (2, 1, [1, 9, 11], 16, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
+            (2, 2, [1, 7, 13], 32, [1, 5, 5], [1, 1, 1], [0, 2, 2], [1, 1, 1], 1),
+            (3, 4, [2, 6, 5], 48, [2, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 2], 1),
+            (2, 5, [1, 8, 8], 20, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
             (2, 3, [1, 9, 11], 32, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
             (3, 20, [1, 10, 9], 48, [1, 3, 3], [1, 1, 1], [0, 2, 1], [1, 2, 1], 1),
             (2, 16, [3, 5, 6], 16, [2, 3, 3], [1, 1, 1], [1, 1, 0], [2, 1, 1], 1),
@@ -1044,7 +1162,11 @@ mod tests {
         for case in cases {
             let c = int_case(case);
             let g = Geometry::new(&c.xshape, &c.wshape, &c.oshape, &c.params).unwrap();
-            let grid = PaddedGrid::layout(&g).expect(&c.what);
+            let narrow = PaddedGrid::lanes_for(g.c);
+            let grids = [KB, narrow][..if narrow == KB { 1 } else { 2 }]
+                .iter()
+                .map(|&l| PaddedGrid::layout(&g, l).expect(&c.what))
+                .collect::<Vec<_>>();
             let (x_cl, x_st) = to_channels_last(&c.x.data, &c.xshape);
             let (w_cl, w_st) = to_channels_last(&c.w.data, &c.wshape);
             let len = c.oshape.iter().product();
@@ -1055,20 +1177,22 @@ mod tests {
             let mut want = vec![f32::NAN; len];
             let out = view_mut(&mut want, &c.oshape, &o_st);
             forward_packed(&g, &out, &x_views[1], &w_views[0], bias);
-            for (xr, wr) in x_views
-                .iter()
-                .flat_map(|x| w_views.iter().map(move |w| (x, w)))
-            {
-                let mut got = vec![f32::NAN; len];
-                forward_grid(
-                    &g,
-                    &grid,
-                    &view_mut(&mut got, &c.oshape, &o_st),
-                    xr,
-                    wr,
-                    bias,
-                );
-                assert_eq!(got, want, "{}", c.what);
+            for grid in &grids {
+                for (xr, wr) in x_views
+                    .iter()
+                    .flat_map(|x| w_views.iter().map(move |w| (x, w)))
+                {
+                    let mut got = vec![f32::NAN; len];
+                    forward_grid(
+                        &g,
+                        grid,
+                        &view_mut(&mut got, &c.oshape, &o_st),
+                        xr,
+                        wr,
+                        bias,
+                    );
+                    assert_eq!(got, want, "{} in blocks of {}", c.what, grid.lanes);
+                }
             }
         }
     }
