@@ -19,6 +19,8 @@ mod depthwise;
 mod direct;
 mod grid;
 #[cfg(target_arch = "x86_64")]
+mod grid_input;
+#[cfg(target_arch = "x86_64")]
 mod grid_weight;
 #[cfg(target_arch = "x86_64")]
 mod packed;
@@ -1015,6 +1017,20 @@ pub fn conv_backward_input(
         if grad_input.numel() > 0 {
             let bias = bias_values(bias);
             direct::input_gradient(&g, &gt, grad_input, grad_output, weight, bias.as_deref());
+        }
+        return Ok(());
+    }
+    // Strided, into channels-last: a grid pass per phase (measured on a Zen 3, 2 threads: the
+    // [16,32,32,32] 3x3 stride-2 -> 64 input gradient took 1.87 ms through NCHW copies and
+    // the planar path, the CPU's oneDNN 1.01).
+    #[cfg(target_arch = "x86_64")]
+    if dtype == DType::F32
+        && is_channels_last(&grad_input.shape, &grad_input.strides)
+        && grid_input::applies(&g)
+    {
+        if grad_input.numel() > 0 {
+            let bias = bias_values(bias);
+            grid_input::input_gradient(&g, grad_input, grad_output, weight, bias.as_deref());
         }
         return Ok(());
     }

@@ -158,6 +158,7 @@ fn forward_packed(
 /// Where it pays: packing costs about as much as a tile's products over 16 output channels
 /// (measured: half the kernel's time for 32 output channels), so the grid is chosen while the
 /// work it computes and drops stays below that ([`PaddedGrid::new`]).
+#[derive(Clone)]
 pub(super) struct PaddedGrid {
     /// Channels per block (`L`).
     pub lanes: usize,
@@ -173,6 +174,8 @@ pub(super) struct PaddedGrid {
     tiles: usize,
     /// Each tap's pixel offset in a plane.
     pub taps: Vec<usize>,
+    /// Output size (D, H, W).
+    osp: [usize; 3],
 }
 
 /// Elements of the blocked copy made per chunk of samples (8 MB of f32).
@@ -185,7 +188,7 @@ impl PaddedGrid {
     }
 
     /// Channels per block for an input of `c` channels.
-    fn lanes_for(c: usize) -> usize {
+    pub(super) fn lanes_for(c: usize) -> usize {
         match c {
             1..=4 => c,
             5..=8 => 8,
@@ -225,27 +228,38 @@ impl PaddedGrid {
         if (0..3).any(|i| dims[i] != g.osp[i] + g.dilation[i] as usize * (g.ksp[i] - 1)) {
             return None;
         }
-        let [o0, o1, o2] = g.osp;
-        let (c16, kk) = (g.c.div_ceil(lanes), g.kk());
-        let span = ((o0 - 1) * dims[1] + o1 - 1) * dims[2] + o2;
-        let tiles = span.div_ceil(R);
         let [_, kh, kw] = g.ksp;
         let d = g.dilation.map(|v| v as usize);
-        let taps = (0..kk)
+        let taps = (0..g.kk())
             .map(|t| {
                 let (a, b, e) = (t / (kh * kw), t / kw % kh, t % kw);
                 (a * d[0] * dims[1] + b * d[1]) * dims[2] + e * d[2]
             })
             .collect();
-        Some(PaddedGrid {
+        Some(Self::of(g.c, lanes, dims, taps, g.osp))
+    }
+
+    /// The grid of a padded copy of `c` channels in blocks of `lanes`, `dims` padded pixels,
+    /// whose outputs (`osp`, all non-zero) read `taps` (pixel offsets, in the kernel's order).
+    pub(super) fn of(
+        c: usize,
+        lanes: usize,
+        dims: [usize; 3],
+        taps: Vec<usize>,
+        osp: [usize; 3],
+    ) -> Self {
+        let [o0, o1, o2] = osp;
+        let span = ((o0 - 1) * dims[1] + o1 - 1) * dims[2] + o2;
+        PaddedGrid {
             lanes,
-            c16,
+            c16: c.div_ceil(lanes),
             dims,
             plane: dims.iter().product(),
             span,
-            tiles,
+            tiles: span.div_ceil(R),
             taps,
-        })
+            osp,
+        }
     }
 
     /// Floats of one sample's copy.
@@ -268,16 +282,16 @@ impl PaddedGrid {
         }
     }
 
-    /// Calls `f(r, q)` for each position `r` of the tile at `at` that computes an output pixel,
-    /// `q` (of its sample).
+    /// Calls `f(r, [z, y, x])` for each position `r` of the tile at `at` that computes an
+    /// output pixel, `(z, y, x)` of its sample.
     #[inline]
-    fn for_each_pixel(&self, g: &Geometry, at: &TileAt, mut f: impl FnMut(usize, usize)) {
+    fn for_each_pixel(&self, at: &TileAt, mut f: impl FnMut(usize, [usize; 3])) {
         let [_, hp, wp] = self.dims;
-        let [_, o1, o2] = g.osp;
+        let [_, o1, o2] = self.osp;
         let (mut x, mut y, mut z) = (at.x, at.y, at.z);
         for r in 0..R.min(self.span.saturating_sub(at.first)) {
             if x < o2 && y < o1 {
-                f(r, (z * o1 + y) * o2 + x);
+                f(r, [z, y, x]);
             }
             x += 1;
             if x == wp {
@@ -340,22 +354,83 @@ fn forward_grid(
     weight: &TensorRef,
     bias: Option<&[f32]>,
 ) {
-    let (og, kk, p, lanes) = (g.og(), g.kk(), g.op(), grid.lanes);
-    let kp = grid.c16 * kk * lanes;
-    let bl = Blocks::new(og, kp);
-    let wp = pack_weights(g, weight, &bl, KOrder::Blocked(lanes));
-    let per_unit_blocks = (UNIT_WEIGHTS / (kp * 32)).clamp(1, bl.list.len());
-    let block_runs = bl.list.len().div_ceil(per_unit_blocks);
-    let chunk = (GRID_CHUNK_ELEMENTS / grid.sample_len()).clamp(1, g.n);
+    let pass = GridPass::new(g, grid.clone(), weight, OutPixels::dense(out));
+    run_grid(g, input, &[pass], out.ptr as *mut f32, bias);
+}
+
+/// Where a grid pass writes output pixel `(n, z, y, x)` (of the whole batch): its `o` channels
+/// from float `at + n * strides[0] + z * strides[1] + y * strides[2] + x * strides[3]` on.
+#[derive(Clone, Copy)]
+pub(super) struct OutPixels {
+    pub at: isize,
+    pub strides: [isize; 4],
+}
+
+impl OutPixels {
+    /// Every pixel of the dense channels-last `out`.
+    pub(super) fn dense(out: &TensorMut) -> Self {
+        let s = &out.strides;
+        OutPixels {
+            at: 0,
+            strides: [s[0], s[2], s[3], s[4]],
+        }
+    }
+}
+
+/// One convolution the grid's tiles compute from a shared padded copy: the grid (its taps and
+/// output size), the packed weights of its `og` output channels, where its pixels go.
+pub(super) struct GridPass {
+    grid: PaddedGrid,
+    og: usize,
+    blocks: Blocks,
+    weights: Vec<f32>,
+    out: OutPixels,
+}
+
+impl GridPass {
+    /// The pass of `g` (stride 1, one group: `weight` is `[o, c, kd, kh, kw]`, the order of
+    /// `grid.taps`) on `grid`.
+    pub(super) fn new(g: &Geometry, grid: PaddedGrid, weight: &TensorRef, out: OutPixels) -> Self {
+        let kp = grid.c16 * g.kk() * grid.lanes;
+        let blocks = Blocks::new(g.og(), kp);
+        let weights = pack_weights(g, weight, &blocks, KOrder::Blocked(grid.lanes));
+        GridPass {
+            grid,
+            og: g.og(),
+            blocks,
+            weights,
+            out,
+        }
+    }
+
+    /// Channel blocks per work unit (their packed weights stay in a core's L2), and the runs
+    /// of them.
+    fn block_runs(&self) -> (usize, usize) {
+        let per_unit = (UNIT_WEIGHTS / (self.blocks.kp * 32)).clamp(1, self.blocks.list.len());
+        (per_unit, self.blocks.list.len().div_ceil(per_unit))
+    }
+}
+
+/// Runs `passes` (all on grids of the same padded copy) over a padded copy of `input`, whose
+/// padding and sizes `g` gives ([`copy_grid_row`]), in chunks of samples, writing into `out`.
+pub(super) fn run_grid(
+    g: &Geometry,
+    input: &TensorRef,
+    passes: &[GridPass],
+    out: *mut f32,
+    bias: Option<&[f32]>,
+) {
+    let grid = &passes[0].grid;
+    let (lanes, sample_len) = (grid.lanes, grid.sample_len());
+    let chunk = (GRID_CHUNK_ELEMENTS / sample_len).clamp(1, g.n);
     let threads = crate::runtime::pool::num_threads().max(1);
-    let outp = SendPtr::<f32>::of(out.ptr);
-    let wpp = SendPtr::of(wp.as_ptr() as *mut f32);
+    let outp = SendPtr::new(out);
     // R pixels of slack after the last sample: a last tile's dropped positions read past it.
-    with_scratch(chunk * grid.sample_len() + R * lanes, |xp: &mut [f32]| {
+    with_scratch(chunk * sample_len + R * lanes, |xp: &mut [f32]| {
         let xpp = SendPtr::new(xp.as_mut_ptr());
         for s0 in (0..g.n).step_by(chunk) {
             let samples = chunk.min(g.n - s0);
-            xp[samples * grid.sample_len()..][..R * lanes].fill(0.0);
+            xp[samples * sample_len..][..R * lanes].fill(0.0);
             let rows = grid.dims[0] * grid.dims[1];
             parallel_for(samples * rows, 1, &|i0, i1| {
                 for i in i0..i1 {
@@ -369,40 +444,50 @@ fn forward_grid(
                             input,
                             s0 + ns,
                             row,
-                            xpp.at((ns * grid.sample_len()) as isize),
+                            xpp.at((ns * sample_len) as isize),
                         )
                     };
                 }
             });
-            let tiles = samples * grid.tiles;
-            let run = (tiles / (8 * threads)).clamp(1, 8);
-            let tile_runs = tiles.div_ceil(run);
-            parallel_for(block_runs * tile_runs, 1, &|u0, u1| {
+            // Units: (pass, channel-block run, run of tiles), numbered pass after pass.
+            let runs: Vec<(usize, usize)> = passes
+                .iter()
+                .map(|pass| {
+                    let tiles = samples * pass.grid.tiles;
+                    let run = (tiles / (8 * threads)).clamp(1, 8);
+                    (run, tiles.div_ceil(run))
+                })
+                .collect();
+            let mut first_unit = vec![0];
+            for (pass, &(_, tile_runs)) in passes.iter().zip(&runs) {
+                first_unit.push(first_unit.last().unwrap() + pass.block_runs().1 * tile_runs);
+            }
+            parallel_for(*first_unit.last().unwrap(), 1, &|u0, u1| {
                 let mut tile = [0f32; R * 32];
-                let mut blocks_of = Vec::with_capacity(kp / lanes);
+                let mut blocks_of = Vec::new();
                 for u in u0..u1 {
-                    let (br, tr) = (u / tile_runs, u % tile_runs);
+                    let pi = first_unit.partition_point(|&f| f <= u) - 1;
+                    let (pass, (run, tile_runs)) = (&passes[pi], runs[pi]);
+                    let (grid, bl, og) = (&pass.grid, &pass.blocks, pass.og);
+                    let (br, tr) = ((u - first_unit[pi]) / tile_runs, (u - first_unit[pi]) % tile_runs);
                     let t0 = tr * run;
-                    let t1 = (t0 + run).min(tiles);
-                    for (bi, &(b0, width)) in bl
-                        .list
-                        .iter()
-                        .enumerate()
-                        .skip(br * per_unit_blocks)
-                        .take(per_unit_blocks)
-                    {
-                        let w = wpp.at(bl.at[bi] as isize) as *const f32;
+                    let t1 = (t0 + run).min(samples * grid.tiles);
+                    let (per_unit, _) = pass.block_runs();
+                    let [ns_, zs, ys, xs] = pass.out.strides;
+                    for (bi, &(b0, width)) in bl.list.iter().enumerate().skip(br * per_unit).take(per_unit) {
+                        let w = pass.weights[bl.at[bi]..].as_ptr();
                         let valid = width.min(og - b0);
                         let b = bias.map(|b| b[b0..b0 + valid].as_ptr());
                         let mut at = grid.tile_at(t0);
                         for _ in t0..t1 {
                             let (ns, first) = (at.ns, at.first);
-                            let sample = xpp.at((ns * grid.sample_len()) as isize) as *const f32;
+                            let sample = xpp.at((ns * sample_len) as isize) as *const f32;
                             blocks_of.clear();
                             for cb in 0..grid.c16 {
                                 let at = sample.wrapping_add((cb * grid.plane + first) * lanes);
-                                blocks_of
-                                    .extend(grid.taps.iter().map(|&o| at.wrapping_add(o * lanes)));
+                                blocks_of.extend(
+                                    grid.taps.iter().map(|&o| at.wrapping_add(o * lanes)),
+                                );
                             }
                             // SAFETY: the CPU has AVX2 (applies); each block pointer has R
                             // pixels of `lanes` floats in the copy (its slack past the last
@@ -410,11 +495,14 @@ fn forward_grid(
                             unsafe {
                                 tile_kernel_any(width, lanes, &blocks_of, w, tile.as_mut_ptr())
                             };
-                            grid.for_each_pixel(g, &at, |r, q| {
-                                let px = outp.at((((s0 + ns) * p + q) * g.o + b0) as isize);
+                            let base = pass.out.at + (s0 + ns) as isize * ns_ + b0 as isize;
+                            grid.for_each_pixel(&at, |r, [z, y, x]| {
+                                let px = outp.at(
+                                    base + z as isize * zs + y as isize * ys + x as isize * xs,
+                                );
                                 // SAFETY: channels b0..b0 + valid of an output pixel (dense
-                                // channels-last), written by this unit only; the tile row
-                                // holds `width` floats.
+                                // channels), written by this unit only; the tile row holds
+                                // `width` floats.
                                 unsafe {
                                     write_row_any(width, tile[r * width..].as_ptr(), px, b, valid)
                                 };
@@ -501,7 +589,7 @@ pub(super) unsafe fn copy_grid_row(
 
 /// The output-channel blocks of a group: 32-wide while more than 16 channels remain, then one
 /// 16-wide; with each block's offset in a group's packed weights (`kp` k's a channel).
-struct Blocks {
+pub(super) struct Blocks {
     /// (first channel, width).
     list: Vec<(usize, usize)>,
     at: Vec<usize>,
@@ -1206,7 +1294,12 @@ mod tests {
             return;
         }
         #[rustfmt::skip]
-        let cases: [Case; 12] = [
+        let cases: [Case; 15] = [
+            // Strided (the grid's phases): a 1x1 downsample (phases without taps), a 4x4 kernel
+            // at strides 3 and 2, and a partial third block of output-gradient channels.
+            (2, 16, [1, 7, 8], 32, [1, 1, 1], [1, 2, 2], [0, 0, 0], [1, 1, 1], 1),
+            (3, 8, [1, 9, 10], 24, [1, 4, 4], [1, 3, 2], [0, 2, 1], [1, 1, 1], 1),
+            (2, 5, [1, 11, 9], 40, [1, 3, 3], [1, 2, 2], [0, 1, 1], [1, 1, 1], 1),
             (3, 20, [1, 10, 9], 48, [1, 3, 3], [1, 1, 1], [0, 2, 1], [1, 2, 1], 1),
             (2, 16, [3, 6, 8], 16, [2, 3, 3], [1, 1, 1], [1, 1, 0], [2, 1, 1], 1),
             (40, 16, [1, 23, 21], 32, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
