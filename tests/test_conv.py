@@ -241,6 +241,26 @@ def test_conv_transpose2d(dtype, kw):
     grads_match(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), [x, w, b], dtype)
 
 
+@pytest.mark.parametrize("kw", [{"stride": 2, "padding": 1, "output_padding": 1}, {"stride": 3}, {"stride": (2, 3)}])
+def test_conv_transpose2d_channels_last(kw):
+    # A channels-last strided transposed convolution's forward (with the bias) and its input's
+    # gradient (a strided convolution's input gradient, one grid pass per phase), in the CPU's
+    # strides; stride 3 over a 3-wide kernel, and 2 over 3 with no padding.
+    fmt = torch.channels_last
+    x = sample((3, 20, 7, 9), torch.float32, seed=1).contiguous(memory_format=fmt)
+    w = sample((20, 24, 3, 3), torch.float32, seed=2).contiguous(memory_format=fmt)
+    b = sample((24,), torch.float32, seed=3)
+    cpu = [t.clone().requires_grad_() for t in (x, w, b)]
+    foo = [to_foo(t).detach().requires_grad_() for t in (x, w, b)]
+    out, out_f = F.conv_transpose2d(*cpu, **kw), F.conv_transpose2d(*foo, **kw)
+    assert_same(out_f, out, check_stride=True, **tol(torch.float32))
+    gy = sample(out.shape, torch.float32, seed=9).contiguous(memory_format=fmt)
+    out.backward(gy)
+    out_f.backward(gy.to(FOO))
+    for f, c in zip(foo, cpu):
+        assert_same(f.grad, c.grad, check_stride=True, **tol(torch.float32))
+
+
 @pytest.mark.parametrize("fn, shape", [(F.conv_transpose1d, (2, 1, 2)), (F.conv_transpose2d, (2, 1, 2, 2))])
 def test_conv_transpose_with_empty_output(fn, shape):
     # Padding that eats the whole output: the CPU returns an empty tensor for float32/bfloat16
