@@ -43,6 +43,13 @@ for dtype in (torch.float32, torch.bfloat16):
     y = F.conv2d(x, w, stride=2)
     y.square().sum().backward()
     digest(f"conv2d-small-batch/{tag}", y, x.grad, w.grad)
+    cl = torch.channels_last  # the padded grid (narrow and strided) and the GEMM weight gradient
+    for c, stride in ((3, 1), (24, 2)):
+        x = leaf(20, c, 18, 18, dtype=dtype).detach().contiguous(memory_format=cl).requires_grad_()
+        w = leaf(40, c, 3, 3, dtype=dtype, seed=1).detach().contiguous(memory_format=cl).requires_grad_()
+        y = F.conv2d(x, w, stride=stride, padding=1)
+        y.square().sum().backward()
+        digest(f"conv2d-channels-last-{c}/{tag}", y, x.grad, w.grad)
     x, w = leaf(512, 96, dtype=dtype), leaf(80, 96, dtype=dtype, seed=1)
     y = F.linear(x, w)
     y.square().sum().backward()

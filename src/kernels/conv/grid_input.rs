@@ -91,9 +91,7 @@ pub(super) fn input_gradient(
     let lanes = PaddedGrid::lanes_for(g.o);
     let gs = &grad_input.strides;
     // SAFETY: the contiguous weight [o, c, kd, kh, kw].
-    let wt = unsafe {
-        std::slice::from_raw_parts(weight.ptr as *const f32, g.o * g.c * g.kk())
-    };
+    let wt = unsafe { std::slice::from_raw_parts(weight.ptr as *const f32, g.o * g.c * g.kk()) };
     let [_, kh, kw] = g.ksp;
     let mut passes = Vec::new();
     let mut untouched = Vec::new();
@@ -162,7 +160,13 @@ pub(super) fn input_gradient(
         fill_pixels(base, out, size, g.n, g.c, bias);
     }
     if !passes.is_empty() {
-        packed::run_grid(&copy, grad_output, &passes, grad_input.ptr as *mut f32, bias);
+        packed::run_grid(
+            &copy,
+            grad_output,
+            &passes,
+            grad_input.ptr as *mut f32,
+            bias,
+        );
     }
 }
 

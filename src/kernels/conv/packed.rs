@@ -469,12 +469,21 @@ pub(super) fn run_grid(
                     let pi = first_unit.partition_point(|&f| f <= u) - 1;
                     let (pass, (run, tile_runs)) = (&passes[pi], runs[pi]);
                     let (grid, bl, og) = (&pass.grid, &pass.blocks, pass.og);
-                    let (br, tr) = ((u - first_unit[pi]) / tile_runs, (u - first_unit[pi]) % tile_runs);
+                    let (br, tr) = (
+                        (u - first_unit[pi]) / tile_runs,
+                        (u - first_unit[pi]) % tile_runs,
+                    );
                     let t0 = tr * run;
                     let t1 = (t0 + run).min(samples * grid.tiles);
                     let (per_unit, _) = pass.block_runs();
                     let [ns_, zs, ys, xs] = pass.out.strides;
-                    for (bi, &(b0, width)) in bl.list.iter().enumerate().skip(br * per_unit).take(per_unit) {
+                    for (bi, &(b0, width)) in bl
+                        .list
+                        .iter()
+                        .enumerate()
+                        .skip(br * per_unit)
+                        .take(per_unit)
+                    {
                         let w = pass.weights[bl.at[bi]..].as_ptr();
                         let valid = width.min(og - b0);
                         let b = bias.map(|b| b[b0..b0 + valid].as_ptr());
@@ -485,9 +494,8 @@ pub(super) fn run_grid(
                             blocks_of.clear();
                             for cb in 0..grid.c16 {
                                 let at = sample.wrapping_add((cb * grid.plane + first) * lanes);
-                                blocks_of.extend(
-                                    grid.taps.iter().map(|&o| at.wrapping_add(o * lanes)),
-                                );
+                                blocks_of
+                                    .extend(grid.taps.iter().map(|&o| at.wrapping_add(o * lanes)));
                             }
                             // SAFETY: the CPU has AVX2 (applies); each block pointer has R
                             // pixels of `lanes` floats in the copy (its slack past the last
@@ -497,9 +505,8 @@ pub(super) fn run_grid(
                             };
                             let base = pass.out.at + (s0 + ns) as isize * ns_ + b0 as isize;
                             grid.for_each_pixel(&at, |r, [z, y, x]| {
-                                let px = outp.at(
-                                    base + z as isize * zs + y as isize * ys + x as isize * xs,
-                                );
+                                let px = outp
+                                    .at(base + z as isize * zs + y as isize * ys + x as isize * xs);
                                 // SAFETY: channels b0..b0 + valid of an output pixel (dense
                                 // channels), written by this unit only; the tile row holds
                                 // `width` floats.
