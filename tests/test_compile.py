@@ -11,6 +11,7 @@ Every test runs in strict mode (conftest.py): a CPU fallback of any op fails it.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
@@ -150,6 +151,28 @@ def test_fake_convolution_has_foos_layout():
     got = torch.compile(conv)(x.to("foo"))
     assert got.stride() == real.stride()
     assert_same(got, conv.cpu()(x).detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_compiled_convolutions_run_channels_last_with_foos_gradient_layouts():
+    """As on the CPU, inductor makes a foo graph's convolutions channels-last (even with few
+    channels, where its cuDNN heuristic keeps NCHW): the fake backward must predict the
+    gradients' layouts foo gives, which inductor asserts (before, an AssertionError on the
+    strides of convolution_backward's result), and values and gradients are the CPU's."""
+    assert foo_graph_options({"foo"})["force_layout_optimization"]
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 8, 3, stride=2, padding=1))
+    x = torch.randn(4, 3, 10, 10)
+    compiled = torch.compile(copy.deepcopy(model).to("foo"))
+    xf = x.to("foo").requires_grad_()
+    y = compiled(xf)
+    y.square().sum().backward()
+    xc = x.clone().requires_grad_()
+    want = model(xc)
+    want.square().sum().backward()
+    assert_same(y.detach(), want.detach(), atol=1e-5, rtol=1e-5)
+    assert_same(xf.grad, xc.grad, atol=1e-5, rtol=1e-5)
+    for got, ref in zip(compiled.parameters(), model.parameters()):
+        assert_same(got.grad, ref.grad, atol=1e-4, rtol=1e-4)
 
 
 # --- the issue's examples ------------------------------------------------------------------

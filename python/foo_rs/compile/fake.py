@@ -8,8 +8,9 @@ predicts a contiguous result; foo's convolution gives the CPU's layout instead: 
 when the 4-d input or weight is channels-last (src/glue/conv.cpp, ``in_layout_of``). A
 channels-last convolution on foo then failed inductor's check (inductor's layout
 optimization makes convolutions channels-last). The fake convolution is wrapped so that for foo
-it predicts foo's layout; its gradients (``convolution_backward``) are contiguous on foo, as
-predicted, and other devices are untouched.
+it predicts foo's layout, and so is its backward, whose fake predicts contiguous gradients where
+foo gives the CPU's: the input's gradient in the input's layout, the weight's channels-last when
+the input or the weight is. Other devices are untouched.
 
 ``F.scaled_dot_product_attention`` asks ``_fused_sdp_choice`` which kernel to run. On fake tensors
 that is ATen's Meta kernel, which knows CUDA's (and HIP's, HPU's) choice and answers "math" for
@@ -60,6 +61,26 @@ def _foo_layout(original: Callable[..., Any]) -> Callable[..., Any]:
     return conv
 
 
+def _foo_gradient_layout(original: Callable[..., Any]) -> Callable[..., Any]:
+    def conv_backward(fake_mode: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(fake_mode, func, *args, **kwargs)
+        inp, weight = _argument(args, kwargs, 1, "input"), _argument(args, kwargs, 2, "weight")
+        if not isinstance(inp, torch.Tensor) or inp.device.type != BACKEND or inp.dim() != 4:
+            return out
+        grad_input, grad_weight, grad_bias = out
+        cl = torch.channels_last
+        with fake_mode:
+            if isinstance(grad_input, torch.Tensor) and suggest_memory_format(inp) == cl:
+                grad_input = grad_input.contiguous(memory_format=cl)
+            layouts = (suggest_memory_format(inp), suggest_memory_format(weight))
+            if isinstance(grad_weight, torch.Tensor) and cl in layouts:
+                grad_weight = grad_weight.contiguous(memory_format=cl)
+        return grad_input, grad_weight, grad_bias
+
+    conv_backward._foo_rs = True  # type: ignore[attr-defined]
+    return conv_backward
+
+
 _SDP_CHOICE = torch.ops.aten._fused_sdp_choice.default
 
 
@@ -96,3 +117,7 @@ def install(fake_impls: ModuleType) -> None:
         impl = table.get(op)
         if impl is not None and not getattr(impl, "_foo_rs", False):
             table[op] = _foo_layout(impl)
+    backward = torch.ops.aten.convolution_backward.default
+    impl = table.get(backward)
+    if impl is not None and not getattr(impl, "_foo_rs", False):
+        table[backward] = _foo_gradient_layout(impl)
