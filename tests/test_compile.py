@@ -155,7 +155,8 @@ def test_fake_convolution_has_foos_layout():
 
 def test_compiled_convolutions_run_channels_last_with_foos_gradient_layouts():
     """As on the CPU, inductor makes a foo graph's convolutions channels-last (even with few
-    channels, where its cuDNN heuristic keeps NCHW): the fake backward must predict the
+    channels, where its cuDNN heuristic keeps NCHW; read from the generated code: under a
+    Python dispatch mode the step ran NCHW convolutions): the fake backward must predict the
     gradients' layouts foo gives, which inductor asserts (before, an AssertionError on the
     strides of convolution_backward's result), and values and gradients are the CPU's."""
     assert foo_graph_options({"foo"})["force_layout_optimization"]
@@ -164,7 +165,9 @@ def test_compiled_convolutions_run_channels_last_with_foos_gradient_layouts():
     x = torch.randn(4, 3, 10, 10)
     compiled = torch.compile(copy.deepcopy(model).to("foo"))
     xf = x.to("foo").requires_grad_()
-    y = compiled(xf)
+    y, code = run_and_get_code(compiled, xf)
+    # The first convolution's result, as the generated code checks it: channels-last.
+    assert "(4, 16, 10, 10), (1600, 1, 160, 16)" in "\n".join(code)
     y.square().sum().backward()
     xc = x.clone().requires_grad_()
     want = model(xc)
