@@ -1,7 +1,8 @@
 //! Channels-last float32 weight gradient of stride-1, one-group convolutions on AVX-512 and AVX2
 //! CPUs:
-//! the output gradient read where it lies, the input from its 16-channel-blocked padded copy
-//! ([`PaddedGrid`], as the forward's).
+//! the output gradient read where it lies, the input from its channel-blocked padded copy
+//! ([`PaddedGrid`], as the forward's: blocks of 16 channels, or of 1-4 or 8 for inputs of at
+//! most 8, as an RGB stem's).
 //!
 //! `grad_weight[o][k] = sum over samples and output pixels of grad_output[pixel][o] *
 //! x[pixel + tap][c]` for `k = (c, tap)` in the grid's blocked order. Along an output row the
@@ -22,7 +23,7 @@
 // The AVX-512 intrinsics are stable since Rust 1.89 (see gemm/bf16/microkernel.rs).
 #![allow(clippy::incompatible_msrv)]
 
-use super::packed::{copy_grid_row, PaddedGrid, KB};
+use super::packed::{copy_grid_row, PaddedGrid};
 use super::{direct, Geometry};
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::kernels::core::scratch::with_scratch2;
@@ -50,7 +51,9 @@ pub(super) fn applies(g: &Geometry) -> bool {
         2 => g.op() >= AVX2_MIN_POSITIONS,
         _ => false,
     };
-    cpu && direct::suits(g) && PaddedGrid::layout(g, KB).is_some()
+    let narrow = g.c <= 8 && g.og() >= 16 && !g.is_pointwise();
+    let lanes = PaddedGrid::lanes_for(g.c);
+    cpu && (direct::suits(g) || narrow) && PaddedGrid::layout(g, lanes).is_some()
 }
 
 /// Output positions per sample from which the AVX2 tiles beat im2col and GEMM. Measured on a
@@ -67,11 +70,12 @@ pub(super) fn weight_gradient(
     input: &TensorRef,
     grad_output: &TensorRef,
 ) {
-    let Some(grid) = PaddedGrid::layout(g, KB) else {
+    let Some(grid) = PaddedGrid::layout(g, PaddedGrid::lanes_for(g.c)) else {
         unreachable!("grid_weight::weight_gradient without its grid (applies)");
     };
     let (o, kk, p) = (g.o, g.kk(), g.op());
-    let kp = grid.c16 * KB * kk;
+    let lanes_in = grid.lanes;
+    let kp = grid.c16 * lanes_in * kk;
     let per_sample = (p * o + grid.sample_len()) * 4;
     let mut spc = (CHUNK_BYTES / per_sample).clamp(1, g.n);
     spc = spc.max(g.n.div_ceil((PARTIAL_FLOATS / (o * kp)).max(1)));
@@ -79,8 +83,8 @@ pub(super) fn weight_gradient(
     let (otiles, ctiles) = (o.div_ceil(32), kp.div_ceil(W));
     let mut cols = vec![0usize; kp];
     for (k, col) in cols.iter_mut().enumerate() {
-        let (cb, tap, c) = (k / (KB * kk), k / KB % kk, k % KB);
-        *col = (cb * grid.plane + grid.taps[tap]) * KB + c;
+        let (cb, tap, c) = (k / (lanes_in * kk), k / lanes_in % kk, k % lanes_in);
+        *col = (cb * grid.plane + grid.taps[tap]) * lanes_in + c;
     }
     let go = SendPtr::<f32>::of(grad_output.ptr);
     with_scratch2(
@@ -160,7 +164,7 @@ pub(super) fn weight_gradient(
                 for oi in o0..o1 {
                     for ci in 0..c {
                         for t in 0..kk {
-                            let k = ((ci / KB) * kk + t) * KB + ci % KB;
+                            let k = ((ci / lanes_in) * kk + t) * lanes_in + ci % lanes_in;
                             let mut v = partial[oi * kp + k];
                             for ch in 1..chunks {
                                 v += partial[(ch * o + oi) * kp + k];
@@ -191,8 +195,9 @@ type Tile = unsafe fn(
 );
 
 /// `sums[j][l] = sum over samples n0..n1 and output pixels q of
-/// go[(n * p + q) * o + o0 + l] * xs[n * sample + cols[j] + 16 * grid(q)]` for `l < lanes`, in
-/// order of n and q, where `grid(q)` is pixel q's grid index (rows read pixel by pixel).
+/// go[(n * p + q) * o + o0 + l] * xs[n * sample + cols[j] + L * grid(q)]` for `l < lanes`, in
+/// order of n and q, where `grid(q)` is pixel q's grid index (rows read pixel by pixel) and `L`
+/// the copy's channels per block.
 ///
 /// # Safety
 /// The CPU must support AVX-512F; `xs` must hold the copies of samples `n0..n1` (and every
@@ -227,7 +232,7 @@ unsafe fn tile<const V: usize>(
         let sample = xs.wrapping_add(n * grid.sample_len());
         for z in 0..o_0 {
             for y in 0..o1 {
-                let xrow = sample.wrapping_add((z * hp + y) * wp * KB);
+                let xrow = sample.wrapping_add((z * hp + y) * wp * grid.lanes);
                 let xr: [*const f32; W] = std::array::from_fn(|j| xrow.wrapping_add(cols[j]));
                 let mut gr = go.wrapping_add((((n * o_0 + z) * o1 + y) * o2) * o + o0);
                 for x in 0..o2 {
@@ -238,7 +243,7 @@ unsafe fn tile<const V: usize>(
                     }
                     for j in 0..W {
                         // SAFETY: column j's element at grid pixel (z, y, x) of sample n.
-                        let xv = _mm512_set1_ps(unsafe { *xr[j].add(x * KB) });
+                        let xv = _mm512_set1_ps(unsafe { *xr[j].add(x * grid.lanes) });
                         for v in 0..V {
                             acc[j][v] = _mm512_fmadd_ps(gv[v], xv, acc[j][v]);
                         }
@@ -294,7 +299,7 @@ unsafe fn tile_avx2<const V: usize>(
                 let sample = xs.wrapping_add(n * grid.sample_len());
                 for z in 0..o_0 {
                     for y in 0..o1 {
-                        let xrow = sample.wrapping_add((z * hp + y) * wp * KB);
+                        let xrow = sample.wrapping_add((z * hp + y) * wp * grid.lanes);
                         let xr: [*const f32; W2] =
                             std::array::from_fn(|j| xrow.wrapping_add(cols[j0 + j]));
                         let mut gr =
@@ -314,7 +319,8 @@ unsafe fn tile_avx2<const V: usize>(
                             };
                             for (j, row) in acc.iter_mut().enumerate() {
                                 // SAFETY: column j0 + j's element at grid pixel (z, y, x).
-                                let xv = _mm256_broadcast_ss(unsafe { &*xr[j].add(x * KB) });
+                                let xv =
+                                    _mm256_broadcast_ss(unsafe { &*xr[j].add(x * grid.lanes) });
                                 row[0] = _mm256_fmadd_ps(gv[0], xv, row[0]);
                                 row[1] = _mm256_fmadd_ps(gv[1], xv, row[1]);
                             }

@@ -1301,7 +1301,10 @@ mod tests {
             return;
         }
         #[rustfmt::skip]
-        let cases: [Case; 15] = [
+        let cases: [Case; 17] = [
+            // Narrow grids with planes large enough for the AVX2 grid weight gradient.
+            (2, 3, [1, 33, 32], 24, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
+            (1, 6, [1, 32, 34], 16, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
             // Strided (the grid's phases): a 1x1 downsample (phases without taps), a 4x4 kernel
             // at strides 3 and 2, and a partial third block of output-gradient channels.
             (2, 16, [1, 7, 8], 32, [1, 1, 1], [1, 2, 2], [0, 0, 0], [1, 1, 1], 1),
