@@ -7,7 +7,8 @@ use crate::kernels::conv::{self, ConvParams};
 /// `out = conv(input, weight) + bias` (`bias` may be null). Every tensor of the convolutions is
 /// 5-D `[N, C, D, H, W]`, the weight `[O, C/groups, kD, kH, kW]`; inputs (the forward's weight
 /// too) may be strided, outputs contiguous or channels-last (other strides go through a
-/// temporary), a backward's weight and `grad_weight` contiguous; float32/float64.
+/// temporary), a backward's weight contiguous, `grad_weight` contiguous or channels-last;
+/// float32/float64.
 ///
 /// # Safety
 /// Descriptors must describe live memory (out writable); `p` must point to parameters.

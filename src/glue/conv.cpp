@@ -179,10 +179,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   }
   if (output_mask[1]) {
     // In the forward's layout, as the CPU's (autograd re-strides it to the weight's where the
-    // two differ; 1x1 and depthwise weights are both, and keep these strides). The kernel
-    // writes a dense tensor: such a weight's channels-last strides are dense too.
-    const at::Tensor out = at::empty(weight.sizes(), weight.options().memory_format(conv_format(input_, weight_)));
-    gw = out.is_contiguous() ? out : at::empty(weight.sizes(), weight.options());
+    // two differ; 1x1 and depthwise weights are both, and keep these strides). The kernels
+    // write contiguous or channels-last gradients (the latter with one channel or a 1x1
+    // kernel is contiguous too).
+    gw = at::empty(weight.sizes(), weight.options().memory_format(conv_format(input_, weight_)));
     if (gw.numel() > 0) {
       const View5 vgw(gw);
       if (!transposed) {
@@ -193,7 +193,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
         check(foo_conv_backward_weight(&vgw.d, &vgo.d, &vx.d, &p), "convolution_backward");
       }
     }
-    if (!gw.is_same(out)) gw = out.copy_(gw);
   }
   if (output_mask[2]) {
     gb = at::empty({go.size(1)}, go.options());

@@ -1186,47 +1186,71 @@ pub fn conv_backward_weight(
     p: &ConvParams,
 ) -> FooResult<()> {
     let g = Geometry::new(&input.shape, &grad_weight.shape, &grad_output.shape, p)?;
-    require_contiguous("grad_weight", &grad_weight.shape, &grad_weight.strides)?;
     let dtype = check_dtypes(
         "convolution_backward",
         &[grad_weight.dtype, input.dtype, grad_output.dtype],
     )?;
-    let go_layout =
-        grad_output.is_contiguous() || is_channels_last(&grad_output.shape, &grad_output.strides);
-    #[cfg(target_arch = "x86_64")]
-    if dtype == DType::F32 && go_layout && grid_weight::applies(&g) && g.n > 0 {
-        if grad_weight.numel() > 0 {
-            if is_channels_last(&grad_output.shape, &grad_output.strides) {
-                grid_weight::weight_gradient(&g, grad_weight, input, grad_output);
-            } else {
-                // A contiguous gradient is transposed to channels-last first (NCHW, measured
-                // against the direct kernel: 0.68-1.00 of its time over 9 resnet/unet-sized
-                // shapes; 2.34 -> 1.88 ms for [32,16,32,32] 3x3 to 32 channels).
-                let (_keep, go) = channels_last(grad_output);
-                grid_weight::weight_gradient(&g, grad_weight, input, &go);
-            }
-        }
+    let cl_grad_weight =
+        !grad_weight.is_contiguous() && is_channels_last(&grad_weight.shape, &grad_weight.strides);
+    if !cl_grad_weight {
+        require_contiguous("grad_weight", &grad_weight.shape, &grad_weight.strides)?;
+    }
+    if grad_weight.numel() == 0 {
         return Ok(());
     }
+    let go_cl = is_channels_last(&grad_output.shape, &grad_output.strides);
+    let go_layout = grad_output.is_contiguous() || go_cl;
     #[cfg(target_arch = "x86_64")]
-    if dtype == DType::F32 && go_layout && direct::applies(&g) && g.n > 0 {
-        if grad_weight.numel() > 0 {
-            direct::weight_gradient(&g, grad_weight, input, grad_output);
-        }
-        return Ok(());
-    }
+    let native = dtype == DType::F32 && go_layout && g.n > 0;
+    #[cfg(target_arch = "x86_64")]
+    let grid = native && grid_weight::applies(&g);
+    #[cfg(target_arch = "x86_64")]
+    let direct = native && !grid && direct::applies(&g);
+    #[cfg(not(target_arch = "x86_64"))]
+    let (grid, direct) = (false, false);
     // A channels-last gradient otherwise: GEMMs over a channels-last column matrix (measured
     // on a Zen 3, 2 threads, against the NCHW path's copies and per-sample GEMMs, ms, CPU's
     // oneDNN in brackets: [16,3,32,32] 3x3 -> 32 0.62 -> 0.52 (0.29); [16,32,32,32] 3x3
     // stride 2 -> 64 1.73 -> 1.18-1.23 (1.19-1.23); [16,64,8,8] 3x3 -> 64 0.74 -> 0.60 (0.65)).
-    if dtype == DType::F32
-        && is_channels_last(&grad_output.shape, &grad_output.strides)
+    let gemm_cl = !grid
+        && !direct
+        && dtype == DType::F32
+        && go_cl
         && !depthwise::applies(&g)
-        && cl_weight::applies(&g)
-    {
-        if grad_weight.numel() > 0 {
-            cl_weight::weight_gradient(&g, grad_weight, input, grad_output);
+        && cl_weight::applies(&g);
+    if gemm_cl {
+        // Its sums come out tap-major, in channels-last order: either layout is one pass.
+        cl_weight::weight_gradient(&g, grad_weight, input, grad_output, cl_grad_weight);
+        return Ok(());
+    }
+    if cl_grad_weight {
+        // The other kernels write a contiguous gradient (the forward's channels-last layout
+        // is what a channels-last weight or input asks of it, as the CPU's).
+        let (buf, dense) = temporary(
+            &grad_weight.as_ref(),
+            contiguous_strides(&grad_weight.shape),
+        );
+        conv_backward_weight(&dense, input, grad_output, p)?;
+        copy(grad_weight, &dense.as_ref())?;
+        drop(buf);
+        return Ok(());
+    }
+    #[cfg(target_arch = "x86_64")]
+    if grid {
+        if go_cl {
+            grid_weight::weight_gradient(&g, grad_weight, input, grad_output);
+        } else {
+            // A contiguous gradient is transposed to channels-last first (NCHW, measured
+            // against the direct kernel: 0.68-1.00 of its time over 9 resnet/unet-sized
+            // shapes; 2.34 -> 1.88 ms for [32,16,32,32] 3x3 to 32 channels).
+            let (_keep, go) = channels_last(grad_output);
+            grid_weight::weight_gradient(&g, grad_weight, input, &go);
         }
+        return Ok(());
+    }
+    #[cfg(target_arch = "x86_64")]
+    if direct {
+        direct::weight_gradient(&g, grad_weight, input, grad_output);
         return Ok(());
     }
     let (_keep, go) = contiguous(grad_output);

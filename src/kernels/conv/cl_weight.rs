@@ -2,7 +2,8 @@
 //! channels-last column matrix: `part[o, k] += go[q, o]^T @ cols[q, k]` over the output
 //! positions `q` (flattened over the samples), `k = tap * c + channel` (tap-major: a tap's
 //! channels are one run of a channels-last input pixel), then the parts are summed and
-//! reordered into the contiguous `[o, c, taps]` gradient.
+//! reordered into a contiguous `[o, c, taps]` gradient (a channels-last one takes them as they
+//! are).
 //!
 //! The positions are cut into at most [`BLOCKS`] blocks, one task each: a task builds its
 //! block's column matrix in pieces that stay in its core's cache and multiplies each piece
@@ -38,12 +39,14 @@ pub(super) fn applies(g: &Geometry) -> bool {
 }
 
 /// `grad_weight = sum over samples and positions of grad_output x input patches` (overwritten;
-/// `grad_weight` contiguous, `grad_output` dense channels-last, `input` any strides).
+/// `grad_weight` dense channels-last if `channels_last` (the parts' own order, copied whole),
+/// else contiguous; `grad_output` dense channels-last, `input` any strides).
 pub(super) fn weight_gradient(
     g: &Geometry,
     grad_weight: &TensorMut,
     input: &TensorRef,
     grad_output: &TensorRef,
+    channels_last: bool,
 ) {
     let (o, c, kk, p) = (g.o, g.c, g.kk(), g.op());
     let (k, total) = (c * kk, g.n * p);
@@ -108,7 +111,7 @@ pub(super) fn weight_gradient(
             });
         });
         let parts = &*parts;
-        // SAFETY: the contiguous [o, c, taps] gradient, written only here.
+        // SAFETY: the dense [o, c, taps] or [o, taps, c] gradient, written only here.
         let gw = SendPtr::<f32>::of(grad_weight.ptr);
         parallel_for(o, 1, &|o0, o1| {
             with_scratch(k, |sum: &mut [f32]| {
@@ -120,6 +123,10 @@ pub(super) fn weight_gradient(
                     }
                     // SAFETY: row oi of the contiguous gradient, written by this task only.
                     let dst = unsafe { gw.slice_mut(oi * k, k) };
+                    if channels_last {
+                        dst.copy_from_slice(sum);
+                        continue;
+                    }
                     for (tap, run) in sum.chunks_exact(c).enumerate() {
                         for (ci, &v) in run.iter().enumerate() {
                             dst[ci * kk + tap] = v;
