@@ -95,8 +95,8 @@ fn forward_packed(
     let outp = SendPtr::<f32>::of(out.ptr);
     let wpp = SendPtr::of(wp.as_ptr() as *mut f32);
     let pointed = points_rows(g);
-    // A tile's pointers to its positions' k-blocks (`pointed`), or its packed panel.
-    let per_tile = if pointed { kp / KB * R } else { kp * R };
+    // A tile's pointers to its positions' pixels, one per tap (`pointed`), or its packed panel.
+    let per_tile = if pointed { kk * R } else { kp * R };
     parallel_for(units, 1, &|u0, u1| {
         let mut panels = vec![0f32; if pointed { 0 } else { run * per_tile }];
         let mut rows = vec![std::ptr::null::<f32>(); if pointed { run * per_tile } else { 0 }];
@@ -133,11 +133,28 @@ fn forward_packed(
                 let first = gi * og + b0;
                 let valid = width.min(og - b0);
                 for t in t0..t1 {
+                    let positions = R.min(g.n * p - t * R);
                     if pointed {
                         let rows = &rows[(t - t0) * per_tile..][..per_tile];
-                        // SAFETY: the CPU has AVX2 (points_rows); each row pointer addresses
-                        // 16 floats (point_rows), w kp * width packed weights, tile R * 32.
-                        unsafe { tile_kernel_rows_any(width, rows, w, tile.as_mut_ptr()) };
+                        let whole = valid == width;
+                        let (dst, ld, b) = match whole {
+                            // Straight into the output's pixels t * R.. (pixel q at q * o).
+                            true => (
+                                outp.at(((t * R) * g.o + first) as isize),
+                                g.o,
+                                bias.map_or(std::ptr::null(), |b| b[first..].as_ptr()),
+                            ),
+                            false => (tile.as_mut_ptr(), width, std::ptr::null()),
+                        };
+                        let n = if whole { positions } else { R };
+                        // SAFETY: the CPU has AVX2 (points_rows); each row pointer addresses a
+                        // pixel's cg channels (point_rows), w kp * width packed weights; dst
+                        // the unit's own `width` channels of pixels t * R.. (n of them), or
+                        // the tile; the bias (if any) `width` floats.
+                        unsafe { tile_kernel_rows_any(width, rows, g.cg() / KB, w, dst, ld, n, b) };
+                        if whole {
+                            continue;
+                        }
                     } else {
                         let panel = panels[(t - t0) * per_tile..].as_ptr();
                         blocks_of.clear();
@@ -147,7 +164,6 @@ fn forward_packed(
                         // weights, tile R * 32 floats.
                         unsafe { tile_kernel_any(width, KB, &blocks_of, w, tile.as_mut_ptr()) };
                     }
-                    let positions = R.min(g.n * p - t * R);
                     let b = bias.map(|b| b[first..first + valid].as_ptr());
                     for r in 0..positions {
                         let px = outp.at(((t * R + r) * g.o + first) as isize);
@@ -732,17 +748,20 @@ fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks, order: KOrder) ->
     wp
 }
 
+/// Channels of a group at most for [`point_rows`]: the length of [`ZEROS`].
+const POINTED_CHANNELS: usize = 1024;
+
 /// Zeros standing in for a padding pixel's channels in [`point_rows`].
-static ZEROS: [f32; KB] = [0.0; KB];
+static ZEROS: [f32; POINTED_CHANNELS] = [0.0; POINTED_CHANNELS];
 
 /// Whether [`forward_packed`] reads its positions through pointers ([`point_rows`]) rather
 /// than packed panels: whole 16-channel blocks per group, on AVX2 (the AVX-512 tile kernel
 /// packs). A channels-last pixel's 16 channels are then the same 16 floats a panel would hold,
-/// read where they lie, as oneDNN's AVX2 kernels read them, so a tile costs `kp / 16 * 12`
-/// pointers instead of `kp * 12` copied floats (packing was a tenth of the time of a
+/// read where they lie, as oneDNN's AVX2 kernels read them, so a tile costs one pointer per
+/// tap and position instead of `kp * 12` copied floats (packing was a tenth of the time of a
 /// [16,32,32,32] 3x3 stride-2 forward to 64 channels on a Zen 3).
 fn points_rows(g: &Geometry) -> bool {
-    simd::level() == 2 && g.cg() % KB == 0
+    simd::level() == 2 && g.cg() % KB == 0 && g.cg() <= POINTED_CHANNELS
 }
 
 /// The output position after `out` of sample `n`.
@@ -758,17 +777,16 @@ fn next_out(g: &Geometry, n: &mut usize, out: &mut [usize; 3]) {
     *n += 1;
 }
 
-/// `rows[kb * R + r]`: where the 16 floats of k-block `kb` of output position `q0 + r` (group
-/// `gi`, flattened over samples) lie: channels `16 (kb % (cg / 16))..` of the tap
-/// `kb / (cg / 16)`'s input pixel ([`KOrder::TapMajor`]), or [`ZEROS`] for padding and for
-/// positions past the last.
+/// `rows[tap * R + r]`: where the `cg` channels of group `gi` of the input pixel that tap
+/// `tap` of output position `q0 + r` (flattened over samples) reads lie, or [`ZEROS`] for
+/// padding and for positions past the last. K-block `kb` of a position is then its
+/// `kb % (cg / 16)`-th 16 channels of tap `kb / (cg / 16)` ([`KOrder::TapMajor`]).
 fn point_rows(g: &Geometry, input: &TensorRef, gi: usize, q0: usize, rows: &mut [*const f32]) {
-    let (cg, p) = (g.cg(), g.op());
-    let c16 = cg / KB;
+    let p = g.op();
     let [_, o1, o2] = g.osp;
     let [kd, kh, kw] = g.ksp;
     let xs = &input.strides;
-    let base = (input.ptr as *const f32).wrapping_add(gi * cg);
+    let base = (input.ptr as *const f32).wrapping_add(gi * g.cg());
     let zero = ZEROS.as_ptr();
     let inside = |v: isize, len: usize| (0..len as isize).contains(&v);
     let (mut n, pos) = (q0 / p, q0 % p);
@@ -777,13 +795,13 @@ fn point_rows(g: &Geometry, input: &TensorRef, gi: usize, q0: usize, rows: &mut 
         if r > 0 {
             next_out(g, &mut n, &mut out);
         }
+        let mut taps = rows.iter_mut().skip(r).step_by(R);
         if q0 + r >= g.n * p {
-            rows.iter_mut().skip(r).step_by(R).for_each(|x| *x = zero);
+            taps.for_each(|x| *x = zero);
             continue;
         }
         let at0: [isize; 3] = std::array::from_fn(|i| out[i] as isize * g.stride[i] - g.padding[i]);
         let sample = base.wrapping_offset(n as isize * xs[0]);
-        let mut tap = 0;
         for a in 0..kd {
             let z = at0[0] + a as isize * g.dilation[0];
             for b in 0..kh {
@@ -793,73 +811,104 @@ fn point_rows(g: &Geometry, input: &TensorRef, gi: usize, q0: usize, rows: &mut 
                     let x = at0[2] + e as isize * g.dilation[2];
                     let px = (row_in && inside(x, g.isp[2]))
                         .then(|| sample.wrapping_offset(z * xs[2] + y * xs[3] + x * xs[4]));
-                    for c in 0..c16 {
-                        rows[(tap * c16 + c) * R + r] =
-                            px.map_or(zero, |px| px.wrapping_add(c * KB));
-                    }
-                    tap += 1;
+                    *taps.next().expect("kk taps") = px.unwrap_or(zero);
                 }
             }
         }
     }
 }
 
-/// [`tile_kernel_any`] over positions given by pointers ([`point_rows`]): a block of 16 output
-/// channels or two (`width`).
+/// [`tile_kernel_any`] over positions given by pointers ([`point_rows`]) for a block of 16
+/// output channels or two (`width`), written to `n` rows `ld` floats apart at `dst`, plus
+/// `bias` unless null.
 ///
 /// # Safety
 /// As [`tile_kernel_rows_avx2`].
-unsafe fn tile_kernel_rows_any(width: usize, rows: &[*const f32], w: *const f32, tile: *mut f32) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_kernel_rows_any(
+    width: usize,
+    rows: &[*const f32],
+    c16: usize,
+    w: *const f32,
+    dst: *mut f32,
+    ld: usize,
+    n: usize,
+    bias: *const f32,
+) {
     // SAFETY: the caller's contract.
     unsafe {
         if width == 32 {
-            tile_kernel_rows_avx2::<2>(rows, w, tile)
+            tile_kernel_rows_avx2::<R3, 4>(rows, c16, w, dst, ld, n, bias)
         } else {
-            tile_kernel_rows_avx2::<1>(rows, w, tile)
+            tile_kernel_rows_avx2::<R2, 2>(rows, c16, w, dst, ld, n, bias)
         }
     }
 }
 
-/// [`tile_kernel_avx2`] with `L = 16` reading row `r` of k-block `kb` at `rows[kb * R + r]`
-/// instead of a panel: the same products in the same order.
+/// Rows of a 32-channel AVX2 sub-tile: 3 rows x 32 channels in 12 ymm registers with their 3
+/// broadcasts and a weight register: half the broadcasts of two [`R2`] x 16 sub-tiles per
+/// multiply-add.
+const R3: usize = 3;
+
+/// [`tile_kernel_avx2`] with `L = 16` for `8J` output channels in sub-tiles of `S` rows,
+/// reading row `r` of k-block `kb = tap * c16 + c` at `rows[tap * R + r] + 16c` instead of a
+/// panel (the same products in the same order), and writing row `r < n` of the tile to
+/// `dst + r * ld`, plus `bias` unless it is null.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA; `rows.len()` is a multiple of `R`, each pointer readable
-/// for 16 floats; `w` readable for `rows.len() / R * 16 * 16V`, `tile` writable for `R * 16V`.
+/// for `16 c16` floats; `w` readable for `rows.len() / R * c16 * 16 * 8J`; `dst` writable for
+/// `8J` floats at each of its `n <= R` rows, `bias` readable for `8J` unless null.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_kernel_rows_avx2<const V: usize>(
+unsafe fn tile_kernel_rows_avx2<const S: usize, const J: usize>(
     rows: &[*const f32],
+    c16: usize,
     w: *const f32,
-    tile: *mut f32,
+    dst: *mut f32,
+    ld: usize,
+    n: usize,
+    bias: *const f32,
 ) {
-    for v in 0..V {
-        for r0 in (0..R).step_by(R2) {
-            let mut acc = [[_mm256_setzero_ps(); 2]; R2];
-            for (kb, block) in rows.chunks_exact(R).enumerate() {
-                // SAFETY: block kb of the weights (the caller's contract).
-                let wb = unsafe { w.add((kb * KB * V + v) * 16) };
-                let px: [*const f32; R2] = std::array::from_fn(|r| block[r0 + r]);
+    let has_bias = !bias.is_null();
+    let bias: [__m256; J] = std::array::from_fn(|j| match bias.is_null() {
+        true => _mm256_setzero_ps(),
+        // SAFETY: channel block j of the bias (the caller's contract).
+        false => unsafe { _mm256_loadu_ps(bias.add(8 * j)) },
+    });
+    for r0 in (0..R).step_by(S) {
+        if r0 >= n {
+            break;
+        }
+        let mut acc = [[_mm256_setzero_ps(); J]; S];
+        for (tap, taps) in rows.chunks_exact(R).enumerate() {
+            let pixels: [*const f32; S] = std::array::from_fn(|r| taps[r0 + r]);
+            for c in 0..c16 {
+                // SAFETY: block tap * c16 + c of the weights (the caller's contract).
+                let wb = unsafe { w.add((tap * c16 + c) * KB * 8 * J) };
                 for kk in 0..KB {
-                    // SAFETY: k's 16 packed weights of channels 16v..16v + 16.
-                    let (w0, w1) = unsafe {
-                        let p = wb.add(kk * V * 16);
-                        (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
-                    };
-                    for (row, &x) in acc.iter_mut().zip(&px) {
-                        // SAFETY: element kk of the row's 16 floats (the caller's contract).
-                        let xv = _mm256_broadcast_ss(unsafe { &*x.add(kk) });
-                        row[0] = _mm256_fmadd_ps(w0, xv, row[0]);
-                        row[1] = _mm256_fmadd_ps(w1, xv, row[1]);
+                    // SAFETY: channel 16c + kk of each row's pixel (the caller's contract).
+                    let xv: [__m256; S] = std::array::from_fn(|r| {
+                        _mm256_broadcast_ss(unsafe { &*pixels[r].add(c * KB + kk) })
+                    });
+                    for j in 0..J {
+                        // SAFETY: k's packed weights of channels 8j..8j + 8.
+                        let wv = unsafe { _mm256_loadu_ps(wb.add((kk * J + j) * 8)) };
+                        for (row, &x) in acc.iter_mut().zip(&xv) {
+                            row[j] = _mm256_fmadd_ps(wv, x, row[j]);
+                        }
                     }
                 }
             }
-            for (r, row) in acc.iter().enumerate() {
-                // SAFETY: the caller's contract.
-                unsafe {
-                    let p = tile.add((r0 + r) * 16 * V + 16 * v);
-                    _mm256_storeu_ps(p, row[0]);
-                    _mm256_storeu_ps(p.add(8), row[1]);
-                }
+        }
+        for (r, row) in acc.iter().enumerate().take(n - r0) {
+            for (j, &v) in row.iter().enumerate() {
+                let v = if has_bias {
+                    _mm256_add_ps(v, bias[j])
+                } else {
+                    v
+                };
+                // SAFETY: row r0 + r < n of dst (the caller's contract).
+                unsafe { _mm256_storeu_ps(dst.add((r0 + r) * ld + 8 * j), v) };
             }
         }
     }
