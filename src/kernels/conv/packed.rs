@@ -884,8 +884,8 @@ unsafe fn tile_kernel_rows_avx2<const S: usize, const J: usize>(
                 // SAFETY: block tap * c16 + c of the weights (the caller's contract).
                 let wb = unsafe { w.add((tap * c16 + c) * KB * 8 * J) };
                 for kk in 0..KB {
-                    // SAFETY: channel 16c + kk of each row's pixel (the caller's contract).
                     let xv: [__m256; S] = std::array::from_fn(|r| {
+                        // SAFETY: channel 16c + kk of row r's pixel (the caller's contract).
                         _mm256_broadcast_ss(unsafe { &*pixels[r].add(c * KB + kk) })
                     });
                     for j in 0..J {
