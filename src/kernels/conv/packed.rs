@@ -762,6 +762,13 @@ fn points_rows(g: &Geometry) -> bool {
     simd::level() == 2 && g.cg() % KB == 0 && g.cg() <= POINTED_CHANNELS
 }
 
+/// Sample and output coordinates of position `q` (flattened over the samples).
+fn out_position(g: &Geometry, q: usize) -> (usize, [usize; 3]) {
+    let [_, o1, o2] = g.osp;
+    let (n, pos) = (q / g.op(), q % g.op());
+    (n, [pos / (o1 * o2), pos / o2 % o1, pos % o2])
+}
+
 /// The output position after `out` of sample `n`.
 #[inline]
 fn next_out(g: &Geometry, n: &mut usize, out: &mut [usize; 3]) {
@@ -781,14 +788,12 @@ fn next_out(g: &Geometry, n: &mut usize, out: &mut [usize; 3]) {
 /// `kb % (cg / 16)`-th 16 channels of tap `kb / (cg / 16)` ([`KOrder::TapMajor`]).
 fn point_rows(g: &Geometry, input: &TensorRef, gi: usize, q0: usize, rows: &mut [*const f32]) {
     let p = g.op();
-    let [_, o1, o2] = g.osp;
     let [kd, kh, kw] = g.ksp;
     let xs = &input.strides;
     let base = (input.ptr as *const f32).wrapping_add(gi * g.cg());
     let zero = ZEROS.as_ptr();
     let inside = |v: isize, len: usize| (0..len as isize).contains(&v);
-    let (mut n, pos) = (q0 / p, q0 % p);
-    let mut out = [pos / (o1 * o2), pos / o2 % o1, pos % o2];
+    let (mut n, mut out) = out_position(g, q0);
     for r in 0..R {
         if r > 0 {
             next_out(g, &mut n, &mut out);
@@ -965,7 +970,6 @@ unsafe fn pack_panel_body<const MASKED: bool>(
 ) {
     let cg = g.cg();
     let p = g.op();
-    let [_, o1, o2] = g.osp;
     let [kd, kh, kw] = g.ksp;
     let xs = &input.strides;
     let whole_rows = g.groups == 1 && g.dilation[2] == 1 && (xs[4] == cg as isize || g.isp[2] == 1);
@@ -998,23 +1002,10 @@ unsafe fn pack_panel_body<const MASKED: bool>(
     let inside = |v: isize, len: usize| (0..len as isize).contains(&v);
     // The output coordinates of position q0 + r, counted up from q0's (no divisions per
     // position).
-    let (mut n, pos) = (q0 / p, q0 % p);
-    let mut out = [pos / (o1 * o2), pos / o2 % o1, pos % o2];
+    let (mut n, mut out) = out_position(g, q0);
     for r in 0..R {
         if r > 0 {
-            out[2] += 1;
-            if out[2] == o2 {
-                out[2] = 0;
-                out[1] += 1;
-                if out[1] == o1 {
-                    out[1] = 0;
-                    out[0] += 1;
-                    if out[0] == g.osp[0] {
-                        out[0] = 0;
-                        n += 1;
-                    }
-                }
-            }
+            next_out(g, &mut n, &mut out);
         }
         if q0 + r >= g.n * p {
             // SAFETY: position r's lanes of the panel.
