@@ -101,6 +101,25 @@ def test_rnn_layers(
     compare(m, x, h0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_lstm_layer_split_over_threads(dtype: torch.dtype, bidirectional: bool) -> None:
+    """Layers whose recurrent product is large enough (batch 8, hidden 100) for the whole-layer
+    kernel to split the hidden units over a team of threads (src/kernels/rnn/layer.rs); 100
+    units are not a whole number of its 8-unit blocks per thread."""
+    m = make(nn.LSTM, dtype, input_size=12, hidden_size=100, num_layers=2, bidirectional=bidirectional)
+    h = randn(2 * (2 if bidirectional else 1), 8, 100, dtype=dtype, seed=1)
+    x, states = randn(6, 8, 12, dtype=dtype), (h, randn(*h.shape, dtype=dtype, seed=2))
+    compare(m, x, states)
+    # Without autograd the kernel skips the per-step states and workspaces: the same bits.
+    f = copy.deepcopy(m).to(FOO)
+    args = (x.to(FOO), tuple(t.to(FOO) for t in states))
+    with torch.no_grad():
+        inferred = _flat(f(*args))
+    recorded = _flat(f(*args))
+    assert all(torch.equal(a, b.detach()) for a, b in zip(inferred, recorded, strict=True))
+
+
 @pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
 @pytest.mark.parametrize("with_h0", [False, True])
 def test_unbatched(cls: type[nn.Module], with_h0: bool) -> None:

@@ -35,6 +35,79 @@ pub unsafe extern "C" fn foo_lstm_cell(
     })
 }
 
+/// A whole LSTM layer's recurrence (float32/float64, contiguous tensors): see
+/// `kernels::rnn::lstm_layer`; `cs` and `workspace` may be null (inference), and the biases
+/// (both or neither).
+///
+/// # Safety
+/// Descriptors must describe live memory for the call (`out`, `c_last`, `cs`, `workspace`
+/// writable).
+#[no_mangle]
+pub unsafe extern "C" fn foo_lstm_layer(
+    out: TensorOut,
+    c_last: TensorOut,
+    cs: OptTensorOut,
+    workspace: OptTensorOut,
+    input_gates: TensorIn,
+    w_hh: TensorIn,
+    h0: TensorIn,
+    c0: TensorIn,
+    input_bias: OptTensorIn,
+    hidden_bias: OptTensorIn,
+    reverse: bool,
+) -> i32 {
+    guard(|| {
+        rnn::lstm_layer(
+            &out.get()?,
+            &c_last.get()?,
+            cs.get()?.as_ref(),
+            workspace.get()?.as_ref(),
+            &input_gates.get()?,
+            &w_hh.get()?,
+            &h0.get()?,
+            &c0.get()?,
+            input_bias.get()?.as_ref(),
+            hidden_bias.get()?.as_ref(),
+            reverse,
+        )
+    })
+}
+
+/// Its backward (`kernels::rnn::lstm_layer_backward`).
+///
+/// # Safety
+/// As `foo_lstm_layer` (`grad_gates`, `grad_h0`, `grad_c0` writable).
+#[no_mangle]
+pub unsafe extern "C" fn foo_lstm_layer_backward(
+    grad_gates: TensorOut,
+    grad_h0: TensorOut,
+    grad_c0: TensorOut,
+    grad_out: TensorIn,
+    grad_h: TensorIn,
+    grad_c: TensorIn,
+    cs: TensorIn,
+    workspace: TensorIn,
+    c0: TensorIn,
+    w_hh: TensorIn,
+    reverse: bool,
+) -> i32 {
+    guard(|| {
+        rnn::lstm_layer_backward(
+            &grad_gates.get()?,
+            &grad_h0.get()?,
+            &grad_c0.get()?,
+            &grad_out.get()?,
+            &grad_h.get()?,
+            &grad_c.get()?,
+            &cs.get()?,
+            &workspace.get()?,
+            &c0.get()?,
+            &w_hh.get()?,
+            reverse,
+        )
+    })
+}
+
 /// LSTM cell backward; `grad_bias`, `grad_hy` and `grad_cy` may be null.
 ///
 /// # Safety

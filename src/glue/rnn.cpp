@@ -80,6 +80,27 @@ void lstm_cell_into(const Tensor& hy, const Tensor& cy, const Tensor& workspace,
         "_thnn_fused_lstm_cell");
 }
 
+void lstm_layer_into(const Tensor& out, const Tensor& c_last, const Tensor& cs, const Tensor& workspace,
+                     const Tensor& input_gates, const Tensor& w_hh, const Tensor& h0, const Tensor& c0,
+                     const Tensor& input_bias, const Tensor& hidden_bias, bool reverse) {
+  const FooTensor dout = describe(out), dlast = describe(c_last), dcs = describe_maybe(cs),
+                  dws = describe_maybe(workspace), dig = describe(input_gates), dw = describe(w_hh),
+                  dh0 = describe(h0), dc0 = describe(c0), db1 = describe_maybe(input_bias),
+                  db2 = describe_maybe(hidden_bias);
+  check(foo_lstm_layer(&dout, &dlast, opt(dcs, cs), opt(dws, workspace), &dig, &dw, &dh0, &dc0, opt(db1, input_bias),
+                       opt(db2, hidden_bias), reverse),
+        "lstm");
+}
+
+void lstm_layer_backward_into(const Tensor& grad_gates, const Tensor& grad_h0, const Tensor& grad_c0,
+                              const Tensor& grad_out, const Tensor& grad_h, const Tensor& grad_c, const Tensor& cs,
+                              const Tensor& workspace, const Tensor& c0, const Tensor& w_hh, bool reverse) {
+  const FooTensor dgg = describe(grad_gates), dgh0 = describe(grad_h0), dgc0 = describe(grad_c0),
+                  dgo = describe(grad_out), dgh = describe(grad_h), dgc = describe(grad_c), dcs = describe(cs),
+                  dws = describe(workspace), dc0 = describe(c0), dw = describe(w_hh);
+  check(foo_lstm_layer_backward(&dgg, &dgh0, &dgc0, &dgo, &dgh, &dgc, &dcs, &dws, &dc0, &dw, reverse), "lstm");
+}
+
 void lstm_cell_backward_into(const Tensor& grad_gates, const Tensor& grad_cx, const Tensor& grad_bias,
                              const Tensor& grad_hy, const Tensor& grad_cy, const Tensor& cx, const Tensor& cy,
                              const Tensor& workspace) {

@@ -12,6 +12,16 @@ using at::Tensor;
 // each step's results into slices of their per-sequence buffers.
 void lstm_cell_into(const Tensor& hy, const Tensor& cy, const Tensor& workspace, const Tensor& input_gates,
                     const Tensor& hidden_gates, const Tensor& cx, const Tensor& input_bias, const Tensor& hidden_bias);
+// A whole LSTM layer's steps in one kernel (float32/float64; every tensor contiguous): the
+// outputs [T, B, H] and the last cell state [B, H] from the input projections [T, B, 4H], and,
+// when defined (for a backward), the cell states and workspaces [T, B, *].
+void lstm_layer_into(const Tensor& out, const Tensor& c_last, const Tensor& cs, const Tensor& workspace,
+                     const Tensor& input_gates, const Tensor& w_hh, const Tensor& h0, const Tensor& c0,
+                     const Tensor& input_bias, const Tensor& hidden_bias, bool reverse);
+// Its backward: the gate gradients [T, B, 4H] and the first states' gradients.
+void lstm_layer_backward_into(const Tensor& grad_gates, const Tensor& grad_h0, const Tensor& grad_c0,
+                              const Tensor& grad_out, const Tensor& grad_h, const Tensor& grad_c, const Tensor& cs,
+                              const Tensor& workspace, const Tensor& c0, const Tensor& w_hh, bool reverse);
 void lstm_cell_backward_into(const Tensor& grad_gates, const Tensor& grad_cx, const Tensor& grad_bias,
                              const Tensor& grad_hy, const Tensor& grad_cy, const Tensor& cx, const Tensor& cy,
                              const Tensor& workspace);

@@ -44,9 +44,14 @@ constexpr int64_t kGruGates = 3;
 constexpr int64_t kGruWorkspaceGates = 5;  // rnn.cpp's GRU workspace: r, z, n, hx, hidden n
 
 // The forward's tensor arguments, in order (the indices of needs_input_grad and of backward's
-// results), then its two flags.
+// results), then its three flags.
 enum Arg : size_t { kX, kH0, kC0, kWih, kWhh, kBih, kBhh, kTensorArgs };
-constexpr size_t kArgs = kTensorArgs + 2;
+constexpr size_t kArgs = kTensorArgs + 3;
+
+// Whether an LSTM layer runs its steps in one kernel (kernels/rnn/layer.rs), not one cell call each.
+bool whole_lstm(bool gru, const Tensor& x) {
+  return !gru && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble);
+}
 
 // One layer in one direction. x [T, B, I]; h0, c0 [B, H] (c0 undefined for a GRU); w_ih
 // [G*H, I], w_hh [G*H, H], biases [G*H] or undefined. Returns the outputs [T, B, H] in time
@@ -55,7 +60,7 @@ class Layer : public torch::autograd::Function<Layer> {
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& h0, const OptT& c0_opt,
                                const Tensor& w_ih, const Tensor& w_hh, const OptT& b_ih_opt, const OptT& b_hh_opt,
-                               bool gru, bool reverse) {
+                               bool gru, bool reverse, bool keep) {
     const Tensor c0 = c0_opt.value_or(Tensor()), b_ih = b_ih_opt.value_or(Tensor()),
                  b_hh = b_hh_opt.value_or(Tensor());
     // The cell kernels read biases as dense vectors (the saved ones stay the inputs themselves).
@@ -64,31 +69,42 @@ class Layer : public torch::autograd::Function<Layer> {
     const int64_t steps = x.size(0), batch = x.size(1), hidden = w_hh.size(1), gates = w_hh.size(0);
     const auto opts = x.options();
     const Tensor xg = at::mm(x.reshape({steps * batch, x.size(2)}), w_ih.t()).view({steps, batch, gates});
-    const Tensor w_hh_t = w_hh.t().contiguous();
+    // The whole-layer kernel leaves out the states and workspaces only a backward reads.
+    const bool whole = whole_lstm(gru, x), saved = keep || !whole;
     Tensor out = at::empty({steps, batch, hidden}, opts);
-    Tensor cs = gru ? Tensor() : at::empty({steps, batch, hidden}, opts);
-    Tensor ws = at::empty({steps, batch, gru ? hidden * kGruWorkspaceGates : gates}, opts);
-    Tensor hg = at::empty({batch, gates}, opts);
-    Tensor h = h0, c = c0;
-    for (int64_t s = 0; s < steps; ++s) {
-      const int64_t t = reverse ? steps - 1 - s : s;
-      at::mm_out(hg, h, w_hh_t);
-      Tensor h_next = out.select(0, t);
-      const prof::KernelScope kernel(gru ? "_thnn_fused_gru_cell" : "_thnn_fused_lstm_cell");
-      if (gru) {
-        gru_cell_into(h_next, ws.select(0, t), xg.select(0, t), hg, h, bias_ih, bias_hh);
-      } else {
-        Tensor c_next = cs.select(0, t);
-        lstm_cell_into(h_next, c_next, ws.select(0, t), xg.select(0, t), hg, c, bias_ih, bias_hh);
-        c = c_next;
+    Tensor cs = gru || !saved ? Tensor() : at::empty({steps, batch, hidden}, opts);
+    Tensor ws = saved ? at::empty({steps, batch, gru ? hidden * kGruWorkspaceGates : gates}, opts) : Tensor();
+    Tensor h = h0, c = c0, c_last;
+    if (whole) {
+      // The whole recurrence in one kernel: see kernels/rnn/layer.rs.
+      const prof::KernelScope kernel("lstm_layer");
+      c_last = at::empty({batch, hidden}, opts);
+      lstm_layer_into(out, c_last, cs, ws, xg, w_hh.contiguous(), h0.contiguous(), c0.contiguous(), bias_ih, bias_hh,
+                      reverse);
+      h = out.select(0, reverse ? 0 : steps - 1);
+    } else {
+      const Tensor w_hh_t = w_hh.t().contiguous();
+      Tensor hg = at::empty({batch, gates}, opts);
+      for (int64_t s = 0; s < steps; ++s) {
+        const int64_t t = reverse ? steps - 1 - s : s;
+        at::mm_out(hg, h, w_hh_t);
+        Tensor h_next = out.select(0, t);
+        const prof::KernelScope kernel(gru ? "_thnn_fused_gru_cell" : "_thnn_fused_lstm_cell");
+        if (gru) {
+          gru_cell_into(h_next, ws.select(0, t), xg.select(0, t), hg, h, bias_ih, bias_hh);
+        } else {
+          Tensor c_next = cs.select(0, t);
+          lstm_cell_into(h_next, c_next, ws.select(0, t), xg.select(0, t), hg, c, bias_ih, bias_hh);
+          c = c_next;
+        }
+        h = h_next;
       }
-      h = h_next;
     }
     ctx->save_for_backward({x, h0, c0, w_ih, w_hh, b_ih, b_hh, out, cs, ws});
     ctx->saved_data["gru"] = gru;
     ctx->saved_data["reverse"] = reverse;
     if (gru) return {out, h.clone()};
-    return {out, h.clone(), c.clone()};
+    return {out, h.clone(), c_last.defined() ? c_last : c.clone()};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -104,30 +120,41 @@ class Layer : public torch::autograd::Function<Layer> {
     Tensor d_hid = gru ? at::empty({steps, batch, gates}, opts) : d_in;
     // Materialized gradients (AutogradContext's default): all defined.
     const Tensor& grad_out = grads[0];
-    Tensor dh = grads[1].clone(at::MemoryFormat::Contiguous), dh_step = at::empty({batch, hidden}, opts);
-    Tensor dc = gru ? Tensor() : grads[2].clone(at::MemoryFormat::Contiguous);
-    Tensor dc_prev = gru ? Tensor() : at::empty({batch, hidden}, opts);
-    Tensor dhx = gru ? at::empty({batch, hidden}, opts) : Tensor();
-    for (int64_t s = 0; s < steps; ++s) {
-      const int64_t t = reverse ? s : steps - 1 - s;
-      at::add_out(dh_step, dh, grad_out.select(0, t));
-      if (gru) {
-        {
-          const prof::KernelScope kernel("_thnn_fused_gru_cell_backward");
-          gru_cell_backward_into(d_in.select(0, t), d_hid.select(0, t), dhx, Tensor(), Tensor(), dh_step,
-                                 ws.select(0, t));
+    Tensor dh, dc;
+    if (whole_lstm(gru, x)) {
+      // The whole recurrence in one kernel: see kernels/rnn/layer.rs.
+      const prof::KernelScope kernel("lstm_layer_backward");
+      dh = at::empty({batch, hidden}, opts);
+      dc = at::empty({batch, hidden}, opts);
+      lstm_layer_backward_into(d_in, dh, dc, grad_out.contiguous(), grads[1].contiguous(), grads[2].contiguous(), cs,
+                               ws, c0.contiguous(), w_hh.contiguous(), reverse);
+    } else {
+      dh = grads[1].clone(at::MemoryFormat::Contiguous);
+      Tensor dh_step = at::empty({batch, hidden}, opts);
+      dc = gru ? Tensor() : grads[2].clone(at::MemoryFormat::Contiguous);
+      Tensor dc_prev = gru ? Tensor() : at::empty({batch, hidden}, opts);
+      Tensor dhx = gru ? at::empty({batch, hidden}, opts) : Tensor();
+      for (int64_t s = 0; s < steps; ++s) {
+        const int64_t t = reverse ? s : steps - 1 - s;
+        at::add_out(dh_step, dh, grad_out.select(0, t));
+        if (gru) {
+          {
+            const prof::KernelScope kernel("_thnn_fused_gru_cell_backward");
+            gru_cell_backward_into(d_in.select(0, t), d_hid.select(0, t), dhx, Tensor(), Tensor(), dh_step,
+                                   ws.select(0, t));
+          }
+          at::addmm_out(dh, dhx, d_hid.select(0, t), w_hh);
+        } else {
+          const int64_t prev = reverse ? t + 1 : t - 1;
+          const Tensor cx = prev < 0 || prev >= steps ? c0 : cs.select(0, prev);
+          {
+            const prof::KernelScope kernel("_thnn_fused_lstm_cell_backward_impl");
+            lstm_cell_backward_into(d_in.select(0, t), dc_prev, Tensor(), dh_step, dc, cx, cs.select(0, t),
+                                    ws.select(0, t));
+          }
+          at::mm_out(dh, d_in.select(0, t), w_hh);
+          std::swap(dc, dc_prev);
         }
-        at::addmm_out(dh, dhx, d_hid.select(0, t), w_hh);
-      } else {
-        const int64_t prev = reverse ? t + 1 : t - 1;
-        const Tensor cx = prev < 0 || prev >= steps ? c0 : cs.select(0, prev);
-        {
-          const prof::KernelScope kernel("_thnn_fused_lstm_cell_backward_impl");
-          lstm_cell_backward_into(d_in.select(0, t), dc_prev, Tensor(), dh_step, dc, cx, cs.select(0, t),
-                                  ws.select(0, t));
-        }
-        at::mm_out(dh, d_in.select(0, t), w_hh);
-        std::swap(dc, dc_prev);
       }
     }
     const int64_t rows = steps * batch;
@@ -286,7 +313,12 @@ std::pair<Tensor, std::vector<std::vector<Tensor>>> run_layers(const Stack& s, b
       const OptT b_ih = has_biases ? OptT(p[2]) : std::nullopt, b_hh = has_biases ? OptT(p[3]) : std::nullopt;
       const OptT c0 = gru ? std::nullopt : OptT(s.states[1][idx]);
       const Tensor h0 = s.states[0][idx];
-      variable_list r = Layer::apply(input, h0, c0, p[0], p[1], b_ih, b_hh, gru, d == 1);
+      // Whether autograd will record the node (Function::apply's test), so that its forward
+      // keeps what the backward reads.
+      bool keep = at::GradMode::is_enabled() && (input.requires_grad() || h0.requires_grad() ||
+                                                  (c0.has_value() && c0->requires_grad()));
+      for (int64_t i = 0; i < per; ++i) keep = keep || p[i].requires_grad();
+      variable_list r = Layer::apply(input, h0, c0, p[0], p[1], b_ih, b_hh, gru, d == 1, keep);
       outs.push_back(r[0]);
       for (size_t k = 0; k < finals.size(); ++k) finals[k].push_back(r[k + 1]);
     }

@@ -211,6 +211,31 @@ pub fn run(body: Body, data: *mut c_void, threads: usize) {
     wait_until(|| team.finished.load(Ordering::Acquire) == joined);
 }
 
+/// Runs `f(tid, size)` on a team of up to `threads` threads, as [`run`] runs a region: for
+/// Rust kernels whose members meet at [`barrier`]s between phases (a recurrence's time steps).
+/// A panic in `f` aborts the process, as one inside a compiled kernel does: a member that
+/// unwound would leave the others waiting at its next barrier forever.
+pub fn run_fn(threads: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+    type Member<'a> = &'a (dyn Fn(usize, usize) + Sync);
+    unsafe extern "C" fn trampoline(data: *mut c_void) {
+        // SAFETY: `data` points at `f` below, alive until `run` returns, when every member has.
+        let f = unsafe { *(data as *const Member) };
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f(thread_num(), num_threads())
+        }));
+        if run.is_err() {
+            eprintln!("foo_rs: a kernel team member panicked");
+            std::process::abort();
+        }
+    }
+    let member: Member = f;
+    run(
+        trampoline,
+        &member as *const Member as *mut c_void,
+        threads.max(1),
+    );
+}
+
 /// `omp_get_thread_num()`: 0 outside a region.
 pub fn thread_num() -> usize {
     MEMBER.get().map_or(0, |m| m.tid)

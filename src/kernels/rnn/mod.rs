@@ -15,6 +15,9 @@
 //! partial sums while it computes them, and the blocks are added in order, so the result does
 //! not depend on the thread count.
 
+mod layer;
+pub use layer::{lstm_layer, lstm_layer_backward};
+
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::core::element::Element;

@@ -1,0 +1,1171 @@
+//! A whole LSTM layer's recurrence in one call, for `nn.LSTM` (src/glue/rnn_layer.cpp), float32
+//! and float64. Called step by step, each time step costs a matrix product handed to the pool,
+//! a cell kernel handed to it again, and the glue's dispatch around both: on a [32, 256] batch
+//! that was about 170 us a step against 82 us of multiply-adds at the FMA peak of 2 cores.
+//!
+//! Here one team of threads runs every step (`runtime::team`). Member `m` owns a slice of the
+//! hidden units, so each step is
+//! 1. the product of the previous `h` with the member's own rows of the recurrent weight (its
+//!    four gate blocks for its units, transposed once into its own scratch, where its cache
+//!    keeps them across steps), then
+//! 2. the cell for its units, which reads only its own gate sums,
+//!
+//! and a barrier, since the next step's products read the whole new `h`. Each output element
+//! is one product column and one cell element, computed as the step-by-step path computes them
+//! (the same depth order, see `gemm::GEMM_DEPTH`; the cell's math is `lstm_fwd_body`'s), so the
+//! results do not depend on the team's size.
+
+use super::bias_vec;
+use crate::dtype::DType;
+use crate::error::FooResult;
+use crate::kernels::core::float::Math;
+use crate::kernels::core::gemm::{gemm_raw, GemmElem, Mat, GEMM_SPLIT_FLOPS};
+use crate::kernels::core::parallel::SendPtr;
+use crate::kernels::core::simd::Isa;
+use crate::runtime::{pool, team};
+use crate::tensor::{TensorMut, TensorRef};
+use crate::{invalid_arg, multiversion, not_implemented};
+
+/// Hidden units per member are a multiple of this (whole vectors for the cell).
+const UNIT_BLOCK: usize = 8;
+
+/// Element types the layer runs: the product's and the cell's math type in one.
+pub trait LayerFloat: GemmElem + Math {}
+impl LayerFloat for f32 {}
+impl LayerFloat for f64 {}
+
+/// LSTM layer forward from the input projections `xg` `[T, B, 4H]` (`x @ w_ih.t()` for every
+/// step, without biases), the recurrent weight `w_hh` `[4H, H]` and the first states `h0`, `c0`
+/// `[B, H]`, all contiguous: writes the outputs `out` `[T, B, H]` in time order (`reverse` runs
+/// the steps from the last) and the last cell state `c_last` `[B, H]`; for a backward, also
+/// every step's cell state `cs` `[T, B, H]` and activated gates `ws` `[T, B, 4H]` (the cell's
+/// workspace), which inference leaves out (null): a third of the cell's memory traffic.
+#[allow(clippy::too_many_arguments)]
+pub fn lstm_layer(
+    out: &TensorMut,
+    c_last: &TensorMut,
+    cs: Option<&TensorMut>,
+    ws: Option<&TensorMut>,
+    xg: &TensorRef,
+    w_hh: &TensorRef,
+    h0: &TensorRef,
+    c0: &TensorRef,
+    input_bias: Option<&TensorRef>,
+    hidden_bias: Option<&TensorRef>,
+    reverse: bool,
+) -> FooResult<()> {
+    let (t, b, h) = match (xg.shape.as_slice(), w_hh.shape.as_slice()) {
+        (&[t, b, g], &[wg, h]) if g == 4 * h && wg == g => (t, b, h),
+        (x, w) => {
+            return invalid_arg!(
+                "lstm layer: input gates {x:?} and recurrent weight {w:?} are not [T, B, 4H] and [4H, H]"
+            )
+        }
+    };
+    let dtype = xg.dtype;
+    let mut tensors: Vec<Operand> = vec![
+        (
+            "out",
+            &out.shape,
+            out.dtype,
+            out.is_contiguous(),
+            vec![t, b, h],
+        ),
+        (
+            "c_last",
+            &c_last.shape,
+            c_last.dtype,
+            c_last.is_contiguous(),
+            vec![b, h],
+        ),
+        (
+            "xg",
+            &xg.shape,
+            xg.dtype,
+            xg.is_contiguous(),
+            vec![t, b, 4 * h],
+        ),
+        (
+            "w_hh",
+            &w_hh.shape,
+            w_hh.dtype,
+            w_hh.is_contiguous(),
+            vec![4 * h, h],
+        ),
+        ("h0", &h0.shape, h0.dtype, h0.is_contiguous(), vec![b, h]),
+        ("c0", &c0.shape, c0.dtype, c0.is_contiguous(), vec![b, h]),
+    ];
+    if let Some(cs) = cs {
+        tensors.push(("cs", &cs.shape, cs.dtype, cs.is_contiguous(), vec![t, b, h]));
+    }
+    if let Some(ws) = ws {
+        tensors.push((
+            "ws",
+            &ws.shape,
+            ws.dtype,
+            ws.is_contiguous(),
+            vec![t, b, 4 * h],
+        ));
+    }
+    check_all("lstm layer", dtype, &tensors)?;
+    let threads = if b * 4 * h * h >= GEMM_SPLIT_FLOPS {
+        pool::num_threads()
+    } else {
+        1
+    };
+    let ptrs = Ptrs {
+        out: SendPtr::of(out.ptr),
+        c_last: SendPtr::of(c_last.ptr),
+        cs: cs.map(|x| SendPtr::of(x.ptr)),
+        ws: ws.map(|x| SendPtr::of(x.ptr)),
+        xg: SendPtr::of(xg.ptr),
+        w_hh: SendPtr::of(w_hh.ptr),
+        h0: SendPtr::of(h0.ptr),
+        c0: SendPtr::of(c0.ptr),
+    };
+    match dtype {
+        DType::F32 => {
+            let biases = (
+                bias_vec::<f32>(input_bias, 4 * h, "input_bias")?,
+                bias_vec::<f32>(hidden_bias, 4 * h, "hidden_bias")?,
+            );
+            // SAFETY: the pointers are the checked tensors' (contiguous, these shapes, f32).
+            unsafe { run_layer::<f32>(ptrs, (t, b, h), &biases, reverse, threads) }
+        }
+        DType::F64 => {
+            let biases = (
+                bias_vec::<f64>(input_bias, 4 * h, "input_bias")?,
+                bias_vec::<f64>(hidden_bias, 4 * h, "hidden_bias")?,
+            );
+            // SAFETY: as above, f64.
+            unsafe { run_layer::<f64>(ptrs, (t, b, h), &biases, reverse, threads) }
+        }
+        d => return not_implemented!("lstm layer: not implemented for '{}'", d.name()),
+    }
+    Ok(())
+}
+
+/// The layer's tensors (see [`lstm_layer`]).
+#[derive(Clone, Copy)]
+struct Ptrs {
+    out: SendPtr<u8>,
+    c_last: SendPtr<u8>,
+    cs: Option<SendPtr<u8>>,
+    ws: Option<SendPtr<u8>>,
+    xg: SendPtr<u8>,
+    w_hh: SendPtr<u8>,
+    h0: SendPtr<u8>,
+    c0: SendPtr<u8>,
+}
+
+/// The hidden units `j0..j1` of member `tid` of `size`.
+fn units(h: usize, tid: usize, size: usize) -> (usize, usize) {
+    let per = h.div_ceil(size).next_multiple_of(UNIT_BLOCK);
+    ((tid * per).min(h), ((tid + 1) * per).min(h))
+}
+
+/// # Safety
+/// `p` holds [`lstm_layer`]'s checked tensors, of element type `F` and dims `(t, b, h)`, the
+/// outputs writable and aliasing no input.
+unsafe fn run_layer<F: LayerFloat>(
+    p: Ptrs,
+    (t, b, h): (usize, usize, usize),
+    (b1, b2): &(Vec<F>, Vec<F>),
+    reverse: bool,
+    threads: usize,
+) {
+    if t == 0 || b == 0 || h == 0 {
+        return;
+    }
+    team::run_fn(threads, &|tid, size| {
+        let (j0, j1) = units(h, tid, size);
+        let n = j1 - j0;
+        if n == 0 {
+            // Still at every step's barrier, which counts the whole team.
+            (0..t).for_each(|_| team::barrier());
+            return;
+        }
+        // The member's weight rows, gate-major, transposed: wt[k][g * n + u] = w_hh[g*H + j0 + u][k].
+        let w = p.w_hh.cast::<F>();
+        let mut wt = vec![F::ZERO; h * 4 * n];
+        for g in 0..4 {
+            for u in 0..n {
+                // SAFETY: row g*H + j0 + u of the [4H, H] weight.
+                let row = unsafe { w.slice((g * h + j0 + u) * h, h) };
+                for (k, &v) in row.iter().enumerate() {
+                    wt[k * 4 * n + g * n + u] = v;
+                }
+            }
+        }
+        let mut sums = vec![F::ZERO; b * 4 * n];
+        // The cell state at the member's units, [B, n] (the cell is elementwise).
+        let mut c = vec![F::ZERO; b * n];
+        for r in 0..b {
+            // SAFETY: row r of the dense [B, H] c0, at the member's units.
+            c[r * n..(r + 1) * n].copy_from_slice(unsafe { p.c0.cast::<F>().slice(r * h + j0, n) });
+        }
+        let step = Step {
+            b,
+            h,
+            j0,
+            n,
+            sums: SendPtr::new(sums.as_mut_ptr()),
+            c: SendPtr::new(c.as_mut_ptr()),
+            b1,
+            b2,
+        };
+        for s in 0..t {
+            let tt = if reverse { t - 1 - s } else { s };
+            let h_prev = if s == 0 {
+                p.h0.cast::<F>()
+            } else {
+                elem::<F>(p.out, (if reverse { tt + 1 } else { tt - 1 }) * b * h)
+            };
+            // SAFETY: sums is a dense [B, 4n] matrix of this member's; h_prev a dense [B, H]
+            // state the previous step (or the caller) wrote whole before the barrier; wt a
+            // dense [H, 4n] matrix.
+            unsafe {
+                gemm_raw(
+                    b,
+                    4 * n,
+                    h,
+                    sums.as_mut_ptr(),
+                    4 * n as isize,
+                    1,
+                    false,
+                    Mat {
+                        ptr: h_prev.get(),
+                        rs: h as isize,
+                        cs: 1,
+                    },
+                    Mat {
+                        ptr: wt.as_ptr(),
+                        rs: 4 * n as isize,
+                        cs: 1,
+                    },
+                    F::ONE,
+                    false,
+                )
+            };
+            let row = tt * b;
+            let at = StepAt {
+                xg: elem::<F>(p.xg, row * 4 * h),
+                out: elem::<F>(p.out, row * h),
+                cs: p.cs.map(|x| elem::<F>(x, row * h)),
+                ws: p.ws.map(|x| elem::<F>(x, row * 4 * h)),
+            };
+            lstm_units::<F>(&step, at);
+            team::barrier();
+        }
+        for r in 0..b {
+            // SAFETY: row r of the dense [B, H] c_last, at the member's units (its alone).
+            unsafe { p.c_last.cast::<F>().slice_mut(r * h + j0, n) }
+                .copy_from_slice(&c[r * n..(r + 1) * n]);
+        }
+    });
+}
+
+/// Element `e` of a tensor of `F`s.
+fn elem<F>(p: SendPtr<u8>, e: usize) -> SendPtr<F> {
+    SendPtr::new(p.cast::<F>().at(e as isize))
+}
+
+/// A member's part of every step: its units `j0..j0 + n` of `h`, its gate sums (`[B, 4n]`).
+struct Step<'a, F> {
+    b: usize,
+    h: usize,
+    j0: usize,
+    n: usize,
+    sums: SendPtr<F>,
+    /// The cell state at its units, `[B, n]`, updated by each step.
+    c: SendPtr<F>,
+    b1: &'a [F],
+    b2: &'a [F],
+}
+
+/// One step's rows: `xg`, `ws` `[B, 4H]`, `out`, `cs` `[B, H]` (dense).
+#[derive(Clone, Copy)]
+struct StepAt<F> {
+    xg: SendPtr<F>,
+    out: SendPtr<F>,
+    cs: Option<SendPtr<F>>,
+    ws: Option<SendPtr<F>>,
+}
+
+multiversion!(fn lstm_units<F: LayerFloat>(a: &Step<F>, at: StepAt<F>) => isa lstm_units_body);
+
+/// The cell of `lstm_fwd_body` over the member's units of every row.
+#[inline(always)]
+fn lstm_units_body<F: LayerFloat>(isa: Isa, a: &Step<F>, at: StepAt<F>) {
+    let (h, j0, n) = (a.h, a.j0, a.n);
+    for r in 0..a.b {
+        // SAFETY: row r of this step's tensors; the outputs' units (columns j0..j0 + n of each
+        // gate block) are written by this member alone, and its sums are its own.
+        unsafe {
+            let o = r * h + j0;
+            lstm_row(
+                isa,
+                at.xg.slice(r * 4 * h, 4 * h),
+                a.sums.slice_mut(r * 4 * n, 4 * n),
+                (a.b1, a.b2),
+                a.c.slice_mut(r * n, n),
+                at.out.slice_mut(o, n),
+                at.cs.map(|x| x.slice_mut(o, n)),
+                at.ws.map(|x| x.slice_mut(r * 4 * h, 4 * h)),
+                (h, j0, n),
+            )
+        }
+    }
+}
+
+/// One row of [`lstm_units_body`]: `x`, `b1`, `b2`, `ws` hold all `4H` gate columns, `y` the
+/// member's `4n` gate sums (turned into the activated gates in place), the rest its `n` units;
+/// `c` is the cell state, updated in place and copied into `cs` when given.
+/// The work is a few simple loops, each a function with its slices as parameters: the compiler
+/// then knows they do not overlap and vectorizes each (one loop over all of them stayed scalar,
+/// 4x slower).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn lstm_row<F: LayerFloat>(
+    isa: Isa,
+    x: &[F],
+    y: &mut [F],
+    (b1, b2): (&[F], &[F]),
+    c: &mut [F],
+    hy: &mut [F],
+    cs: Option<&mut [F]>,
+    ws: Option<&mut [F]>,
+    (h, j0, n): (usize, usize, usize),
+) {
+    for g in 0..4 {
+        let at = g * h + j0..g * h + j0 + n;
+        gate_sum(
+            &mut y[g * n..(g + 1) * n],
+            &x[at.clone()],
+            &b1[at.clone()],
+            &b2[at],
+        );
+    }
+    let (yi, rest) = y[..4 * n].split_at_mut(n);
+    let (yf, rest) = rest.split_at_mut(n);
+    let (yc, yo) = rest.split_at_mut(n);
+    sigmoid_in_place(isa, yi);
+    sigmoid_in_place(isa, yf);
+    tanh_in_place(isa, yc);
+    sigmoid_in_place(isa, yo);
+    cell_states(isa, (yi, yf, yc, yo), c, hy);
+    if let Some(cs) = cs {
+        cs[..n].copy_from_slice(&c[..n]);
+    }
+    if let Some(ws) = ws {
+        for g in 0..4 {
+            ws[g * h + j0..g * h + j0 + n].copy_from_slice(&y[g * n..(g + 1) * n]);
+        }
+    }
+}
+
+/// `y = x + y + b1 + b2` (the step-by-step cell's order).
+#[inline(always)]
+fn gate_sum<F: LayerFloat>(y: &mut [F], x: &[F], b1: &[F], b2: &[F]) {
+    let n = y.len();
+    let (x, b1, b2) = (&x[..n], &b1[..n], &b2[..n]);
+    for u in 0..n {
+        y[u] = x[u] + y[u] + b1[u] + b2[u];
+    }
+}
+
+// `for` loops, not `for_each`: that is a std function that need not be inlined, and outlined it
+// is compiled without this copy's target features (its FMAs became libm calls).
+#[inline(always)]
+fn sigmoid_in_place<F: LayerFloat>(isa: Isa, v: &mut [F]) {
+    for x in v.iter_mut() {
+        *x = x.vsigmoid(isa);
+    }
+}
+
+#[inline(always)]
+fn tanh_in_place<F: LayerFloat>(isa: Isa, v: &mut [F]) {
+    for x in v.iter_mut() {
+        *x = x.vtanh(isa);
+    }
+}
+
+/// The new states from the activated gates: `c = f * c + i * g` (in place), `h = o * tanh(c)`.
+#[inline(always)]
+fn cell_states<F: LayerFloat>(
+    isa: Isa,
+    (i, f, g, o): (&[F], &[F], &[F], &[F]),
+    c: &mut [F],
+    hy: &mut [F],
+) {
+    let n = c.len();
+    let (i, f, g, o, hy) = (&i[..n], &f[..n], &g[..n], &o[..n], &mut hy[..n]);
+    for u in 0..n {
+        let cy = f[u] * c[u] + i[u] * g[u];
+        c[u] = cy;
+        hy[u] = o[u] * cy.vtanh(isa);
+    }
+}
+
+/// LSTM layer backward, the steps in reverse of [`lstm_layer`]'s order: from the gradients of
+/// the outputs `grad_out` `[T, B, H]` and of the last states `grad_h`, `grad_c` `[B, H]`, and
+/// the forward's `cs`, `ws` and `c0`, writes the gate gradients `grad_gates` `[T, B, 4H]` (of
+/// the input and the hidden gates alike) and the gradients of the first states `grad_h0`,
+/// `grad_c0` `[B, H]`. All contiguous, of one dtype (float32/float64).
+///
+/// Member `m` owns hidden units as in the forward: per step it runs the cell backward for its
+/// units (which needs only its own parts of the state gradients), then, after a barrier (the
+/// product reads every unit's gate gradients), its units' columns of the next state gradient,
+/// `grad_gates[t] @ w_hh[:, units]`.
+#[allow(clippy::too_many_arguments)]
+pub fn lstm_layer_backward(
+    grad_gates: &TensorMut,
+    grad_h0: &TensorMut,
+    grad_c0: &TensorMut,
+    grad_out: &TensorRef,
+    grad_h: &TensorRef,
+    grad_c: &TensorRef,
+    cs: &TensorRef,
+    ws: &TensorRef,
+    c0: &TensorRef,
+    w_hh: &TensorRef,
+    reverse: bool,
+) -> FooResult<()> {
+    let (t, b, h) = match (ws.shape.as_slice(), w_hh.shape.as_slice()) {
+        (&[t, b, g], &[wg, h]) if g == 4 * h && wg == g => (t, b, h),
+        (x, w) => {
+            return invalid_arg!(
+                "lstm layer backward: workspace {x:?} and recurrent weight {w:?} are not [T, B, 4H] and [4H, H]"
+            )
+        }
+    };
+    let dtype = ws.dtype;
+    let tensors: [Operand; 10] = [
+        (
+            "grad_gates",
+            &grad_gates.shape,
+            grad_gates.dtype,
+            grad_gates.is_contiguous(),
+            vec![t, b, 4 * h],
+        ),
+        (
+            "grad_h0",
+            &grad_h0.shape,
+            grad_h0.dtype,
+            grad_h0.is_contiguous(),
+            vec![b, h],
+        ),
+        (
+            "grad_c0",
+            &grad_c0.shape,
+            grad_c0.dtype,
+            grad_c0.is_contiguous(),
+            vec![b, h],
+        ),
+        (
+            "grad_out",
+            &grad_out.shape,
+            grad_out.dtype,
+            grad_out.is_contiguous(),
+            vec![t, b, h],
+        ),
+        (
+            "grad_h",
+            &grad_h.shape,
+            grad_h.dtype,
+            grad_h.is_contiguous(),
+            vec![b, h],
+        ),
+        (
+            "grad_c",
+            &grad_c.shape,
+            grad_c.dtype,
+            grad_c.is_contiguous(),
+            vec![b, h],
+        ),
+        ("cs", &cs.shape, cs.dtype, cs.is_contiguous(), vec![t, b, h]),
+        (
+            "ws",
+            &ws.shape,
+            ws.dtype,
+            ws.is_contiguous(),
+            vec![t, b, 4 * h],
+        ),
+        ("c0", &c0.shape, c0.dtype, c0.is_contiguous(), vec![b, h]),
+        (
+            "w_hh",
+            &w_hh.shape,
+            w_hh.dtype,
+            w_hh.is_contiguous(),
+            vec![4 * h, h],
+        ),
+    ];
+    check_all("lstm layer backward", dtype, &tensors)?;
+    let threads = if b * 4 * h * h >= GEMM_SPLIT_FLOPS {
+        pool::num_threads()
+    } else {
+        1
+    };
+    let p = BwdPtrs {
+        grad_gates: SendPtr::of(grad_gates.ptr),
+        grad_h0: SendPtr::of(grad_h0.ptr),
+        grad_c0: SendPtr::of(grad_c0.ptr),
+        grad_out: SendPtr::of(grad_out.ptr),
+        grad_h: SendPtr::of(grad_h.ptr),
+        grad_c: SendPtr::of(grad_c.ptr),
+        cs: SendPtr::of(cs.ptr),
+        ws: SendPtr::of(ws.ptr),
+        c0: SendPtr::of(c0.ptr),
+        w_hh: SendPtr::of(w_hh.ptr),
+    };
+    match dtype {
+        // SAFETY: the pointers are the checked tensors' (contiguous, these shapes and dtype).
+        DType::F32 => unsafe { run_layer_backward::<f32>(p, (t, b, h), reverse, threads) },
+        // SAFETY: as above.
+        DType::F64 => unsafe { run_layer_backward::<f64>(p, (t, b, h), reverse, threads) },
+        d => return not_implemented!("lstm layer backward: not implemented for '{}'", d.name()),
+    }
+    Ok(())
+}
+
+/// An operand to check: name, shape, dtype, whether contiguous, expected shape.
+type Operand<'a> = (&'a str, &'a [usize], DType, bool, Vec<usize>);
+
+/// Checks that each of `tensors` (name, shape, dtype, contiguous, expected shape) is a
+/// contiguous `dtype` tensor of its expected shape.
+fn check_all(op: &str, dtype: DType, tensors: &[Operand]) -> FooResult<()> {
+    for (what, shape, dt, contiguous, want) in tensors {
+        if *dt != dtype || !contiguous || shape != want {
+            return invalid_arg!(
+                "{op}: {what} must be a contiguous {} tensor of shape {want:?}, got {} {shape:?}",
+                dtype.name(),
+                dt.name()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The backward's tensors (see [`lstm_layer_backward`]).
+#[derive(Clone, Copy)]
+struct BwdPtrs {
+    grad_gates: SendPtr<u8>,
+    grad_h0: SendPtr<u8>,
+    grad_c0: SendPtr<u8>,
+    grad_out: SendPtr<u8>,
+    grad_h: SendPtr<u8>,
+    grad_c: SendPtr<u8>,
+    cs: SendPtr<u8>,
+    ws: SendPtr<u8>,
+    c0: SendPtr<u8>,
+    w_hh: SendPtr<u8>,
+}
+
+/// # Safety
+/// As [`run_layer`], for [`lstm_layer_backward`]'s tensors.
+unsafe fn run_layer_backward<F: LayerFloat>(
+    p: BwdPtrs,
+    (t, b, h): (usize, usize, usize),
+    reverse: bool,
+    threads: usize,
+) {
+    if b == 0 || h == 0 {
+        return;
+    }
+    team::run_fn(threads, &|tid, size| {
+        let (j0, j1) = units(h, tid, size);
+        let n = j1 - j0;
+        if n == 0 {
+            (0..t).for_each(|_| team::barrier());
+            return;
+        }
+        // The member's columns of the weight, dense: w[g * H + j][u] = w_hh[g * H + j][j0 + u].
+        let w = p.w_hh.cast::<F>();
+        let mut wc = vec![F::ZERO; 4 * h * n];
+        for (r, dst) in wc.chunks_exact_mut(n).enumerate() {
+            // SAFETY: row r of the [4H, H] weight, at the member's units.
+            dst.copy_from_slice(unsafe { w.slice(r * h + j0, n) });
+        }
+        // The state gradients at the member's units, [B, n]: the last states' to start with.
+        let (mut dh, mut dc) = (vec![F::ZERO; b * n], vec![F::ZERO; b * n]);
+        let mut tmp = vec![F::ZERO; 2 * n];
+        for r in 0..b {
+            // SAFETY: row r of the dense [B, H] gradients, at the member's units.
+            unsafe {
+                dh[r * n..(r + 1) * n].copy_from_slice(p.grad_h.cast::<F>().slice(r * h + j0, n));
+                dc[r * n..(r + 1) * n].copy_from_slice(p.grad_c.cast::<F>().slice(r * h + j0, n));
+            }
+        }
+        for s in 0..t {
+            let tt = if reverse { s } else { t - 1 - s };
+            let prev = if reverse { tt + 1 } else { tt.wrapping_sub(1) };
+            let c_prev = if prev < t {
+                elem::<F>(p.cs, prev * b * h)
+            } else {
+                p.c0.cast::<F>()
+            };
+            let at = BwdAt {
+                grad_out: elem::<F>(p.grad_out, tt * b * h),
+                c_prev,
+                cs: elem::<F>(p.cs, tt * b * h),
+                ws: elem::<F>(p.ws, tt * b * 4 * h),
+                grad_gates: elem::<F>(p.grad_gates, tt * b * 4 * h),
+            };
+            let own = BwdUnits {
+                b,
+                h,
+                j0,
+                n,
+                dh: SendPtr::new(dh.as_mut_ptr()),
+                dc: SendPtr::new(dc.as_mut_ptr()),
+                tmp: SendPtr::new(tmp.as_mut_ptr()),
+            };
+            lstm_units_backward::<F>(&own, at);
+            team::barrier();
+            // SAFETY: the step's gate gradients, a dense [B, 4H] matrix every member has
+            // written whole before the barrier and nobody writes again; wc is the member's
+            // dense [4H, n] weight columns; dh its own [B, n] matrix.
+            unsafe {
+                gemm_raw(
+                    b,
+                    n,
+                    4 * h,
+                    dh.as_mut_ptr(),
+                    n as isize,
+                    1,
+                    false,
+                    Mat {
+                        ptr: at.grad_gates.get(),
+                        rs: 4 * h as isize,
+                        cs: 1,
+                    },
+                    Mat {
+                        ptr: wc.as_ptr(),
+                        rs: n as isize,
+                        cs: 1,
+                    },
+                    F::ONE,
+                    false,
+                )
+            };
+        }
+        for r in 0..b {
+            // SAFETY: row r of the dense [B, H] outputs, at the member's units (its alone).
+            unsafe {
+                p.grad_h0
+                    .cast::<F>()
+                    .slice_mut(r * h + j0, n)
+                    .copy_from_slice(&dh[r * n..(r + 1) * n]);
+                p.grad_c0
+                    .cast::<F>()
+                    .slice_mut(r * h + j0, n)
+                    .copy_from_slice(&dc[r * n..(r + 1) * n]);
+            }
+        }
+    });
+}
+
+/// A member's state gradients (`[B, n]`, its units `j0..j0 + n`), updated by each step.
+struct BwdUnits<F> {
+    b: usize,
+    h: usize,
+    j0: usize,
+    n: usize,
+    dh: SendPtr<F>,
+    dc: SendPtr<F>,
+    /// `2n` of scratch.
+    tmp: SendPtr<F>,
+}
+
+/// One step's rows: `grad_out`, `c_prev`, `cs` `[B, H]`, `ws`, `grad_gates` `[B, 4H]` (dense).
+#[derive(Clone, Copy)]
+struct BwdAt<F> {
+    grad_out: SendPtr<F>,
+    c_prev: SendPtr<F>,
+    cs: SendPtr<F>,
+    ws: SendPtr<F>,
+    grad_gates: SendPtr<F>,
+}
+
+multiversion!(fn lstm_units_backward<F: LayerFloat>(a: &BwdUnits<F>, at: BwdAt<F>) => isa lstm_units_backward_body);
+
+/// The cell backward of `lstm_bwd_body` over the member's units of every row, the gradient of
+/// `h` being the state gradient plus the step's output gradient (`dh + grad_out[t]`, as the
+/// step-by-step path adds them); leaves the cell state's gradient for the previous step in `dc`.
+#[inline(always)]
+fn lstm_units_backward_body<F: LayerFloat>(isa: Isa, a: &BwdUnits<F>, at: BwdAt<F>) {
+    let (h, j0, n) = (a.h, a.j0, a.n);
+    for r in 0..a.b {
+        // SAFETY: row r of this step's tensors; the gate gradients' units (columns j0..j0 + n
+        // of each block) and the state gradients are this member's alone.
+        unsafe {
+            let o = r * h + j0;
+            lstm_row_backward(
+                isa,
+                at.grad_out.slice(o, n),
+                at.c_prev.slice(o, n),
+                at.cs.slice(o, n),
+                at.ws.slice(r * 4 * h, 4 * h),
+                at.grad_gates.slice_mut(r * 4 * h, 4 * h),
+                (a.dh.slice(r * n, n), a.dc.slice_mut(r * n, n)),
+                a.tmp.slice_mut(0, 2 * n),
+                (h, j0, n),
+            )
+        }
+    }
+}
+
+/// One row of [`lstm_units_backward_body`], in simple loops as in [`lstm_row`]; `tmp` is the
+/// member's scratch of `2n`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn lstm_row_backward<F: LayerFloat>(
+    isa: Isa,
+    go: &[F],
+    cx: &[F],
+    cy: &[F],
+    ws: &[F],
+    gg: &mut [F],
+    (dh, dc): (&[F], &mut [F]),
+    tmp: &mut [F],
+    (h, j0, n): (usize, usize, usize),
+) {
+    let (grad_h, tanh_c) = tmp[..2 * n].split_at_mut(n);
+    add_into(grad_h, dh, go);
+    tanh_into(isa, tanh_c, cy);
+    let gate = |g: usize| g * h + j0..g * h + j0 + n;
+    let (gi, rest) = gg[j0..].split_at_mut(h);
+    let (gf, rest) = rest.split_at_mut(h);
+    let (gc, go) = rest.split_at_mut(h);
+    cell_gradients(
+        (grad_h, tanh_c, cx),
+        (&ws[gate(0)], &ws[gate(1)], &ws[gate(2)], &ws[gate(3)]),
+        dc,
+        &mut gi[..n],
+        &mut gf[..n],
+        &mut gc[..n],
+        &mut go[..n],
+    );
+}
+
+/// `out = a + b`.
+#[inline(always)]
+fn add_into<F: LayerFloat>(out: &mut [F], a: &[F], b: &[F]) {
+    let n = out.len();
+    let (a, b) = (&a[..n], &b[..n]);
+    for u in 0..n {
+        out[u] = a[u] + b[u];
+    }
+}
+
+/// `out = tanh(x)`.
+#[inline(always)]
+fn tanh_into<F: LayerFloat>(isa: Isa, out: &mut [F], x: &[F]) {
+    let x = &x[..out.len()];
+    for u in 0..out.len() {
+        out[u] = x[u].vtanh(isa);
+    }
+}
+
+/// The gate gradients from the gradient of `h`, `tanh(c)`, `cx` and the activated gates; `dc`
+/// (the gradient of `c`) becomes that of `cx`. `lstm_bwd_body`'s math.
+#[inline(always)]
+fn cell_gradients<F: LayerFloat>(
+    (grad_h, tanh_c, cx): (&[F], &[F], &[F]),
+    (wi, wf, wc, wo): (&[F], &[F], &[F], &[F]),
+    dc: &mut [F],
+    gi: &mut [F],
+    gf: &mut [F],
+    gcg: &mut [F],
+    gog: &mut [F],
+) {
+    let one = F::ONE;
+    let n = dc.len();
+    let (go, t, cx) = (&grad_h[..n], &tanh_c[..n], &cx[..n]);
+    let (wi, wf, wc, wo) = (&wi[..n], &wf[..n], &wc[..n], &wo[..n]);
+    let (gi, gf, gcg, gog) = (&mut gi[..n], &mut gf[..n], &mut gcg[..n], &mut gog[..n]);
+    for u in 0..n {
+        let gcell = go[u] * wo[u] * (one - t[u] * t[u]) + dc[u];
+        gi[u] = gcell * wc[u] * (one - wi[u]) * wi[u];
+        gf[u] = gcell * cx[u] * (one - wf[u]) * wf[u];
+        gcg[u] = gcell * wi[u] * (one - wc[u] * wc[u]);
+        gog[u] = go[u] * t[u] * (one - wo[u]) * wo[u];
+        dc[u] = gcell * wf[u];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::core::map::testing::{uniform, Owned};
+    use crate::kernels::rnn::{lstm_cell, lstm_cell_backward};
+
+    fn vals(n: usize, seed: u64) -> Vec<f32> {
+        uniform(n, seed, -1.0, 1.0)
+            .into_iter()
+            .map(|v| v as f32)
+            .collect()
+    }
+
+    /// The step-by-step path the glue runs for other dtypes (and ran for these): the recurrent
+    /// product `h @ w_hh.t()` of a row-major transposed weight, then the cell kernel.
+    fn step_by_step(
+        (t, b, h): (usize, usize, usize),
+        xg: &[f32],
+        w: &[f32],
+        h0: &[f32],
+        c0: &[f32],
+        bias: Option<(&Owned<f32>, &Owned<f32>)>,
+        reverse: bool,
+    ) -> [Vec<f32>; 3] {
+        let mut wt = vec![0.0f32; h * 4 * h];
+        for r in 0..4 * h {
+            for k in 0..h {
+                wt[k * 4 * h + r] = w[r * h + k];
+            }
+        }
+        let (mut out, mut cs, mut ws) = (
+            vec![0.0; t * b * h],
+            vec![0.0; t * b * h],
+            vec![0.0; t * b * 4 * h],
+        );
+        let (mut hp, mut cp) = (h0.to_vec(), c0.to_vec());
+        for s in 0..t {
+            let tt = if reverse { t - 1 - s } else { s };
+            let mut hg = vec![0.0f32; b * 4 * h];
+            // SAFETY: dense [b, h] @ [h, 4h] into [b, 4h].
+            unsafe {
+                gemm_raw(
+                    b,
+                    4 * h,
+                    h,
+                    hg.as_mut_ptr(),
+                    4 * h as isize,
+                    1,
+                    false,
+                    Mat {
+                        ptr: hp.as_ptr(),
+                        rs: h as isize,
+                        cs: 1,
+                    },
+                    Mat {
+                        ptr: wt.as_ptr(),
+                        rs: 4 * h as isize,
+                        cs: 1,
+                    },
+                    1.0,
+                    true,
+                )
+            };
+            let ig = Owned::new(
+                xg[tt * b * 4 * h..(tt + 1) * b * 4 * h].to_vec(),
+                &[b, 4 * h],
+            );
+            let (hg, cx) = (Owned::new(hg, &[b, 4 * h]), Owned::new(cp.clone(), &[b, h]));
+            let (mut hy, mut cy, mut w) = (
+                Owned::<f32>::zeros(&[b, h]),
+                Owned::<f32>::zeros(&[b, h]),
+                Owned::<f32>::zeros(&[b, 4 * h]),
+            );
+            lstm_cell(
+                &hy.m(),
+                &cy.m(),
+                &w.m(),
+                &ig.r(),
+                &hg.r(),
+                &cx.r(),
+                bias.map(|(x, _)| x.r()).as_ref(),
+                bias.map(|(_, y)| y.r()).as_ref(),
+            )
+            .unwrap();
+            out[tt * b * h..(tt + 1) * b * h].copy_from_slice(&hy.data);
+            cs[tt * b * h..(tt + 1) * b * h].copy_from_slice(&cy.data);
+            ws[tt * b * 4 * h..(tt + 1) * b * 4 * h].copy_from_slice(&w.data);
+            (hp, cp) = (hy.data, cy.data);
+        }
+        [out, cs, ws]
+    }
+
+    /// The layer on teams of 1, 2 and 3 threads gives the step-by-step path's bits: split by
+    /// hidden units (partial vectors at the end: 13 and 40 units), forwards and reversed, with
+    /// and without biases.
+    #[test]
+    fn layer_matches_step_by_step_for_every_team_size() {
+        let _serial = crate::runtime::pool::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for (i, &(t, b, h, reverse, with_bias)) in [
+            (3, 5, 40, false, true),
+            (4, 2, 13, true, false),
+            (2, 33, 64, true, true),
+            (1, 1, 8, false, true),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let seed = 10 * i as u64;
+            let (xg, w, h0, c0) = (
+                vals(t * b * 4 * h, seed),
+                vals(4 * h * h, seed + 1),
+                vals(b * h, seed + 2),
+                vals(b * h, seed + 3),
+            );
+            let (b1, b2) = (
+                Owned::new(vals(4 * h, seed + 4), &[4 * h]),
+                Owned::new(vals(4 * h, seed + 5), &[4 * h]),
+            );
+            let bias = with_bias.then_some((&b1, &b2));
+            let want = step_by_step((t, b, h), &xg, &w, &h0, &c0, bias, reverse);
+            let biases = (
+                bias_vec::<f32>(bias.map(|(x, _)| x.r()).as_ref(), 4 * h, "b1").unwrap(),
+                bias_vec::<f32>(bias.map(|(_, y)| y.r()).as_ref(), 4 * h, "b2").unwrap(),
+            );
+            for (threads, keep) in [(1, true), (2, true), (3, true), (2, false)] {
+                let (xg_t, w_t, h0_t, c0_t) = (
+                    Owned::new(xg.clone(), &[t, b, 4 * h]),
+                    Owned::new(w.clone(), &[4 * h, h]),
+                    Owned::new(h0.clone(), &[b, h]),
+                    Owned::new(c0.clone(), &[b, h]),
+                );
+                let (mut out, mut c_last, mut cs, mut ws) = (
+                    Owned::<f32>::zeros(&[t, b, h]),
+                    Owned::<f32>::zeros(&[b, h]),
+                    Owned::<f32>::zeros(&[t, b, h]),
+                    Owned::<f32>::zeros(&[t, b, 4 * h]),
+                );
+                let ptrs = Ptrs {
+                    out: SendPtr::of(out.m().ptr),
+                    c_last: SendPtr::of(c_last.m().ptr),
+                    cs: keep.then(|| SendPtr::of(cs.m().ptr)),
+                    ws: keep.then(|| SendPtr::of(ws.m().ptr)),
+                    xg: SendPtr::of(xg_t.r().ptr),
+                    w_hh: SendPtr::of(w_t.r().ptr),
+                    h0: SendPtr::of(h0_t.r().ptr),
+                    c0: SendPtr::of(c0_t.r().ptr),
+                };
+                // SAFETY: the tensors above, of these shapes.
+                unsafe { run_layer::<f32>(ptrs, (t, b, h), &biases, reverse, threads) };
+                let last = if reverse { 0 } else { t - 1 };
+                let mut got = vec![("out", out.data, &want[0][..])];
+                got.push((
+                    "c_last",
+                    c_last.data,
+                    &want[1][last * b * h..(last + 1) * b * h],
+                ));
+                if keep {
+                    got.push(("cs", cs.data, &want[1][..]));
+                    got.push(("ws", ws.data, &want[2][..]));
+                }
+                for (name, g, w) in got {
+                    assert!(
+                        g.iter().zip(w).all(|(x, y)| x.to_bits() == y.to_bits()),
+                        "case {i}, {threads} threads: {name} differs"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The step-by-step backward the glue runs for other dtypes: `dh + grad_out[t]`, the cell
+    /// backward, then `grad_gates[t] @ w_hh`. Returns the gate gradients, `grad_h0`, `grad_c0`.
+    #[allow(clippy::too_many_arguments)]
+    fn backward_step_by_step(
+        (t, b, h): (usize, usize, usize),
+        grad_out: &[f32],
+        grad_h: &[f32],
+        grad_c: &[f32],
+        cs: &[f32],
+        ws: &[f32],
+        c0: &[f32],
+        w: &[f32],
+        reverse: bool,
+    ) -> [Vec<f32>; 3] {
+        let mut gates = vec![0.0f32; t * b * 4 * h];
+        let (mut dh, mut dc) = (grad_h.to_vec(), grad_c.to_vec());
+        let rows =
+            |v: &[f32], tt: usize, cols: usize| v[tt * b * cols..(tt + 1) * b * cols].to_vec();
+        for s in 0..t {
+            let tt = if reverse { s } else { t - 1 - s };
+            let prev = if reverse { tt + 1 } else { tt.wrapping_sub(1) };
+            let cx = if prev < t {
+                rows(cs, prev, h)
+            } else {
+                c0.to_vec()
+            };
+            let go: Vec<f32> = dh
+                .iter()
+                .zip(&grad_out[tt * b * h..])
+                .map(|(a, g)| a + g)
+                .collect();
+            let (mut gg, mut gcx) = (
+                Owned::<f32>::zeros(&[b, 4 * h]),
+                Owned::<f32>::zeros(&[b, h]),
+            );
+            let (go, gc) = (Owned::new(go, &[b, h]), Owned::new(dc.clone(), &[b, h]));
+            let (cx, cy, w_t) = (
+                Owned::new(cx, &[b, h]),
+                Owned::new(rows(cs, tt, h), &[b, h]),
+                Owned::new(rows(ws, tt, 4 * h), &[b, 4 * h]),
+            );
+            lstm_cell_backward(
+                &gg.m(),
+                &gcx.m(),
+                None,
+                Some(&go.r()),
+                Some(&gc.r()),
+                &cx.r(),
+                &cy.r(),
+                &w_t.r(),
+            )
+            .unwrap();
+            // SAFETY: dense [b, 4h] @ [4h, h] into [b, h].
+            unsafe {
+                gemm_raw(
+                    b,
+                    h,
+                    4 * h,
+                    dh.as_mut_ptr(),
+                    h as isize,
+                    1,
+                    false,
+                    Mat {
+                        ptr: gg.data.as_ptr(),
+                        rs: 4 * h as isize,
+                        cs: 1,
+                    },
+                    Mat {
+                        ptr: w.as_ptr(),
+                        rs: h as isize,
+                        cs: 1,
+                    },
+                    1.0,
+                    true,
+                )
+            };
+            gates[tt * b * 4 * h..(tt + 1) * b * 4 * h].copy_from_slice(&gg.data);
+            dc = gcx.data;
+        }
+        [gates, dh, dc]
+    }
+
+    /// The backward on teams of 1, 2 and 3 threads gives the step-by-step path's bits.
+    #[test]
+    fn layer_backward_matches_step_by_step_for_every_team_size() {
+        let _serial = crate::runtime::pool::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for (i, &(t, b, h, reverse)) in [
+            (3, 5, 40, false),
+            (4, 2, 13, true),
+            (2, 33, 64, true),
+            (1, 1, 8, false),
+            (3, 3, 136, false),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let seed = 100 + 10 * i as u64;
+            let v = |n: usize, k: u64| vals(n, seed + k);
+            let (grad_out, grad_h, grad_c, cs, ws, c0, w) = (
+                v(t * b * h, 0),
+                v(b * h, 1),
+                v(b * h, 2),
+                v(t * b * h, 3),
+                v(t * b * 4 * h, 4),
+                v(b * h, 5),
+                v(4 * h * h, 6),
+            );
+            let want = backward_step_by_step(
+                (t, b, h),
+                &grad_out,
+                &grad_h,
+                &grad_c,
+                &cs,
+                &ws,
+                &c0,
+                &w,
+                reverse,
+            );
+            for threads in 1..=3 {
+                let own = |d: &[f32], shape: &[usize]| Owned::new(d.to_vec(), shape);
+                let ins = [
+                    own(&grad_out, &[t, b, h]),
+                    own(&grad_h, &[b, h]),
+                    own(&grad_c, &[b, h]),
+                    own(&cs, &[t, b, h]),
+                    own(&ws, &[t, b, 4 * h]),
+                    own(&c0, &[b, h]),
+                    own(&w, &[4 * h, h]),
+                ];
+                let (mut gg, mut gh0, mut gc0) = (
+                    Owned::<f32>::zeros(&[t, b, 4 * h]),
+                    Owned::<f32>::zeros(&[b, h]),
+                    Owned::<f32>::zeros(&[b, h]),
+                );
+                let p = BwdPtrs {
+                    grad_gates: SendPtr::of(gg.m().ptr),
+                    grad_h0: SendPtr::of(gh0.m().ptr),
+                    grad_c0: SendPtr::of(gc0.m().ptr),
+                    grad_out: SendPtr::of(ins[0].r().ptr),
+                    grad_h: SendPtr::of(ins[1].r().ptr),
+                    grad_c: SendPtr::of(ins[2].r().ptr),
+                    cs: SendPtr::of(ins[3].r().ptr),
+                    ws: SendPtr::of(ins[4].r().ptr),
+                    c0: SendPtr::of(ins[5].r().ptr),
+                    w_hh: SendPtr::of(ins[6].r().ptr),
+                };
+                // SAFETY: the tensors above, of these shapes.
+                unsafe { run_layer_backward::<f32>(p, (t, b, h), reverse, threads) };
+                let got = [gg.data, gh0.data, gc0.data];
+                for (name, (g, w)) in ["grad_gates", "grad_h0", "grad_c0"]
+                    .iter()
+                    .zip(got.iter().zip(&want))
+                {
+                    assert!(
+                        g.iter().zip(w).all(|(x, y)| x.to_bits() == y.to_bits()),
+                        "case {i}, {threads} threads: {name} differs"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Shapes are checked before anything runs.
+    #[test]
+    fn bad_shapes_are_errors() {
+        let ok = |w: &[usize], h0: &[usize], out: &[usize]| {
+            let (xg, w, h0, c0) = (
+                Owned::<f32>::zeros(&[2, 3, 8]),
+                Owned::<f32>::zeros(w),
+                Owned::<f32>::zeros(h0),
+                Owned::<f32>::zeros(&[3, 2]),
+            );
+            let (mut out, mut c_last, mut cs, mut ws) = (
+                Owned::<f32>::zeros(out),
+                Owned::<f32>::zeros(&[3, 2]),
+                Owned::<f32>::zeros(&[2, 3, 2]),
+                Owned::<f32>::zeros(&[2, 3, 8]),
+            );
+            let (o, l, c, s) = (out.m(), c_last.m(), cs.m(), ws.m());
+            let (xg, w, h0, c0) = (xg.r(), w.r(), h0.r(), c0.r());
+            lstm_layer(
+                &o,
+                &l,
+                Some(&c),
+                Some(&s),
+                &xg,
+                &w,
+                &h0,
+                &c0,
+                None,
+                None,
+                false,
+            )
+            .is_ok()
+        };
+        assert!(!ok(&[8, 3], &[3, 2], &[2, 3, 2]), "w_hh [8, 3] with 4H = 8");
+        assert!(!ok(&[8, 2], &[2, 2], &[2, 3, 2]), "h0 [2, 2]");
+        assert!(!ok(&[8, 2], &[3, 2], &[2, 3, 3]), "out [2, 3, 3]");
+        assert!(ok(&[8, 2], &[3, 2], &[2, 3, 2]));
+    }
+}
