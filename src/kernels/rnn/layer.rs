@@ -19,9 +19,10 @@ use super::bias_vec;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::core::float::Math;
-use crate::kernels::core::gemm::{gemm_raw, GemmElem, Mat, GEMM_SPLIT_FLOPS};
+use crate::kernels::core::gemm::{gemm_plain, GemmElem, Mat, GEMM_SPLIT_FLOPS};
 use crate::kernels::core::parallel::SendPtr;
 use crate::kernels::core::simd::Isa;
+use crate::kernels::core::transpose::transpose_into;
 use crate::runtime::{pool, team};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, multiversion, not_implemented};
@@ -185,18 +186,20 @@ unsafe fn run_layer<F: LayerFloat>(
             (0..t).for_each(|_| team::barrier());
             return;
         }
-        // The member's weight rows, gate-major, transposed: wt[k][g * n + u] = w_hh[g*H + j0 + u][k].
+        // The member's weight rows, gate-major and dense: wr[g * n + u] = w_hh[g * H + j0 + u].
+        // Each step's product is turned around, `wr @ h.t()` into a [4n, B] scratch transposed
+        // afterwards (as `gemm_raw` does `a @ w.t()` with few rows): a [32, 256] @ [256, 512]
+        // product took 100 us that way against 110 us as `h @ w.t()` with `w.t()` stored
+        // row-major (one thread), and the whole LSTM of benches/models.py 0.92 of the CPU's
+        // time against 1.02-1.06.
         let w = p.w_hh.cast::<F>();
-        let mut wt = vec![F::ZERO; h * 4 * n];
+        let mut wr = vec![F::ZERO; 4 * n * h];
         for g in 0..4 {
-            for u in 0..n {
-                // SAFETY: row g*H + j0 + u of the [4H, H] weight.
-                let row = unsafe { w.slice((g * h + j0 + u) * h, h) };
-                for (k, &v) in row.iter().enumerate() {
-                    wt[k * 4 * n + g * n + u] = v;
-                }
-            }
+            // SAFETY: rows g*H + j0 .. g*H + j0 + n of the dense [4H, H] weight.
+            let rows = unsafe { w.slice((g * h + j0) * h, n * h) };
+            wr[g * n * h..(g + 1) * n * h].copy_from_slice(rows);
         }
+        let mut turned = vec![F::ZERO; 4 * n * b];
         let mut sums = vec![F::ZERO; b * 4 * n];
         // The cell state at the member's units, [B, n] (the cell is elementwise).
         let mut c = vec![F::ZERO; b * n];
@@ -221,32 +224,31 @@ unsafe fn run_layer<F: LayerFloat>(
             } else {
                 elem::<F>(p.out, (if reverse { tt + 1 } else { tt - 1 }) * b * h)
             };
-            // SAFETY: sums is a dense [B, 4n] matrix of this member's; h_prev a dense [B, H]
-            // state the previous step (or the caller) wrote whole before the barrier; wt a
-            // dense [H, 4n] matrix.
+            // SAFETY: turned is a dense [4n, B] matrix of this member's; wr a dense [4n, H]
+            // one; h_prev a dense [B, H] state (read as [H, B]) that the previous step (or the
+            // caller) wrote whole before the barrier.
             unsafe {
-                gemm_raw(
-                    b,
+                gemm_plain(
                     4 * n,
+                    b,
                     h,
-                    sums.as_mut_ptr(),
-                    4 * n as isize,
+                    turned.as_mut_ptr(),
+                    b as isize,
                     1,
-                    false,
                     Mat {
-                        ptr: h_prev.get(),
+                        ptr: wr.as_ptr(),
                         rs: h as isize,
                         cs: 1,
                     },
                     Mat {
-                        ptr: wt.as_ptr(),
-                        rs: 4 * n as isize,
-                        cs: 1,
+                        ptr: h_prev.get(),
+                        rs: 1,
+                        cs: h as isize,
                     },
-                    F::ONE,
-                    false,
                 )
             };
+            // SAFETY: turned holds the [4n, B] product (rows B apart); sums takes 4n * B.
+            unsafe { transpose_into(turned.as_ptr(), b as isize, 4 * n, b, &mut sums, false) };
             let row = tt * b;
             let at = StepAt {
                 xg: elem::<F>(p.xg, row * 4 * h),
@@ -626,14 +628,13 @@ unsafe fn run_layer_backward<F: LayerFloat>(
             // written whole before the barrier and nobody writes again; wc is the member's
             // dense [4H, n] weight columns; dh its own [B, n] matrix.
             unsafe {
-                gemm_raw(
+                gemm_plain(
                     b,
                     n,
                     4 * h,
                     dh.as_mut_ptr(),
                     n as isize,
                     1,
-                    false,
                     Mat {
                         ptr: at.grad_gates.get(),
                         rs: 4 * h as isize,
@@ -644,8 +645,6 @@ unsafe fn run_layer_backward<F: LayerFloat>(
                         rs: n as isize,
                         cs: 1,
                     },
-                    F::ONE,
-                    false,
                 )
             };
         }
@@ -797,6 +796,7 @@ fn cell_gradients<F: LayerFloat>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::core::gemm::gemm_raw;
     use crate::kernels::core::map::testing::{uniform, Owned};
     use crate::kernels::rnn::{lstm_cell, lstm_cell_backward};
 
@@ -807,8 +807,8 @@ mod tests {
             .collect()
     }
 
-    /// The step-by-step path the glue runs for other dtypes (and ran for these): the recurrent
-    /// product `h @ w_hh.t()` of a row-major transposed weight, then the cell kernel.
+    /// Step by step: the whole recurrent product `h @ w_hh.t()` in the layer's orientation, then
+    /// the cell kernel.
     fn step_by_step(
         (t, b, h): (usize, usize, usize),
         xg: &[f32],
@@ -818,12 +818,6 @@ mod tests {
         bias: Option<(&Owned<f32>, &Owned<f32>)>,
         reverse: bool,
     ) -> [Vec<f32>; 3] {
-        let mut wt = vec![0.0f32; h * 4 * h];
-        for r in 0..4 * h {
-            for k in 0..h {
-                wt[k * 4 * h + r] = w[r * h + k];
-            }
-        }
         let (mut out, mut cs, mut ws) = (
             vec![0.0; t * b * h],
             vec![0.0; t * b * h],
@@ -832,31 +826,30 @@ mod tests {
         let (mut hp, mut cp) = (h0.to_vec(), c0.to_vec());
         for s in 0..t {
             let tt = if reverse { t - 1 - s } else { s };
-            let mut hg = vec![0.0f32; b * 4 * h];
-            // SAFETY: dense [b, h] @ [h, 4h] into [b, 4h].
+            let (mut turned, mut hg) = (vec![0.0f32; 4 * h * b], vec![0.0f32; b * 4 * h]);
+            // SAFETY: dense [4h, h] @ [h, b] (hp read transposed) into [4h, b], transposed
+            // into [b, 4h].
             unsafe {
-                gemm_raw(
-                    b,
+                gemm_plain(
                     4 * h,
+                    b,
                     h,
-                    hg.as_mut_ptr(),
-                    4 * h as isize,
+                    turned.as_mut_ptr(),
+                    b as isize,
                     1,
-                    false,
                     Mat {
-                        ptr: hp.as_ptr(),
+                        ptr: w.as_ptr(),
                         rs: h as isize,
                         cs: 1,
                     },
                     Mat {
-                        ptr: wt.as_ptr(),
-                        rs: 4 * h as isize,
-                        cs: 1,
+                        ptr: hp.as_ptr(),
+                        rs: 1,
+                        cs: h as isize,
                     },
-                    1.0,
-                    true,
-                )
-            };
+                );
+                transpose_into(turned.as_ptr(), b as isize, 4 * h, b, &mut hg, false);
+            }
             let ig = Owned::new(
                 xg[tt * b * 4 * h..(tt + 1) * b * 4 * h].to_vec(),
                 &[b, 4 * h],

@@ -175,6 +175,43 @@ pub unsafe fn gemm_raw<T: GemmElem>(
     unsafe { gemm_core(p, parallel) }
 }
 
+/// `dst = lhs @ rhs` (`dst` is not read) as plain `gemm` calls on the calling thread, in the
+/// layouts given: none of [`gemm_raw`]'s shape-dependent strategies, so an output element is
+/// summed the same way wherever it lies in the product. For callers that split one product by
+/// hand and must get the same bits from any split (`kernels::rnn`'s layer teams).
+///
+/// # Safety
+/// As [`gemm_raw`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_plain<T: GemmElem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_rs: isize,
+    dst_cs: isize,
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let p = Product {
+        m,
+        n,
+        k,
+        dst,
+        dst_rs,
+        dst_cs,
+        read_dst: false,
+        lhs,
+        rhs,
+        alpha: T::ONE,
+    };
+    // SAFETY: forwarded; not parallel, so no split.
+    unsafe { gemm_core(p, false) }
+}
+
 /// The arguments of one [`gemm_raw`] call, passed whole between its strategies.
 #[derive(Clone, Copy)]
 struct Product<T> {
