@@ -159,10 +159,19 @@ struct Ptrs {
     c0: SendPtr<u8>,
 }
 
-/// The hidden units `j0..j1` of member `tid` of `size`.
-fn units(h: usize, tid: usize, size: usize) -> (usize, usize) {
-    let per = h.div_ceil(size).next_multiple_of(UNIT_BLOCK);
-    ((tid * per).min(h), ((tid + 1) * per).min(h))
+/// Runs `member(j0, n)` on a team of up to `threads` threads, each member with its own hidden
+/// units `j0..j0 + n` of `h` (whole [`UNIT_BLOCK`]s but the last); a member left without units
+/// still meets the others at each of the `steps` barriers, which count the whole team.
+fn run_members(threads: usize, h: usize, steps: usize, member: &(dyn Fn(usize, usize) + Sync)) {
+    team::run_fn(threads, &|tid, size| {
+        let per = h.div_ceil(size).next_multiple_of(UNIT_BLOCK);
+        let (j0, j1) = ((tid * per).min(h), ((tid + 1) * per).min(h));
+        if j1 == j0 {
+            (0..steps).for_each(|_| team::barrier());
+        } else {
+            member(j0, j1 - j0)
+        }
+    });
 }
 
 /// # Safety
@@ -178,14 +187,7 @@ unsafe fn run_layer<F: LayerFloat>(
     if t == 0 || b == 0 || h == 0 {
         return;
     }
-    team::run_fn(threads, &|tid, size| {
-        let (j0, j1) = units(h, tid, size);
-        let n = j1 - j0;
-        if n == 0 {
-            // Still at every step's barrier, which counts the whole team.
-            (0..t).for_each(|_| team::barrier());
-            return;
-        }
+    run_members(threads, h, t, &|j0, n| {
         // The member's weight rows, gate-major and dense: wr[g * n + u] = w_hh[g * H + j0 + u].
         // Each step's product is turned around, `wr @ h.t()` into a [4n, B] scratch transposed
         // afterwards (as `gemm_raw` does `a @ w.t()` with few rows): a [32, 256] @ [256, 512]
@@ -574,13 +576,7 @@ unsafe fn run_layer_backward<F: LayerFloat>(
     if b == 0 || h == 0 {
         return;
     }
-    team::run_fn(threads, &|tid, size| {
-        let (j0, j1) = units(h, tid, size);
-        let n = j1 - j0;
-        if n == 0 {
-            (0..t).for_each(|_| team::barrier());
-            return;
-        }
+    run_members(threads, h, t, &|j0, n| {
         // The member's columns of the weight, dense: w[g * H + j][u] = w_hh[g * H + j][j0 + u].
         let w = p.w_hh.cast::<F>();
         let mut wc = vec![F::ZERO; 4 * h * n];
