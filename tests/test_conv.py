@@ -139,6 +139,32 @@ def test_depthwise_channels_last_and_nonfinite_over_padding():
     assert_same(foo_x.grad, cpu.grad, atol=1e-12, rtol=1e-12)
 
 
+MOBILE_CASES = [
+    # (N, C, spatial, O, kernel, kwargs): mobilenet's small planes.
+    (4, 40, 4, 40, 5, {"padding": 2, "groups": 40}),  # depthwise lanes: 2 blocks of 16 and one of 8
+    (3, 24, 9, 24, 3, {"stride": 2, "padding": 1, "groups": 24}),  # strided: weight blocks of 8
+    (2, 20, 2, 20, 5, {"padding": 2, "groups": 20}),  # taps wider than the plane
+    (4, 12, 2, 36, 1, {}),  # pointwise on 2x2 planes: samples side by side
+    (4, 36, 1, 48, 1, {"bias": True}),  # pointwise on 1x1 planes (contiguous and channels-last)
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", MOBILE_CASES, ids=lambda c: f"{c[1]}x{c[2]}k{c[4]}{sorted(c[5])}")
+def test_small_plane_convolutions(case, dtype):
+    n, c, hw, o, k, kwargs = case
+    kwargs = dict(kwargs)
+    bias = sample((o,), dtype, seed=3) if kwargs.pop("bias", False) else None
+    x = sample((n, c, hw, hw), dtype, seed=1)
+    w = sample((o, c // kwargs.get("groups", 1), k, k), dtype, seed=2)
+    grads_match(lambda x, w, b: F.conv2d(x, w, b, **kwargs), [x, w, bias], dtype)
+    # A channels-last input and a strided (transposed) one.
+    grads_match(lambda x, w, b: F.conv2d(x, w, b, **kwargs), [x.to(memory_format=torch.channels_last), w, bias],
+                dtype)
+    xt = sample((n, c, hw, hw), dtype, seed=4).transpose(2, 3)
+    grads_match(lambda x, w, b: F.conv2d(x, w, b, **kwargs), [xt, w, bias], dtype)
+
+
 CHANNELS_LAST_CASES = [
     # (N, C, spatial, O, kernel, kwargs)
     (2, 3, 12, 32, 7, {"stride": 2, "padding": 3}),  # an RGB stem

@@ -11,6 +11,8 @@
 //! CPU's float64 and `slow_conv2d` paths do. The direct loops skip padded taps, which is the
 //! same number for finite values, and then write nan where a non-finite factor meets padding.
 
+mod lanes;
+
 use super::{valid_range, Geometry};
 use crate::kernels::core::float::Math;
 use crate::kernels::core::gemm::GemmElem;
@@ -186,6 +188,9 @@ pub(super) fn forward<T: DwFloat>(
     w: &[T],
     bias: Option<&[T]>,
 ) {
+    if lanes::applies(g) {
+        return lanes::forward(g, out, x, xs, w, bias);
+    }
     let (og, kk, p) = (g.og(), g.kk(), g.op());
     let tp = Taps::new(g);
     parallel_for(g.n * g.o, grain(p * kk), &|s, e| {
@@ -248,6 +253,9 @@ pub(super) fn backward_input<T: DwFloat>(
     w: &[T],
     bias: Option<&[T]>,
 ) {
+    if lanes::applies(g) {
+        return lanes::backward_input(g, gi, go, w, bias);
+    }
     let (og, kk, p, ip) = (g.og(), g.kk(), g.op(), g.ip());
     let tp = Taps::new(g);
     parallel_for(g.n * g.c, grain(og * p * kk), &|s, e| {
@@ -313,6 +321,9 @@ pub(super) fn backward_weight<T: DwFloat>(
     xs: &[isize],
     go: SendPtr<T>,
 ) {
+    if lanes::applies(g) {
+        return lanes::backward_weight(g, gw, x, xs, go);
+    }
     let (og, kk, p) = (g.og(), g.kk(), g.op());
     let gwa = SendPtr::of(gw.as_mut_ptr());
     let tp = Taps::new(g);
