@@ -146,6 +146,43 @@ unsafe fn scatter<T: DwFloat>(dst: *mut T, src: &[T], nb: usize, plane: usize) {
     unsafe { transpose_into(src.as_ptr(), nb as isize, plane, nb, dst, false) };
 }
 
+/// The members of an (output position, input position, tap) pair.
+const OUT: usize = 0;
+const IN: usize = 1;
+const TAP: usize = 2;
+
+/// For every pair, `dst`'s row += `a`'s row * `b`'s row elementwise over the block's `nb`
+/// channels; pair member `D` (`A`, `B`) picks the operand's row and `ds` (`sa`, `sb`) is its
+/// row stride.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn multiply_pairs<T: DwFloat, const D: usize, const A: usize, const B: usize>(
+    pairs: &[[u32; 3]],
+    nb: usize,
+    dst: &mut [T],
+    ds: usize,
+    a: &[T],
+    sa: usize,
+    b: &[T],
+    sb: usize,
+) {
+    for pair in pairs {
+        let (i, j, k) = (
+            pair[D] as usize * ds,
+            pair[A] as usize * sa,
+            pair[B] as usize * sb,
+        );
+        for ((d, &x), &y) in dst[i..i + nb]
+            .iter_mut()
+            .zip(&a[j..j + nb])
+            .zip(&b[k..k + nb])
+        {
+            *d = *d + x * y;
+        }
+    }
+}
+
+// The three products, each compiled for its pair members (runtime members cost 10-15%).
 crate::unsafe_multiversion!(
     unsafe fn forward_pairs<T: DwFloat>(
         pairs: &[[u32; 3]],
@@ -155,19 +192,9 @@ crate::unsafe_multiversion!(
         wc: usize,
         xt: &[T],
     ) {
-        for &[op, ip, t] in pairs {
-            let (op, ip, t) = (op as usize * nb, ip as usize * nb, t as usize * wc);
-            for ((d, &a), &v) in out[op..op + nb]
-                .iter_mut()
-                .zip(&wt[t..t + nb])
-                .zip(&xt[ip..ip + nb])
-            {
-                *d = *d + a * v;
-            }
-        }
+        multiply_pairs::<T, OUT, TAP, IN>(pairs, nb, out, nb, wt, wc, xt, nb)
     }
 );
-
 crate::unsafe_multiversion!(
     unsafe fn input_pairs<T: DwFloat>(
         pairs: &[[u32; 3]],
@@ -177,19 +204,9 @@ crate::unsafe_multiversion!(
         wc: usize,
         gt: &[T],
     ) {
-        for &[op, ip, t] in pairs {
-            let (op, ip, t) = (op as usize * nb, ip as usize * nb, t as usize * wc);
-            for ((d, &a), &v) in gi[ip..ip + nb]
-                .iter_mut()
-                .zip(&wt[t..t + nb])
-                .zip(&gt[op..op + nb])
-            {
-                *d = *d + a * v;
-            }
-        }
+        multiply_pairs::<T, IN, TAP, OUT>(pairs, nb, gi, nb, wt, wc, gt, nb)
     }
 );
-
 crate::unsafe_multiversion!(
     unsafe fn weight_pairs<T: DwFloat>(
         pairs: &[[u32; 3]],
@@ -198,16 +215,7 @@ crate::unsafe_multiversion!(
         gt: &[T],
         xt: &[T],
     ) {
-        for &[op, ip, t] in pairs {
-            let (op, ip, t) = (op as usize * nb, ip as usize * nb, t as usize * nb);
-            for ((d, &a), &v) in acc[t..t + nb]
-                .iter_mut()
-                .zip(&gt[op..op + nb])
-                .zip(&xt[ip..ip + nb])
-            {
-                *d = *d + a * v;
-            }
-        }
+        multiply_pairs::<T, TAP, OUT, IN>(pairs, nb, acc, nb, gt, nb, xt, nb)
     }
 );
 
