@@ -146,6 +146,8 @@ MOBILE_CASES = [
     (2, 20, 2, 20, 5, {"padding": 2, "groups": 20}),  # taps wider than the plane
     (4, 12, 2, 36, 1, {}),  # pointwise on 2x2 planes: samples side by side
     (4, 36, 1, 48, 1, {"bias": True}),  # pointwise on 1x1 planes (contiguous and channels-last)
+    (0, 40, 4, 40, 5, {"padding": 2, "groups": 40}),  # no samples: empty results, zero weight gradient
+    (0, 12, 2, 36, 1, {}),
 ]
 
 
