@@ -635,3 +635,45 @@ def test_erfc_and_exp_tails_are_not_flushed():
     got = torch.exp(to_foo(x)).cpu()
     assert _ulps(got, torch.exp(x.double())).max() <= 2.0
     torch.testing.assert_close(got, torch.exp(x), atol=0, rtol=2 * torch.finfo(torch.float32).eps)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.bool])
+def test_dense_operands_without_the_iterator(dtype):
+    # Contiguous same-shape same-dtype operands, and a float32/float64 tensor with a Python number,
+    # skip the TensorIterator (elementwise.h, dense_operands): the CPU's values, dtypes and strides,
+    # including a size-1 dim with an odd stride, 0-dim and empty tensors.
+    odd = torch.empty_strided((3, 1, 4), (4, 100, 1), dtype=dtype).copy_(sample((3, 1, 4), dtype))
+    for shape in [(), (0,), (1,), (5, 7)]:
+        a, b = sample(shape, dtype), sample(shape, dtype, seed=1)
+        for x, y in [(a, b), (odd, sample((3, 1, 4), dtype, seed=2))] if shape == (5, 7) else [(a, b)]:
+            check(lambda p, q: p + q, x, y, check_stride=True)
+            check(lambda p, q: p * q, x, y, check_stride=True)
+            check(lambda p, q: p.clone().add_(q), x, y, check_stride=True)
+            check(lambda p: p.clone().mul_(p), x, check_stride=True)
+            if dtype != torch.bool:
+                check(lambda p, q: torch.sub(p, q, alpha=2), x, y, check_stride=True)
+                check(lambda p, q: p / q, x, y, check_stride=True)  # integers promote (the iterator's)
+                check(lambda p: -p, x, check_stride=True)
+                check(lambda p: p.clone().neg_(), x, check_stride=True)
+                check(lambda p: p.exp(), x, check_stride=True)
+                check(lambda p: p * 2.5 - 3, x, check_stride=True)
+                check(lambda p: p.clone().mul_(3).add_(True), x, check_stride=True)
+    # A Python int rounds straight to float32, as the CPU's: 2**60 + 2**36 + 1 rounds up to
+    # 2**60 + 2**37, where a double first would round it to the tie 2**60 + 2**36 and that to 2**60.
+    check(lambda p: p * (2**60 + 2**36 + 1), sample((4,), torch.float32))
+    check(lambda p: p + 0.1, sample((4,), torch.float32), atol=0, rtol=0)
+
+
+def test_dense_operands_keep_the_iterators_errors():
+    x = torch.arange(10.0)
+    for t in [x, x.to("foo")]:
+        with pytest.raises(RuntimeError, match="single memory location"):
+            t[1:].add_(t[:-1])  # a partial overlap
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            t.long().div_(t.long())
+        with pytest.raises(NotImplementedError, match="bitwise_and_cpu"):
+            torch.bitwise_and(t, t)
+        with pytest.raises(RuntimeError, match="alpha"):
+            torch.add(t.long(), t.long(), alpha=0.5)
+        with pytest.raises(RuntimeError, match="Negation"):
+            torch.neg(t > 2)

@@ -1,7 +1,9 @@
 #include "elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include <ATen/MemoryOverlap.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "memory.h"
@@ -127,6 +129,111 @@ const at::Tensor& launch_ternary(at::TensorIterator& iter, int32_t op, at::Scala
     const FooTensor o = describe(target), dx = describe(x), dy = describe(y), dz = describe(z);
     check(foo_ternary(op, &o, &dx, &dy, &dz, p.data(), static_cast<int32_t>(p.size())), "foo ternary op");
   });
+}
+
+namespace {
+
+// A Python number (a wrapped 0-dim CPU tensor) next to a float32 or float64 tensor: the iterator
+// converts it to the tensor's dtype (float16 and bfloat16 multiply by it unrounded, see
+// opmath_scalar, so they keep the iterator).
+bool wrapped_float_operand(const at::Tensor& a, const at::Tensor& b) {
+  const auto dt = a.scalar_type();
+  return (dt == at::kFloat || dt == at::kDouble) && b.unsafeGetTensorImpl()->is_wrapped_number() &&
+         b.device().is_cpu() && !b.is_complex();
+}
+
+// The Python number converted straight to T, as the iterator's scalar read converts it.
+template <typename T>
+T wrapped_as(const at::Tensor& b) {
+  switch (b.scalar_type()) {
+    case at::kDouble:
+      return static_cast<T>(*b.const_data_ptr<double>());
+    case at::kLong:
+      return static_cast<T>(*b.const_data_ptr<int64_t>());
+    case at::kBool:
+      return static_cast<T>(*b.const_data_ptr<bool>());
+    default:
+      return b.item().to<T>();
+  }
+}
+
+// Contiguous with the strides `empty` gives, size-1 dims included: the iterator orders its
+// output's dims by its inputs' strides, and (3, 1, 4) with strides (4, 100, 1), contiguous too,
+// gets (4, 12, 1).
+bool row_major(const at::Tensor& t) {
+  if (!t.is_contiguous()) return false;
+  const auto sizes = t.sizes(), strides = t.strides();
+  int64_t expected = 1;
+  for (int64_t d = t.dim() - 1; d >= 0; --d) {
+    if (strides[d] != expected) return false;
+    expected *= std::max<int64_t>(sizes[d], 1);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool dense_operands(bool float_op, const at::Tensor& out, const at::Tensor& a, const at::Tensor* b) {
+  const auto plain = [&](const at::Tensor& t) {
+    return t.device().is_privateuseone() && row_major(t) && !t.is_conj() && !t.is_neg();
+  };
+  if (!plain(a) || (float_op && !at::isFloatingType(a.scalar_type()))) return false;
+  if (b != nullptr && !(plain(*b) && b->scalar_type() == a.scalar_type() && b->device() == a.device() &&
+                        b->sizes().equals(a.sizes())) &&
+      !wrapped_float_operand(a, *b)) {
+    return false;
+  }
+  // In place: a partial overlap is the iterator's error to raise.
+  return !out.defined() ||
+         (out.is_same(a) && (b == nullptr || at::get_overlap_status(a, *b) != at::MemOverlapStatus::Partial));
+}
+
+namespace {
+
+// The output of a dense op: `out` itself when in place, else a new contiguous tensor of `a`'s
+// shape and dtype on `a`'s device (the guard's).
+void dense_target(at::Tensor& out, const at::Tensor& a) {
+  if (out.defined()) return;
+  out = at::detail::empty_generic(a.sizes(), c10::GetAllocator(kFoo), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                  a.scalar_type(), std::nullopt);
+}
+
+}  // namespace
+
+void dense_unary(at::Tensor& out, int32_t op, const at::Tensor& a, std::initializer_list<c10::Scalar> params) {
+  const c10::DeviceGuard guard(a.device());
+  dense_target(out, a);
+  const auto p = to_ffi(params);
+  const FooTensor o = describe(out), da = describe(a);
+  check(foo_unary(op, &o, &da, p.data(), static_cast<int32_t>(p.size())), "foo unary op");
+}
+
+void dense_binary(at::Tensor& out, int32_t op, const at::Tensor& a, const at::Tensor& b,
+                  std::initializer_list<c10::Scalar> params) {
+  const c10::DeviceGuard guard(a.device());
+  dense_target(out, a);
+  const auto p = to_ffi(params);
+  const FooTensor o = describe(out), da = describe(a);
+  if (b.device().is_cpu()) {
+    // The Python number in `a`'s dtype, broadcast over `a`'s shape by zero strides.
+    const c10::SmallVector<int64_t, 8> zeros(a.dim(), 0);
+    float narrow = 0;
+    double wide = 0;
+    FooTensor db = describe(a);
+    if (a.scalar_type() == at::kFloat) {
+      narrow = wrapped_as<float>(b);
+      db.data = &narrow;
+    } else {
+      wide = wrapped_as<double>(b);
+      db.data = &wide;
+    }
+    db.strides = zeros.data();
+    db.device = -1;
+    check(foo_binary(op, &o, &da, &db, p.data(), static_cast<int32_t>(p.size())), "foo binary op");
+    return;
+  }
+  const FooTensor db = describe(b);
+  check(foo_binary(op, &o, &da, &db, p.data(), static_cast<int32_t>(p.size())), "foo binary op");
 }
 
 namespace {

@@ -79,6 +79,25 @@ FOO_BORROWING_BUILDER2(unary_float_op)
 #undef FOO_BORROWING_BUILDER3
 #undef FOO_BORROWING_BUILDER2
 
+// Operands TensorIterator would pass through untouched: row-major foo tensors (the strides of
+// `empty`) of one shape and one dtype (a floating one for a float op: integers would promote), no
+// conjugate or negative bit, or such a float32/float64 tensor and a Python number. Their iterator allocates a contiguous output of that shape and dtype and the kernel
+// runs over the dense memory, so the dense_* launchers below do that without building one: on a
+// 1-element add the iterator and the dispatched output allocation were a third of the op (see
+// docs/PERFORMANCE.md, "Per-op overhead").
+// `out` is undefined (a new result) or is `a` (in place), sharing no memory with `b` or all of it.
+bool dense_operands(bool float_op, const at::Tensor& out, const at::Tensor& a, const at::Tensor* b = nullptr);
+// Run the op on operands dense_operands accepted (callers check the op's parameters first);
+// an undefined `out` becomes the new result.
+void dense_unary(at::Tensor& out, int32_t op, const at::Tensor& a, std::initializer_list<c10::Scalar> params = {});
+void dense_binary(at::Tensor& out, int32_t op, const at::Tensor& a, const at::Tensor& b,
+                  std::initializer_list<c10::Scalar> params = {});
+// Whether a builder of the borrowing builders above is a float op (integers promote).
+#define FOO_FLOAT_OP_binary_op false
+#define FOO_FLOAT_OP_binary_float_op true
+#define FOO_FLOAT_OP_unary_op false
+#define FOO_FLOAT_OP_unary_float_op true
+
 // A parameter that is absent (e.g. clamp's missing bound).
 FooScalar absent();
 std::vector<FooScalar> to_ffi(std::initializer_list<c10::Scalar> params);

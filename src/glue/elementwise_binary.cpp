@@ -56,48 +56,68 @@ void fallback_if_complex(const at::Tensor& a, const at::Tensor& b, const char* n
 }
 
 // ---- add / sub ---------------------------------------------------------------------------------
+// The checks of add's and sub's alpha against their dtype.
+void check_alpha(at::ScalarType dtype, const c10::Scalar& alpha) {
+  at::native::alpha_check(dtype, alpha);
+  check_scalar_fits(alpha, dtype);
+}
+
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   at::Tensor out;
+  if (ew::dense_operands(false, out, self, &other)) {
+    check_alpha(self.scalar_type(), alpha);
+    ew::dense_binary(out, FOO_BINARY_OP_ADD, self, other, {alpha});
+    return out;
+  }
   auto it = ew::binary_op(out, self, other);
-  at::native::alpha_check(it.common_dtype(), alpha);
-  check_scalar_fits(alpha, it.common_dtype());
+  check_alpha(it.common_dtype(), alpha);
   return same(it, FOO_BINARY_OP_ADD, {alpha});
 }
 at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  if (ew::dense_operands(false, self, self, &other)) {
+    check_alpha(self.scalar_type(), alpha);
+    ew::dense_binary(self, FOO_BINARY_OP_ADD, self, other, {alpha});
+    return self;
+  }
   auto it = ew::binary_op(self, self, other);
-  at::native::alpha_check(it.common_dtype(), alpha);
-  check_scalar_fits(alpha, it.common_dtype());
+  check_alpha(it.common_dtype(), alpha);
   same(it, FOO_BINARY_OP_ADD, {alpha});
   return self;
 }
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out) {
   auto it = ew::binary_op(out, self, other);
-  at::native::alpha_check(it.common_dtype(), alpha);
-  check_scalar_fits(alpha, it.common_dtype());
+  check_alpha(it.common_dtype(), alpha);
   same(it, FOO_BINARY_OP_ADD, {alpha});
   return out;
 }
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   at::native::sub_check(self, other);
   at::Tensor out;
+  if (ew::dense_operands(false, out, self, &other)) {
+    check_alpha(self.scalar_type(), alpha);
+    ew::dense_binary(out, FOO_BINARY_OP_SUB, self, other, {alpha});
+    return out;
+  }
   auto it = ew::binary_op(out, self, other);
-  at::native::alpha_check(it.common_dtype(), alpha);
-  check_scalar_fits(alpha, it.common_dtype());
+  check_alpha(it.common_dtype(), alpha);
   return same(it, FOO_BINARY_OP_SUB, {alpha});
 }
 at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   at::native::sub_check(self, other);
+  if (ew::dense_operands(false, self, self, &other)) {
+    check_alpha(self.scalar_type(), alpha);
+    ew::dense_binary(self, FOO_BINARY_OP_SUB, self, other, {alpha});
+    return self;
+  }
   auto it = ew::binary_op(self, self, other);
-  at::native::alpha_check(it.common_dtype(), alpha);
-  check_scalar_fits(alpha, it.common_dtype());
+  check_alpha(it.common_dtype(), alpha);
   same(it, FOO_BINARY_OP_SUB, {alpha});
   return self;
 }
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha, at::Tensor& out) {
   at::native::sub_check(self, other);
   auto it = ew::binary_op(out, self, other);
-  at::native::alpha_check(it.common_dtype(), alpha);
-  check_scalar_fits(alpha, it.common_dtype());
+  check_alpha(it.common_dtype(), alpha);
   same(it, FOO_BINARY_OP_SUB, {alpha});
   return out;
 }
@@ -116,6 +136,11 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scal
   at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                         \
     meta_checks;                                                                             \
     at::Tensor out;                                                                          \
+    if (ew::dense_operands(FOO_FLOAT_OP_##builder, out, self, &other)) {                     \
+      kernel_checks;                                                                         \
+      ew::dense_binary(out, code, self, other);                                              \
+      return out;                                                                            \
+    }                                                                                        \
     auto it = ew::builder(out, self, other);                                                 \
     kernel_checks;                                                                           \
     return same(it, code);                                                                   \
@@ -135,6 +160,11 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scal
 #define FOO_BINARY(name, builder, code, checks)                                              \
   FOO_BINARY2(name, builder, code, checks)                                                   \
   at::Tensor& name##_(at::Tensor& self, const at::Tensor& other) {                           \
+    if (ew::dense_operands(FOO_FLOAT_OP_##builder, self, self, &other)) {                    \
+      checks;                                                                                \
+      ew::dense_binary(self, code, self, other);                                             \
+      return self;                                                                           \
+    }                                                                                        \
     auto it = ew::builder(self, self, other);                                                \
     checks;                                                                                  \
     same(it, code);                                                                          \

@@ -57,11 +57,19 @@ c10::Scalar approximate_code(c10::string_view approximate) {
   at::Tensor name(const at::Tensor& self) {                                   \
     checks;                                                                   \
     at::Tensor out;                                                           \
+    if (ew::dense_operands(FOO_FLOAT_OP_##builder, out, self)) {              \
+      ew::dense_unary(out, code, self);                                       \
+      return out;                                                             \
+    }                                                                         \
     auto it = ew::builder(out, self);                                         \
     return same(it, code);                                                    \
   }                                                                           \
   at::Tensor& name##_(at::Tensor& self) {                                     \
     checks;                                                                   \
+    if (ew::dense_operands(FOO_FLOAT_OP_##builder, self, self)) {             \
+      ew::dense_unary(self, code, self);                                      \
+      return self;                                                            \
+    }                                                                         \
     auto it = ew::builder(self, self);                                        \
     same(it, code);                                                           \
     return self;                                                              \
