@@ -314,6 +314,12 @@ extern "C" {
     fn foo_glue_distributed_module() -> *mut pyo3::ffi::PyObject;
 }
 
+extern "C" {
+    /// src/glue/inductor_alloc.cpp: a new reference to `_empty_strided`, a C function object,
+    /// or null with the Python error set.
+    fn foo_glue_empty_strided_function() -> *mut pyo3::ffi::PyObject;
+}
+
 /// `foo_rs._C._distributed` (the c10d backend, a pybind11 class made by the glue). Built on
 /// first use, once torch.distributed is imported: its base class is torch's `Backend`.
 #[pyfunction]
@@ -332,6 +338,11 @@ fn foo_rs_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_SEED", rng::DEFAULT_SEED)?;
     let dtype_names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
     m.add("SUPPORTED_DTYPE_NAMES", PyTuple::new(m.py(), dtype_names)?)?;
+    // SAFETY: the module is being initialized with the GIL held; the glue returns an owned
+    // reference or null with an exception set.
+    let empty_strided =
+        unsafe { Bound::from_owned_ptr_or_err(m.py(), foo_glue_empty_strided_function()) }?;
+    m.add("_empty_strided", empty_strided)?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(device_count_error, m)?)?;
     m.add_function(wrap_pyfunction!(current_device, m)?)?;

@@ -381,7 +381,8 @@ def test_buffers_come_from_foos_allocator():
     fn = torch.compile(lambda x: ((x.sin() @ x).cos() @ x).tanh())
     x = torch.randn(128, 128, device="foo")
     _, (code,) = run_and_get_code(fn, x)
-    buffers = code.split("def call(")[1].count("empty_strided(")
+    # Allocated by foo_rs._C._empty_strided (empty_strided_foo), inductor's empty_strided_cpu.
+    buffers = code.split("def call(")[1].count("empty_strided_foo(")
     assert buffers >= 2
     allocations = torch.foo.memory_stats()["allocation.all.allocated"]
     torch.foo.reset_peak_memory_stats()
@@ -393,13 +394,33 @@ def test_buffers_come_from_foos_allocator():
     assert torch.foo.memory_allocated() - base == out.untyped_storage().nbytes()
 
 
+def test_wrapper_allocation_function():
+    # foo_rs._C._empty_strided, the generated wrappers' empty_strided_foo: the sizes, strides,
+    # dtype and device asked for, from foo's allocator; bad arguments raise, as torch's do.
+    from foo_rs._C import _empty_strided
+
+    t = _empty_strided((2, 3, 4), (1, 8, 2), torch.float16, 1)
+    assert (t.device, t.dtype, t.shape, t.stride()) == (torch.device("foo:1"), torch.float16, (2, 3, 4), (1, 8, 2))
+    with pytest.raises(ValueError, match="2 sizes but 1 strides"):
+        _empty_strided((2, 3), (1,), torch.float32, 0)
+    with pytest.raises(TypeError, match="tuples"):
+        _empty_strided([2], (1,), torch.float32, 0)
+    with pytest.raises(TypeError, match="torch.dtype"):
+        _empty_strided((2,), (1,), "float32", 0)
+    with pytest.raises(RuntimeError, match="Invalid device index 7"):
+        _empty_strided((2,), (1,), torch.float32, 7)
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        _empty_strided((-2,), (1,), torch.float32, 0)
+    assert torch.foo.current_device() == 0
+
+
 def test_generated_code_runs_cpp_kernels_and_foo_ops_in_place():
     foo_rs.reset_op_counts()
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).to("foo")
     with torch.no_grad():
         _, (code,) = run_and_get_code(torch.compile(model), torch.randn(8, 16, device="foo"))
     assert "cpp_fused_gelu" in code and "extern_kernels.addmm" in code  # C++ kernel, foo's addmm
-    assert "device='foo" in code and "empty_strided(" in code
+    assert "empty_strided_foo(" in code and "empty_strided(" not in code.split("def call(")[1]
     assert "cpu" not in re.sub(r"cpp_|empty_strided_cpu\w* = .*|_cpu\b", "", code.split("async_compile.wait")[1])
     assert foo_rs.native_counts().get("aten::addmm.out", 0) == 2 and not foo_rs.fallback_counts()
 

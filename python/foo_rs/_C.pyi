@@ -48,9 +48,13 @@ __all__ = [
     "native_bf16",
     "cpu_model_name",
     "distributed_module",
+    "team_region_counts",
+    "_empty_strided",
 ]
 
 from types import ModuleType
+
+import torch
 
 __version__: str
 TORCH_BUILD_VERSION: str
@@ -100,3 +104,6 @@ def x86_64_level() -> int: ...
 def native_bf16() -> bool: ...
 def cpu_model_name() -> str | None: ...
 def distributed_module() -> ModuleType: ...
+def _empty_strided(
+    size: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype, device_index: int, /
+) -> torch.Tensor: ...

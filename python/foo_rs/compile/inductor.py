@@ -3,7 +3,7 @@
 foo memory is host memory, so the kernels inductor generates for the CPU (vectorised C++
 loops, parallelised with OpenMP) read and write foo buffers through their data pointers with no
 copy. What differs from the CPU is the wrapper around them: it allocates buffers with
-``empty_strided(..., device="foo")`` (foo's caching allocator, so ``torch.foo.memory_stats()``
+``foo_rs._C._empty_strided`` (foo's caching allocator, so ``torch.foo.memory_stats()``
 counts them), and extern kernels (matmul, convolution, attention) and fallbacks are foo's native
 ops called through the dispatcher on foo tensors.
 
@@ -75,7 +75,9 @@ class _FooKernelCalls:
             shape if allocation_shape is None else allocation_shape
         )
         stride_code = self.codegen_python_shape_tuple(stride)  # type: ignore[attr-defined]
-        line = f"{name} = empty_strided({allocation_code}, {stride_code}, device='{device}', dtype={dtype})"
+        # empty_strided_foo (foo_rs._C._empty_strided, in the wrapper's header) is what
+        # empty_strided_cpu is to the CPU's wrappers: 0.6 against 1.9 us per buffer.
+        line = f"{name} = empty_strided_foo({allocation_code}, {stride_code}, {dtype}, {device.index})"
         if shape_code != allocation_code:
             line += f".as_strided({shape_code}, {stride_code})"
         return line
@@ -97,6 +99,10 @@ class FooSubgraphWrapperCodegen(_FooKernelCalls, SubgraphPythonWrapperCodegen):
 
 class FooWrapperCodegen(_FooKernelCalls, PythonWrapperCodegen):
     """The Python wrapper of a foo graph."""
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.header.writeline("from foo_rs._C import _empty_strided as empty_strided_foo")
 
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: PythonWrapperCodegen | None,
