@@ -362,9 +362,9 @@ def test_inference_fast_paths_run_on_foo(norm_first: bool) -> None:
     assert counts.get("aten::_native_multi_head_attention", 0) >= 3, counts
 
 
-def test_fast_path_pieces_match_cpu() -> None:
-    """_masked_softmax (mask types 0, 1, 2 and none; a fully masked row is nan, as on the CPU)
-    and _transform_bias_rescale_qkv, composed of foo's kernels."""
+def test_masked_softmax_matches_cpu() -> None:
+    """_masked_softmax (mask types 0, 1, 2 and none; a fully masked row is nan, as on the CPU),
+    composed of foo's kernels."""
     x = rand(2, 3, 4, 4, seed=1)
     full = torch.rand(2, 3, 4, 4, generator=torch.Generator().manual_seed(2)) > 0.6
     full[0, 1, 2] = True
@@ -374,11 +374,38 @@ def test_fast_path_pieces_match_cpu() -> None:
         want = torch._masked_softmax(x, mask, 3, mask_type)
         got = torch._masked_softmax(x.to(FOO), mask.to(FOO), 3, mask_type)
         torch.testing.assert_close(got.cpu(), want, atol=1e-6, rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_transform_bias_rescale_qkv_is_the_cpus_bits(dtype: torch.dtype) -> None:
+    """_transform_bias_rescale_qkv (one Rust kernel): q = (qkv + bias) / sqrt(head dim) rounded
+    once, as the CPU's kernel, so the bits are the CPU's for every float dtype; also for a
+    non-contiguous qkv, several rows per thread and no positions."""
+    foo_rs.reset_op_counts()
+    for shape, heads in (((2, 5, 24), 2), ((3, 67, 768), 4), ((2, 0, 24), 2)):
+        qkv, bias = rand(*shape, seed=3).to(dtype), rand(shape[-1], seed=4).to(dtype)
+        for x in (qkv, qkv.transpose(0, 1).contiguous().transpose(0, 1)):
+            got = torch._transform_bias_rescale_qkv(x.to(FOO), bias.to(FOO), heads)
+            want = torch._transform_bias_rescale_qkv(x, bias, heads)
+            for g, w in zip(got, want, strict=True):
+                assert (g.shape, g.stride(), g.dtype) == (w.shape, w.stride(), w.dtype)
+                assert torch.equal(g.cpu(), w)
+    assert foo_rs.native_counts().get("aten::_transform_bias_rescale_qkv") == 6
+    assert not foo_rs.fallback_counts()
+
+
+def test_transform_bias_rescale_qkv_errors_as_the_cpu() -> None:
     qkv, bias = rand(2, 5, 24, seed=3), rand(24, seed=4)
-    for got, want in zip(torch._transform_bias_rescale_qkv(qkv.to(FOO), bias.to(FOO), 2),
-                         torch._transform_bias_rescale_qkv(qkv, bias, 2)):
-        assert got.is_contiguous() and got.shape == want.shape
-        torch.testing.assert_close(got.cpu(), want, atol=1e-6, rtol=1e-6)
+    for x, b, heads in [(qkv, bias, 5), (qkv[..., :23], bias[:23], 1), (qkv[0], bias, 2)]:
+        with pytest.raises((RuntimeError, IndexError)) as cpu:
+            torch._transform_bias_rescale_qkv(x, b, heads)
+        with pytest.raises(type(cpu.value)):
+            torch._transform_bias_rescale_qkv(x.to(FOO), b.to(FOO), heads)
+    # The CPU does not check these: it reads a short or float64 bias as if it were right and
+    # divides by zero heads (SIGFPE).
+    for x, b, heads in [(qkv, bias[:12], 2), (qkv, bias.double(), 2), (qkv, bias, 0)]:
+        with pytest.raises(RuntimeError, match="qkv_bias|num_head"):
+            torch._transform_bias_rescale_qkv(x.to(FOO), b.to(FOO), heads)
 
 
 PROBE = r"""

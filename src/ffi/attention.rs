@@ -3,7 +3,7 @@
 
 use super::args::{OptTensorIn, OptTensorOut, TensorIn, TensorOut};
 use super::{guard, out};
-use crate::kernels::attention::{self, Dropout, Grads, Params};
+use crate::kernels::attention::{self, qkv, Dropout, Grads, Params};
 use crate::runtime::rng;
 
 fn params(scale: f64, causal: i32, dropout_p: f64, seed: u64, offset: u64) -> Params {
@@ -146,5 +146,23 @@ pub unsafe extern "C" fn foo_attention_backward(
             p,
             workspace.get()?.as_ref(),
         )
+    })
+}
+
+/// `_transform_bias_rescale_qkv`: `q_k_v [3, B, heads, T, D / heads]` from `qkv [B, T, 3D]` plus
+/// `bias [3D]`, q scaled by `1 / sqrt(D / heads)` (all contiguous, one float dtype).
+///
+/// # Safety
+/// Descriptors must describe live memory (`q_k_v` writable) for the call.
+#[no_mangle]
+pub unsafe extern "C" fn foo_transform_bias_rescale_qkv(
+    q_k_v: TensorOut,
+    qkv: TensorIn,
+    bias: TensorIn,
+    heads: i64,
+) -> i32 {
+    guard(|| {
+        let heads = usize::try_from(heads).unwrap_or(0);
+        qkv::transform_bias_rescale_qkv(&q_k_v.get()?, &qkv.get()?, &bias.get()?, heads)
     })
 }

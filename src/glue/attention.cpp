@@ -291,27 +291,30 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
   return {gq, gk, gv, gbias};
 }
 
-// Two pieces of the fast paths below, composed of foo's kernels (add, mul, softmax, masked_fill,
-// copies) rather than given kernels of their own; the CPU's numbers: q = (qkv + bias) / sqrt(head
-// dim), k and v = qkv + bias, each [B, heads, T, head dim].
+// q = (qkv + bias) / sqrt(head dim), k and v = qkv + bias, each [B, heads, T, head dim]: slots of
+// one [3, B, heads, T, head dim] buffer, as the CPU's, filled by one Rust kernel.
 std::tuple<Tensor, Tensor, Tensor> transform_bias_rescale_qkv(const Tensor& qkv, const Tensor& qkv_bias,
                                                               int64_t num_head) {
+  // Fewer than 3 dims: the CPU's IndexError (from qkv.size(2)).
+  TORCH_CHECK_INDEX(qkv.dim() >= 3, "_transform_bias_rescale_qkv: expected a 3-D qkv, got ", qkv.sizes());
   TORCH_CHECK(qkv.dim() == 3 && !qkv.is_nested(), "_transform_bias_rescale_qkv: expected a 3-D qkv, got ",
               qkv.sizes());
   const int64_t b = qkv.size(0), t = qkv.size(1), d3 = qkv.size(2);
+  // The CPU checks the next two; it reads a short or other-dtype bias as if it were right, and
+  // divides by zero heads (SIGFPE), where foo raises.
   TORCH_CHECK(d3 % 3 == 0, "_transform_bias_rescale_qkv: qkv's last dim ", d3, " is not a multiple of 3");
   TORCH_CHECK(num_head > 0 && (d3 / 3) % num_head == 0, "transform_bias_rescale_qkv: D must divide evenly by num_head");
   TORCH_CHECK(qkv_bias.dim() == 1 && qkv_bias.size(0) == d3, "_transform_bias_rescale_qkv: qkv_bias must have ", d3,
               " elements, got ", qkv_bias.sizes());
+  TORCH_CHECK(qkv_bias.scalar_type() == qkv.scalar_type(), "_transform_bias_rescale_qkv: qkv is ", qkv.scalar_type(),
+              " but qkv_bias is ", qkv_bias.scalar_type());
   const int64_t dh = d3 / 3 / num_head;
-  const Tensor x = (qkv + qkv_bias).view({b, t, 3, num_head, dh}).permute({2, 0, 3, 1, 4});
-  const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(dh));
-  // One [3, B, heads, T, head dim] buffer, as the CPU's: q scaled straight into its slot, k and
-  // v copied into theirs (no intermediate q and no per-tensor contiguous copies).
   Tensor q_k_v = at::empty({3, b, num_head, t, dh}, qkv.options());
-  Tensor q = q_k_v[0];
-  at::mul_out(q, x[0], at::native::wrapped_scalar_tensor(inv_sqrt));
-  q_k_v.slice(0, 1, 3).copy_(x.slice(0, 1, 3));
+  if (q_k_v.numel() > 0) {
+    const Tensor x = qkv.contiguous(), bias = qkv_bias.contiguous();
+    const FooTensor dx = describe(x), db = describe(bias), dout = describe(q_k_v);
+    check(foo_transform_bias_rescale_qkv(&dout, &dx, &db, num_head), "_transform_bias_rescale_qkv");
+  }
   return {q_k_v[0], q_k_v[1], q_k_v[2]};
 }
 
@@ -340,11 +343,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // no grad): ATen's own implementations, which CPU, CUDA and XPU share and which are composed of
   // dispatcher calls (linear, layer_norm, scaled_dot_product_attention: foo's kernels, the fused
   // attention among them, when ATen's CPU test of the fused path passes; else its own bmm/softmax
-  // path with the two composed ops above). FOO_IMPL_META: no device work of their own; the
+  // path with the masked softmax above). FOO_IMPL_META: no device work of their own; the
   // profiler shows the kernels inside.
   FOO_IMPL_META(m, "_native_multi_head_attention", at::native::native_multi_head_attention_cpu);
   FOO_IMPL_META(m, "_transformer_encoder_layer_fwd", at::native::transformer_encoder_layer_forward);
-  FOO_IMPL_META(m, "_transform_bias_rescale_qkv", transform_bias_rescale_qkv);
+  FOO_IMPL(m, "_transform_bias_rescale_qkv", transform_bias_rescale_qkv);
   FOO_IMPL_META(m, "_masked_softmax", masked_softmax);
 }
 

@@ -26,6 +26,8 @@
 //! register-tiled loops (rows x 64 columns of accumulators) compiled for AVX-512, AVX2+FMA and
 //! the baseline target, picked at run time like the other nn kernels.
 
+pub mod qkv;
+
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::invalid_arg;
