@@ -11,6 +11,7 @@ use crate::kernels::core::float::{FloatStore, Math};
 use crate::kernels::core::io::{read_vec, require_contiguous, write_vec};
 use crate::kernels::core::layout::GRAIN;
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::scratch::with_scratch;
 use crate::kernels::core::simd;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, multiversion, not_implemented};
@@ -202,47 +203,50 @@ pub fn layer_norm_backward(
         }
         let cols = grad_weight.is_some() || grad_bias.is_some();
         let nb = if cols { m.clamp(1, COL_BLOCKS) } else { 0 };
-        let mut parts = vec![M::zero(); 2 * nb * n];
-        let a = LnBwd {
-            pg: SendPtr::of(grad_out.ptr),
-            px: SendPtr::of(input.ptr),
-            pdx: grad_input.map(|t| SendPtr::of(t.ptr)),
-            parts: SendPtr::of(parts.as_mut_ptr()),
-            w: &w,
-            mu: &mu,
-            rs: &rs,
-            n,
-            m,
-            nb,
-        };
-        if nb > 0 {
-            let rows_per = m.div_ceil(nb);
-            parallel_for(nb, (GRAIN / (rows_per * n).max(1)).max(1), &|s, e| {
-                for blk in s..e {
-                    ln_bwd_rows::<F>(&a, blk, blk * rows_per, ((blk + 1) * rows_per).min(m));
+        // Each block zeroes its own partial sums (a fresh 128 KB `vec!` per call was page
+        // faults and a zeroing on the calling thread while the helpers waited).
+        with_scratch::<M, _>(2 * nb * n, |parts| {
+            let a = LnBwd {
+                pg: SendPtr::of(grad_out.ptr),
+                px: SendPtr::of(input.ptr),
+                pdx: grad_input.map(|t| SendPtr::of(t.ptr)),
+                parts: SendPtr::of(parts.as_mut_ptr()),
+                w: &w,
+                mu: &mu,
+                rs: &rs,
+                n,
+                m,
+                nb,
+            };
+            if nb > 0 {
+                let rows_per = m.div_ceil(nb);
+                parallel_for(nb, (GRAIN / (rows_per * n).max(1)).max(1), &|s, e| {
+                    for blk in s..e {
+                        ln_bwd_rows::<F>(&a, blk, blk * rows_per, ((blk + 1) * rows_per).min(m));
+                    }
+                });
+            } else {
+                parallel_for(m, (GRAIN / n.max(1)).max(1), &|s, e| ln_bwd_rows::<F>(&a, 0, s, e));
+            }
+            if cols {
+                let mut gw = vec![M::zero(); n];
+                let mut gb = vec![M::zero(); n];
+                for blk in 0..nb {
+                    let off = 2 * blk * n;
+                    for j in 0..n {
+                        gw[j] += parts[off + j];
+                        gb[j] += parts[off + n + j];
+                    }
                 }
-            });
-        } else {
-            parallel_for(m, (GRAIN / n.max(1)).max(1), &|s, e| ln_bwd_rows::<F>(&a, 0, s, e));
-        }
-        if cols {
-            let mut gw = vec![M::zero(); n];
-            let mut gb = vec![M::zero(); n];
-            for blk in 0..nb {
-                let off = 2 * blk * n;
-                for j in 0..n {
-                    gw[j] += parts[off + j];
-                    gb[j] += parts[off + n + j];
+                if let Some(t) = grad_weight {
+                    write_vec(t, &gw)?;
+                }
+                if let Some(t) = grad_bias {
+                    write_vec(t, &gb)?;
                 }
             }
-            if let Some(t) = grad_weight {
-                write_vec(t, &gw)?;
-            }
-            if let Some(t) = grad_bias {
-                write_vec(t, &gb)?;
-            }
-        }
-        Ok(())
+            Ok(())
+        })
     }, _ => not_implemented!("layer_norm backward: no kernel for dtype {}", input.dtype.name()))
 }
 
@@ -266,7 +270,7 @@ fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
     let n = a.n;
     let _ = a.m;
     let inv_n = F::M::one() / F::M::from_f64c(n as f64);
-    let mut xh = vec![F::M::zero(); n];
+    let mut xh = vec![F::M::zero(); if F::as_math(&[]).is_some() { 0 } else { n }];
     let mut gb = vec![F::M::zero(); n];
     let (pw, pb): (&mut [F::M], &mut [F::M]) = if a.nb > 0 {
         // SAFETY: this block's own 2 * n partial sums (blocks are disjoint).
@@ -279,37 +283,48 @@ fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
     } else {
         (&mut [], &mut [])
     };
+    pw.fill(F::M::zero());
+    pb.fill(F::M::zero());
     for r in s..e {
         // SAFETY: row r of contiguous [M, N] operands, read only.
         let (g, x): (&[F], &[F]) =
             unsafe { (a.pg.cast().slice(r * n, n), a.px.cast().slice(r * n, n)) };
         let (mu, rs) = (a.mu[r], a.rs[r]);
-        for (((h, b), &xv), &gv) in xh.iter_mut().zip(gb.iter_mut()).zip(x).zip(g) {
-            *h = (xv.load() - mu) * rs;
-            *b = gv.load();
-        }
+        let xm: &[F::M] = match F::as_math(x) {
+            Some(xm) => xm,
+            None => {
+                for (h, &v) in xh.iter_mut().zip(x) {
+                    *h = v.load();
+                }
+                &xh
+            }
+        };
+        // One pass for the column sums (dy * (x - mean) * rstd and dy) and dy * w.
         if a.nb > 0 {
-            for (((pw, pb), &h), &b) in pw.iter_mut().zip(pb.iter_mut()).zip(&xh).zip(&gb) {
-                *pw = *pw + b * h;
-                *pb = *pb + b;
+            let cols = pw.iter_mut().zip(pb.iter_mut());
+            for (((pw, pb), b), ((&xv, &gv), &w)) in
+                cols.zip(gb.iter_mut()).zip(xm.iter().zip(g).zip(a.w))
+            {
+                let gv = gv.load();
+                *pw = *pw + gv * ((xv - mu) * rs);
+                *pb = *pb + gv;
+                *b = gv * w;
+            }
+        } else {
+            for ((b, &gv), &w) in gb.iter_mut().zip(g).zip(a.w) {
+                *b = gv.load() * w;
             }
         }
         if let Some(pdx) = a.pdx {
             // The CPU's formula term by term (ds and db over the raw x, then dx = rstd * dy * w +
             // b * x + c), so that an inf weight gives its nan and the rounding is its own.
-            for (b, &w) in gb.iter_mut().zip(a.w) {
-                *b = *b * w;
-            }
-            for (h, &xv) in xh.iter_mut().zip(x) {
-                *h = xv.load();
-            }
             let db = simd::sum(&gb);
-            let ds = simd::sum_zip(&gb, &xh, |b, v| b * v);
+            let ds = simd::sum_zip(&gb, xm, |b, v| b * v);
             let cb = (db * mu - ds) * rs * rs * rs * inv_n;
             let cc = -cb * mu - db * rs * inv_n;
             // SAFETY: row r of grad_input, written by this row only.
             let dx: &mut [F] = unsafe { pdx.cast().slice_mut(r * n, n) };
-            for ((o, &b), &v) in dx.iter_mut().zip(&gb).zip(&xh) {
+            for ((o, &b), &v) in dx.iter_mut().zip(&gb).zip(xm) {
                 *o = F::store(rs * b + cb * v + cc);
             }
         }
