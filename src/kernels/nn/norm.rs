@@ -221,12 +221,10 @@ pub fn layer_norm_backward(
             if nb > 0 {
                 let rows_per = m.div_ceil(nb);
                 parallel_for(nb, (GRAIN / (rows_per * n).max(1)).max(1), &|s, e| {
-                    for blk in s..e {
-                        ln_bwd_rows::<F>(&a, blk, blk * rows_per, ((blk + 1) * rows_per).min(m));
-                    }
+                    ln_bwd_rows::<F>(&a, s, e, rows_per)
                 });
             } else {
-                parallel_for(m, (GRAIN / n.max(1)).max(1), &|s, e| ln_bwd_rows::<F>(&a, 0, s, e));
+                parallel_for(m, (GRAIN / n.max(1)).max(1), &|s, e| ln_bwd_rows::<F>(&a, s, e, 0));
             }
             if cols {
                 let mut gw = vec![M::zero(); n];
@@ -263,15 +261,38 @@ struct LnBwd<'a, M> {
     nb: usize,
 }
 
-multiversion!(fn ln_bwd_rows<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) => ln_bwd_body);
+multiversion!(fn ln_bwd_rows<F: FloatStore>(a: &LnBwd<F::M>, s: usize, e: usize, rows_per: usize) => ln_bwd_body);
 
+/// Blocks `s..e` of `rows_per` rows each when the column sums are wanted (`a.nb > 0`), else
+/// rows `s..e`: the row buffers are allocated once for the whole range (once per block, they
+/// were 128 allocations per call at 64 blocks).
 #[inline(always)]
-fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
+fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, s: usize, e: usize, rows_per: usize) {
     let n = a.n;
-    let _ = a.m;
-    let inv_n = F::M::one() / F::M::from_f64c(n as f64);
     let mut xh = vec![F::M::zero(); if F::as_math(&[]).is_some() { 0 } else { n }];
     let mut gb = vec![F::M::zero(); n];
+    if a.nb == 0 {
+        ln_bwd_block::<F>(a, 0, s, e, &mut xh, &mut gb);
+        return;
+    }
+    for blk in s..e {
+        let rows = (blk * rows_per, ((blk + 1) * rows_per).min(a.m));
+        ln_bwd_block::<F>(a, blk, rows.0, rows.1, &mut xh, &mut gb);
+    }
+}
+
+/// Rows `s..e`, whose column sums (if wanted) go to block `blk`'s partial sums.
+#[inline(always)]
+fn ln_bwd_block<F: FloatStore>(
+    a: &LnBwd<F::M>,
+    blk: usize,
+    s: usize,
+    e: usize,
+    xh: &mut [F::M],
+    gb: &mut [F::M],
+) {
+    let n = a.n;
+    let inv_n = F::M::one() / F::M::from_f64c(n as f64);
     let (pw, pb): (&mut [F::M], &mut [F::M]) = if a.nb > 0 {
         // SAFETY: this block's own 2 * n partial sums (blocks are disjoint).
         unsafe {
@@ -296,7 +317,7 @@ fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
                 for (h, &v) in xh.iter_mut().zip(x) {
                     *h = v.load();
                 }
-                &xh
+                &*xh
             }
         };
         // One pass for the column sums (dy * (x - mean) * rstd and dy) and dy * w.
@@ -318,13 +339,13 @@ fn ln_bwd_body<F: FloatStore>(a: &LnBwd<F::M>, blk: usize, s: usize, e: usize) {
         if let Some(pdx) = a.pdx {
             // The CPU's formula term by term (ds and db over the raw x, then dx = rstd * dy * w +
             // b * x + c), so that an inf weight gives its nan and the rounding is its own.
-            let db = simd::sum(&gb);
-            let ds = simd::sum_zip(&gb, xm, |b, v| b * v);
+            let db = simd::sum(gb);
+            let ds = simd::sum_zip(gb, xm, |b, v| b * v);
             let cb = (db * mu - ds) * rs * rs * rs * inv_n;
             let cc = -cb * mu - db * rs * inv_n;
             // SAFETY: row r of grad_input, written by this row only.
             let dx: &mut [F] = unsafe { pdx.cast().slice_mut(r * n, n) };
-            for ((o, &b), &v) in dx.iter_mut().zip(&gb).zip(xm) {
+            for ((o, &b), &v) in dx.iter_mut().zip(gb.iter()).zip(xm) {
                 *o = F::store(rs * b + cb * v + cc);
             }
         }
