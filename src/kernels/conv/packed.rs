@@ -220,7 +220,18 @@ const GRID_CHUNK_ELEMENTS: usize = 1 << 21;
 
 impl PaddedGrid {
     /// The grid of `g` where it applies and pays.
+    ///
+    /// On AVX-512 reading pixels through pointers ([`points_rows`]) beats the grid from two
+    /// 16-channel blocks up, which the cost model below (grid against packing) does not see.
+    /// Zen 4, 2 threads, channels-last 3x3, ms grid -> pointers (CPU's oneDNN in brackets):
+    /// [1,64,56,56] -> 64 1.64 -> 1.26 (1.16); [16,128,28,28] -> 128 19.3 -> 17.2 (16.3);
+    /// [8,64,32,32] -> 64 3.34 -> 2.96 (2.84); [8,32,32,32] -> 64 1.78 -> 1.58 (1.60);
+    /// [8,32,32,32] -> 32 0.84 -> 0.79 (0.71). With one block (16 channels) the grid stays
+    /// ahead: [8,16,64,64] -> 16 0.82 against 1.08. Not measured on AVX2, which keeps the model.
     fn new(g: &Geometry) -> Option<Self> {
+        if simd::level() >= 3 && points_rows(g) && g.cg() >= 2 * KB {
+            return None;
+        }
         Self::layout(g, Self::lanes_for(g.c)).filter(|grid| grid.pays(g))
     }
 
