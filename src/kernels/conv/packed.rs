@@ -866,132 +866,94 @@ unsafe fn tile_kernel_rows_any(
 /// multiply-add.
 const R3: usize = 3;
 
-/// [`tile_kernel_avx2`] with `L = 16` for `8J` output channels in sub-tiles of `S` rows,
-/// reading row `r` of k-block `kb = tap * c16 + c` at `rows[tap * R + r] + 16c` instead of a
-/// panel (the same products in the same order), and writing row `r < n` of the tile to
-/// `dst + r * ld`, plus `bias` unless it is null.
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA; `rows.len()` is a multiple of `R`, each pointer readable
-/// for `16 c16` floats; `w` readable for `rows.len() / R * c16 * 16 * 8J`; `dst` writable for
-/// `8J` floats at each of its `n <= R` rows, `bias` readable for `8J` unless null.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tile_kernel_rows_avx2<const S: usize, const J: usize>(
-    rows: &[*const f32],
-    c16: usize,
-    w: *const f32,
-    dst: *mut f32,
-    ld: usize,
-    n: usize,
-    bias: *const f32,
-) {
-    let has_bias = !bias.is_null();
-    let bias: [__m256; J] = std::array::from_fn(|j| match bias.is_null() {
-        true => _mm256_setzero_ps(),
-        // SAFETY: channel block j of the bias (the caller's contract).
-        false => unsafe { _mm256_loadu_ps(bias.add(8 * j)) },
-    });
-    for r0 in (0..R).step_by(S) {
-        if r0 >= n {
-            break;
-        }
-        let mut acc = [[_mm256_setzero_ps(); J]; S];
-        for (tap, taps) in rows.chunks_exact(R).enumerate() {
-            let pixels: [*const f32; S] = std::array::from_fn(|r| taps[r0 + r]);
-            for c in 0..c16 {
-                // SAFETY: block tap * c16 + c of the weights (the caller's contract).
-                let wb = unsafe { w.add((tap * c16 + c) * KB * 8 * J) };
-                for kk in 0..KB {
-                    let xv: [__m256; S] = std::array::from_fn(|r| {
-                        // SAFETY: channel 16c + kk of row r's pixel (the caller's contract).
-                        _mm256_broadcast_ss(unsafe { &*pixels[r].add(c * KB + kk) })
-                    });
-                    for j in 0..J {
-                        // SAFETY: k's packed weights of channels 8j..8j + 8.
-                        let wv = unsafe { _mm256_loadu_ps(wb.add((kk * J + j) * 8)) };
-                        for (row, &x) in acc.iter_mut().zip(&xv) {
-                            row[j] = _mm256_fmadd_ps(wv, x, row[j]);
+/// Defines a tile kernel over positions given by pointers ([`point_rows`]) for one vector
+/// width: `J` vectors of `$w` output channels in sub-tiles of `S` rows, reading row `r` of
+/// k-block `kb = tap * c16 + c` at `rows[tap * R + r] + 16c` instead of a panel (the same
+/// products in the same order as the packed tile, so the same bits), and writing row `r < n`
+/// of the tile to `dst + r * ld`, plus `bias` unless it is null. One body for the AVX2 and the
+/// AVX-512 copy: only the register type and its intrinsics differ.
+macro_rules! tile_kernel_rows {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $v:ty, $w:literal,
+     $zero:ident, $load:ident, $splat:expr, $fma:ident, $add:ident, $store:ident) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const S: usize, const J: usize>(
+            rows: &[*const f32],
+            c16: usize,
+            w: *const f32,
+            dst: *mut f32,
+            ld: usize,
+            n: usize,
+            bias: *const f32,
+        ) {
+            let has_bias = !bias.is_null();
+            let bias: [$v; J] = std::array::from_fn(|j| match bias.is_null() {
+                true => $zero(),
+                // SAFETY: channel block j of the bias (the caller's contract).
+                false => unsafe { $load(bias.add($w * j)) },
+            });
+            for r0 in (0..R).step_by(S) {
+                if r0 >= n {
+                    break;
+                }
+                let mut acc = [[$zero(); J]; S];
+                for (tap, taps) in rows.chunks_exact(R).enumerate() {
+                    let pixels: [*const f32; S] = std::array::from_fn(|r| taps[r0 + r]);
+                    for c in 0..c16 {
+                        // SAFETY: block tap * c16 + c of the weights (the caller's contract).
+                        let wb = unsafe { w.add((tap * c16 + c) * KB * $w * J) };
+                        for kk in 0..KB {
+                            let xv: [$v; S] = std::array::from_fn(|r| {
+                                // SAFETY: channel 16c + kk of row r's pixel (the caller's
+                                // contract).
+                                $splat(unsafe { &*pixels[r].add(c * KB + kk) })
+                            });
+                            for j in 0..J {
+                                // SAFETY: k's packed weights of channels $w j.. $w (j + 1).
+                                let wv = unsafe { $load(wb.add((kk * J + j) * $w)) };
+                                for (row, &x) in acc.iter_mut().zip(&xv) {
+                                    row[j] = $fma(wv, x, row[j]);
+                                }
+                            }
                         }
+                    }
+                }
+                for (r, row) in acc.iter().enumerate().take(n - r0) {
+                    for (j, &v) in row.iter().enumerate() {
+                        let v = if has_bias { $add(v, bias[j]) } else { v };
+                        // SAFETY: row r0 + r < n of dst (the caller's contract).
+                        unsafe { $store(dst.add((r0 + r) * ld + $w * j), v) };
                     }
                 }
             }
         }
-        for (r, row) in acc.iter().enumerate().take(n - r0) {
-            for (j, &v) in row.iter().enumerate() {
-                let v = if has_bias {
-                    _mm256_add_ps(v, bias[j])
-                } else {
-                    v
-                };
-                // SAFETY: row r0 + r < n of dst (the caller's contract).
-                unsafe { _mm256_storeu_ps(dst.add((r0 + r) * ld + 8 * j), v) };
-            }
-        }
-    }
+    };
 }
 
-/// [`tile_kernel_rows_avx2`] on AVX-512: `16V` output channels in sub-tiles of `S` rows (the
-/// same products in the same order, so the same bits as the packed [`tile_kernel`]). Sub-tiles
-/// of 6 rows keep 6 pointers in registers; 12 rows (all 24 accumulators of 32 channels) were
-/// no faster on a Zen 4.
-///
-/// # Safety
-/// As [`tile_kernel_rows_avx2`], with AVX-512F instead of AVX2 and FMA.
-#[target_feature(enable = "avx512f")]
-unsafe fn tile_kernel_rows_avx512<const S: usize, const V: usize>(
-    rows: &[*const f32],
-    c16: usize,
-    w: *const f32,
-    dst: *mut f32,
-    ld: usize,
-    n: usize,
-    bias: *const f32,
-) {
-    let has_bias = !bias.is_null();
-    let bias: [__m512; V] = std::array::from_fn(|v| match bias.is_null() {
-        true => _mm512_setzero_ps(),
-        // SAFETY: channel block v of the bias (the caller's contract).
-        false => unsafe { _mm512_loadu_ps(bias.add(16 * v)) },
-    });
-    for r0 in (0..R).step_by(S) {
-        if r0 >= n {
-            break;
-        }
-        let mut acc = [[_mm512_setzero_ps(); V]; S];
-        for (tap, taps) in rows.chunks_exact(R).enumerate() {
-            let pixels: [*const f32; S] = std::array::from_fn(|r| taps[r0 + r]);
-            for c in 0..c16 {
-                // SAFETY: block tap * c16 + c of the weights (the caller's contract).
-                let wb = unsafe { w.add((tap * c16 + c) * KB * 16 * V) };
-                for kk in 0..KB {
-                    let mut wv = [_mm512_setzero_ps(); V];
-                    for (v, x) in wv.iter_mut().enumerate() {
-                        // SAFETY: k's packed weights of channels 16v..16v + 16.
-                        *x = unsafe { _mm512_loadu_ps(wb.add((kk * V + v) * 16)) };
-                    }
-                    for r in 0..S {
-                        // SAFETY: channel 16c + kk of row r's pixel (the caller's contract).
-                        let xv = _mm512_set1_ps(unsafe { *pixels[r].add(c * KB + kk) });
-                        for v in 0..V {
-                            acc[r][v] = _mm512_fmadd_ps(wv[v], xv, acc[r][v]);
-                        }
-                    }
-                }
-            }
-        }
-        for (r, row) in acc.iter().enumerate().take(n - r0) {
-            for (v, &x) in row.iter().enumerate() {
-                let x = if has_bias {
-                    _mm512_add_ps(x, bias[v])
-                } else {
-                    x
-                };
-                // SAFETY: row r0 + r < n of dst (the caller's contract).
-                unsafe { _mm512_storeu_ps(dst.add((r0 + r) * ld + 16 * v), x) };
-            }
-        }
-    }
-}
+tile_kernel_rows!(
+    /// The pointer tile on AVX2: `8J` output channels.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `rows.len()` is a multiple of `R`, each pointer
+    /// readable for `16 c16` floats; `w` readable for `rows.len() / R * c16 * 16 * 8J`; `dst`
+    /// writable for `8J` floats at each of its `n <= R` rows, `bias` readable for `8J` unless
+    /// null.
+    tile_kernel_rows_avx2, "avx2,fma", __m256, 8,
+    _mm256_setzero_ps, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
+    _mm256_storeu_ps
+);
+
+tile_kernel_rows!(
+    /// The pointer tile on AVX-512: `16J` output channels. Sub-tiles of 6 rows keep 6
+    /// pointers in registers; 12 rows (all 24 accumulators of 32 channels) were no faster on a
+    /// Zen 4.
+    ///
+    /// # Safety
+    /// As [`tile_kernel_rows_avx2`] with `16J` channels, and AVX-512F instead of AVX2 and FMA.
+    tile_kernel_rows_avx512, "avx512f", __m512, 16,
+    _mm512_setzero_ps, _mm512_loadu_ps, |x: &f32| _mm512_set1_ps(*x), _mm512_fmadd_ps,
+    _mm512_add_ps, _mm512_storeu_ps
+);
 
 /// Packs the patches of output positions `q0..q0 + R` (flattened over samples; zeros past the
 /// last) of group `gi` into `panel` as `[k / 16][r][k % 16]`.
