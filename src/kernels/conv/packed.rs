@@ -24,6 +24,7 @@
 #![allow(clippy::incompatible_msrv)]
 
 use super::{depthwise, Geometry};
+use crate::kernels::core::gemm::rows;
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::kernels::core::scratch::with_scratch;
 use crate::kernels::core::simd;
@@ -833,12 +834,12 @@ fn point_rows(g: &Geometry, input: &TensorRef, gi: usize, q0: usize, rows: &mut 
     }
 }
 
-/// [`tile_kernel_any`] over positions given by pointers ([`point_rows`]) for a block of 16
-/// output channels or two (`width`), written to `n` rows `ld` floats apart at `dst`, plus
-/// `bias` unless null.
+/// The tile over positions given by pointers ([`point_rows`]) for a block of 16 output
+/// channels or two (`width`), written to `n` rows `ld` floats apart at `dst`, plus `bias`
+/// unless null: the products in the packed tile's order, so its bits.
 ///
 /// # Safety
-/// As [`tile_kernel_rows_avx2`].
+/// As [`rows::product_avx2`] with `rows` of `R` positions per tap, `16 c16` channels each.
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile_kernel_rows_any(
     width: usize,
@@ -850,13 +851,14 @@ unsafe fn tile_kernel_rows_any(
     n: usize,
     bias: *const f32,
 ) {
+    let depth = c16 * KB;
     // SAFETY: the caller's contract.
     unsafe {
         match (simd::level() >= 3, width == 32) {
-            (true, true) => tile_kernel_rows_avx512::<R2, 2>(rows, c16, w, dst, ld, n, bias),
-            (true, false) => tile_kernel_rows_avx512::<R2, 1>(rows, c16, w, dst, ld, n, bias),
-            (false, true) => tile_kernel_rows_avx2::<R3, 4>(rows, c16, w, dst, ld, n, bias),
-            (false, false) => tile_kernel_rows_avx2::<R2, 2>(rows, c16, w, dst, ld, n, bias),
+            (true, true) => rows::product_avx512::<R, R2, 2>(rows, depth, w, dst, ld, n, bias),
+            (true, false) => rows::product_avx512::<R, R2, 1>(rows, depth, w, dst, ld, n, bias),
+            (false, true) => rows::product_avx2::<R, R3, 4>(rows, depth, w, dst, ld, n, bias),
+            (false, false) => rows::product_avx2::<R, R2, 2>(rows, depth, w, dst, ld, n, bias),
         }
     }
 }
@@ -865,95 +867,6 @@ unsafe fn tile_kernel_rows_any(
 /// broadcasts and a weight register: half the broadcasts of two [`R2`] x 16 sub-tiles per
 /// multiply-add.
 const R3: usize = 3;
-
-/// Defines a tile kernel over positions given by pointers ([`point_rows`]) for one vector
-/// width: `J` vectors of `$w` output channels in sub-tiles of `S` rows, reading row `r` of
-/// k-block `kb = tap * c16 + c` at `rows[tap * R + r] + 16c` instead of a panel (the same
-/// products in the same order as the packed tile, so the same bits), and writing row `r < n`
-/// of the tile to `dst + r * ld`, plus `bias` unless it is null. One body for the AVX2 and the
-/// AVX-512 copy: only the register type and its intrinsics differ.
-macro_rules! tile_kernel_rows {
-    ($(#[$doc:meta])* $name:ident, $features:literal, $v:ty, $w:literal,
-     $zero:ident, $load:ident, $splat:expr, $fma:ident, $add:ident, $store:ident) => {
-        $(#[$doc])*
-        #[target_feature(enable = $features)]
-        unsafe fn $name<const S: usize, const J: usize>(
-            rows: &[*const f32],
-            c16: usize,
-            w: *const f32,
-            dst: *mut f32,
-            ld: usize,
-            n: usize,
-            bias: *const f32,
-        ) {
-            let has_bias = !bias.is_null();
-            let bias: [$v; J] = std::array::from_fn(|j| match bias.is_null() {
-                true => $zero(),
-                // SAFETY: channel block j of the bias (the caller's contract).
-                false => unsafe { $load(bias.add($w * j)) },
-            });
-            for r0 in (0..R).step_by(S) {
-                if r0 >= n {
-                    break;
-                }
-                let mut acc = [[$zero(); J]; S];
-                for (tap, taps) in rows.chunks_exact(R).enumerate() {
-                    let pixels: [*const f32; S] = std::array::from_fn(|r| taps[r0 + r]);
-                    for c in 0..c16 {
-                        // SAFETY: block tap * c16 + c of the weights (the caller's contract).
-                        let wb = unsafe { w.add((tap * c16 + c) * KB * $w * J) };
-                        for kk in 0..KB {
-                            let xv: [$v; S] = std::array::from_fn(|r| {
-                                // SAFETY: channel 16c + kk of row r's pixel (the caller's
-                                // contract).
-                                $splat(unsafe { &*pixels[r].add(c * KB + kk) })
-                            });
-                            for j in 0..J {
-                                // SAFETY: k's packed weights of channels $w j.. $w (j + 1).
-                                let wv = unsafe { $load(wb.add((kk * J + j) * $w)) };
-                                for (row, &x) in acc.iter_mut().zip(&xv) {
-                                    row[j] = $fma(wv, x, row[j]);
-                                }
-                            }
-                        }
-                    }
-                }
-                for (r, row) in acc.iter().enumerate().take(n - r0) {
-                    for (j, &v) in row.iter().enumerate() {
-                        let v = if has_bias { $add(v, bias[j]) } else { v };
-                        // SAFETY: row r0 + r < n of dst (the caller's contract).
-                        unsafe { $store(dst.add((r0 + r) * ld + $w * j), v) };
-                    }
-                }
-            }
-        }
-    };
-}
-
-tile_kernel_rows!(
-    /// The pointer tile on AVX2: `8J` output channels.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2 and FMA; `rows.len()` is a multiple of `R`, each pointer
-    /// readable for `16 c16` floats; `w` readable for `rows.len() / R * c16 * 16 * 8J`; `dst`
-    /// writable for `8J` floats at each of its `n <= R` rows, `bias` readable for `8J` unless
-    /// null.
-    tile_kernel_rows_avx2, "avx2,fma", __m256, 8,
-    _mm256_setzero_ps, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
-    _mm256_storeu_ps
-);
-
-tile_kernel_rows!(
-    /// The pointer tile on AVX-512: `16J` output channels. Sub-tiles of 6 rows keep 6
-    /// pointers in registers; 12 rows (all 24 accumulators of 32 channels) were no faster on a
-    /// Zen 4.
-    ///
-    /// # Safety
-    /// As [`tile_kernel_rows_avx2`] with `16J` channels, and AVX-512F instead of AVX2 and FMA.
-    tile_kernel_rows_avx512, "avx512f", __m512, 16,
-    _mm512_setzero_ps, _mm512_loadu_ps, |x: &f32| _mm512_set1_ps(*x), _mm512_fmadd_ps,
-    _mm512_add_ps, _mm512_storeu_ps
-);
 
 /// Packs the patches of output positions `q0..q0 + R` (flattened over samples; zeros past the
 /// last) of group `gi` into `panel` as `[k / 16][r][k % 16]`.

@@ -5,6 +5,7 @@
 
 pub mod bf16;
 pub mod nt;
+pub mod rows;
 pub mod skinny;
 
 use super::element::Element;

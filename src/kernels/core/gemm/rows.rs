@@ -1,0 +1,189 @@
+//! Float32 products whose left operand's rows are read through pointers, against a packed
+//! right operand: `dst[r][c] = bias[c] + sum over (tap, k) of rows[tap][r][k] * w[tap][k][c]`,
+//! on AVX2 and AVX-512. Users: the channels-last convolution (a row is an output position, a
+//! tap one kernel pixel's run of channels, read where it lies in the input) and the LSTM
+//! layer's recurrent product (a row is a batch row of the previous hidden state, one tap).
+//!
+//! A call computes a tile of up to `R` rows and `J` vectors of output columns, in
+//! sub-tiles of `S` rows whose `S x J` accumulators stay in registers: per depth index, `J`
+//! loads of packed weights and `S` broadcasts. Each output element is one fused multiply-add
+//! chain over the depth in order from zero (the order of the `gemm` crate's microkernels when
+//! its depth block is the whole depth), so the bits do not depend on the tile or the caller's
+//! split.
+
+// The AVX-512 intrinsics are stable since Rust 1.89 (see gemm/bf16/microkernel.rs).
+#![allow(clippy::incompatible_msrv)]
+
+use std::arch::x86_64::*;
+
+/// Depth indices per unrolled block of the inner loop.
+const UNROLL: usize = 16;
+
+/// One depth index `k` of a sub-tile: its rows' elements `k` times the packed weights of `k`.
+/// A macro, not a closure: a closure is not compiled with the kernel's target features, and
+/// was not inlined.
+macro_rules! depth_step {
+    ($acc:ident, $pixels:ident, $wt:ident, $k:expr, $v:ty, $w:literal, $splat:expr, $load:ident,
+     $fma:ident) => {{
+        let k = $k;
+        let xv: [$v; S] = std::array::from_fn(|r| {
+            // SAFETY: element k < depth of row r (the caller's contract).
+            $splat(unsafe { &*$pixels[r].add(k) })
+        });
+        for j in 0..J {
+            // SAFETY: k's packed weights of columns $w j.. $w (j + 1).
+            let wv = unsafe { $load($wt.add((k * J + j) * $w)) };
+            for (row, &x) in $acc.iter_mut().zip(&xv) {
+                row[j] = $fma(wv, x, row[j]);
+            }
+        }
+    }};
+}
+
+/// Defines the kernel for one vector width (the register type and its intrinsics are all that
+/// differ between the AVX2 and the AVX-512 copy).
+macro_rules! rows_product {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $v:ty, $w:literal,
+     $zero:ident, $load:ident, $splat:expr, $fma:ident, $add:ident, $store:ident) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name<const R: usize, const S: usize, const J: usize>(
+            rows: &[*const f32],
+            depth: usize,
+            w: *const f32,
+            dst: *mut f32,
+            ld: usize,
+            n: usize,
+            bias: *const f32,
+        ) {
+            let has_bias = !bias.is_null();
+            let bias: [$v; J] = std::array::from_fn(|j| match bias.is_null() {
+                true => $zero(),
+                // SAFETY: column block j of the bias (the caller's contract).
+                false => unsafe { $load(bias.add($w * j)) },
+            });
+            let (blocks, tail) = (depth / UNROLL, depth % UNROLL);
+            for r0 in (0..R).step_by(S) {
+                if r0 >= n {
+                    break;
+                }
+                let mut acc = [[$zero(); J]; S];
+                for (tap, taps) in rows.chunks_exact(R).enumerate() {
+                    let pixels: [*const f32; S] = std::array::from_fn(|r| taps[r0 + r]);
+                    // SAFETY: tap `tap`'s packed weights (the caller's contract).
+                    let wt = unsafe { w.add(tap * depth * $w * J) };
+                    for c in 0..blocks {
+                        for kk in 0..UNROLL {
+                            depth_step!(acc, pixels, wt, c * UNROLL + kk, $v, $w, $splat, $load, $fma);
+                        }
+                    }
+                    for k in blocks * UNROLL..blocks * UNROLL + tail {
+                        depth_step!(acc, pixels, wt, k, $v, $w, $splat, $load, $fma);
+                    }
+                }
+                for (r, row) in acc.iter().enumerate().take(n - r0) {
+                    for (j, &v) in row.iter().enumerate() {
+                        let v = if has_bias { $add(v, bias[j]) } else { v };
+                        // SAFETY: row r0 + r < n of dst (the caller's contract).
+                        unsafe { $store(dst.add((r0 + r) * ld + $w * j), v) };
+                    }
+                }
+            }
+        }
+    };
+}
+
+rows_product!(
+    /// `dst[r][c] = sum over taps and k < depth of rows[tap * R + r][k] *
+    /// w[(tap * depth + k) * 8J + c]` for `c < 8J`, written to rows `r < n` at `dst + r * ld`,
+    /// plus `bias[c]` unless `bias` is null; on AVX2 (8-float vectors).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `R` is a multiple of `S` and `n <= R`; `rows.len()`
+    /// is a multiple of `R`, each pointer readable for `depth` floats (also those of rows
+    /// `n..R`, whose results are dropped); `w` readable for `rows.len() / R * depth * 8J`
+    /// floats; `dst` writable for `8J` floats at
+    /// each of its `n` rows; `bias` readable for `8J` floats unless null.
+    product_avx2, "avx2,fma", __m256, 8,
+    _mm256_setzero_ps, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
+    _mm256_storeu_ps
+);
+
+rows_product!(
+    /// [`product_avx2`] with `16J` columns, on AVX-512.
+    ///
+    /// # Safety
+    /// As [`product_avx2`] with `16J` columns, and AVX-512F instead of AVX2 and FMA.
+    product_avx512, "avx512f", __m512, 16,
+    _mm512_setzero_ps, _mm512_loadu_ps, |x: &f32| _mm512_set1_ps(*x), _mm512_fmadd_ps,
+    _mm512_add_ps, _mm512_storeu_ps
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::core::simd;
+
+    /// Every kernel copy gives each element the plain fused chain's bits, with a depth tail,
+    /// two taps, a bias, and fewer rows than the tile.
+    #[test]
+    fn matches_the_plain_chain() {
+        let (taps, depth, n) = (2, 37, 10);
+        const TILE: usize = 12;
+        let tile_rows = TILE;
+        let val = |i: usize| ((i * 7919 % 1000) as f32 - 500.0) / 250.0;
+        let x: Vec<f32> = (0..taps * tile_rows * depth).map(val).collect();
+        let rows: Vec<*const f32> = (0..taps * tile_rows)
+            .map(|i| x[i * depth..].as_ptr())
+            .collect();
+        for cols in [8, 16, 32] {
+            let w: Vec<f32> = (0..taps * depth * cols).map(|i| val(i + 3)).collect();
+            let bias: Vec<f32> = (0..cols).map(|i| val(i + 11)).collect();
+            let want: Vec<f32> = (0..n * cols)
+                .map(|e| {
+                    let (r, c) = (e / cols, e % cols);
+                    let mut s = 0.0f32;
+                    for tap in 0..taps {
+                        for k in 0..depth {
+                            let xv = x[(tap * tile_rows + r) * depth + k];
+                            s = xv.mul_add(w[(tap * depth + k) * cols + c], s);
+                        }
+                    }
+                    s + bias[c]
+                })
+                .collect();
+            let ld = cols + 3;
+            let run = |f: &dyn Fn(*mut f32)| {
+                let mut dst = vec![f32::NAN; n * ld];
+                f(dst.as_mut_ptr());
+                let got: Vec<f32> = (0..n * cols)
+                    .map(|e| dst[e / cols * ld + e % cols])
+                    .collect();
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{cols} columns"
+                );
+            };
+            let (w, b) = (w.as_ptr(), bias.as_ptr());
+            // SAFETY: the level guards the CPU features; the buffers have the extents above.
+            unsafe {
+                if simd::level() >= 2 {
+                    match cols {
+                        8 => run(&|d| product_avx2::<TILE, 3, 1>(&rows, depth, w, d, ld, n, b)),
+                        16 => run(&|d| product_avx2::<TILE, 4, 2>(&rows, depth, w, d, ld, n, b)),
+                        _ => run(&|d| product_avx2::<TILE, 3, 4>(&rows, depth, w, d, ld, n, b)),
+                    }
+                }
+                if simd::level() >= 3 && cols >= 16 {
+                    match cols {
+                        16 => run(&|d| product_avx512::<TILE, 6, 1>(&rows, depth, w, d, ld, n, b)),
+                        _ => run(&|d| product_avx512::<TILE, 4, 2>(&rows, depth, w, d, ld, n, b)),
+                    }
+                }
+            }
+        }
+    }
+}
