@@ -9,6 +9,7 @@ use crate::error::{FooError, FooResult};
 use crate::kernels::core::element::Element;
 use crate::kernels::core::float::{FloatStore, Math};
 use crate::kernels::core::parallel::SendPtr;
+use crate::kernels::core::simd::{FastExp, Isa};
 use crate::tensor::{Scalar, TensorMut, TensorRef};
 use half::{bf16, f16};
 use num_traits::{Float, One, Zero};
@@ -991,7 +992,10 @@ fn lse_one<M: Float>(x: M) -> Lse<M> {
     }
 }
 
-impl<F: FloatStore> Reducer for LogSumExp<F> {
+impl<F: FloatStore> Reducer for LogSumExp<F>
+where
+    F::M: FastExp,
+{
     type In = F;
     type Acc = Lse<F::M>;
     fn init(&self) -> Lse<F::M> {
@@ -1008,7 +1012,18 @@ impl<F: FloatStore> Reducer for LogSumExp<F> {
             for block in xs.chunks(BLOCK) {
                 let m = fold_lanes(block, F::M::neg_infinity(), |x: F| x.load(), nanmax);
                 let shift = if m.is_finite() { m } else { F::M::zero() };
-                let s = fold_sum(block, F::M::zero(), |x: F| (x.load() - shift).exp());
+                // The vectorizable exp (libm's is a call per element, which kept this loop
+                // scalar: 2.6x the CPU's time on 1000x1000 float32), with FMA where the
+                // lanes' copy has it.
+                let s = if crate::kernels::core::simd::level() >= 2 {
+                    fold_sum(block, F::M::zero(), |x: F| {
+                        (x.load() - shift).fexp(Isa::FMA)
+                    })
+                } else {
+                    fold_sum(block, F::M::zero(), |x: F| {
+                        (x.load() - shift).fexp(Isa::BASELINE)
+                    })
+                };
                 *acc = lse_merge(*acc, Lse { m, shift, s });
             }
             return;
