@@ -276,6 +276,32 @@ def test_ties_and_nan():
     check(lambda t: torch.min(t, 0), -z[:2])
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_extremes_with_ties_nan_and_signed_zeros(dtype):
+    # Half types compare in float32 in the vector loops: values, first-index ties, NaN and
+    # infinities must come back exactly as the CPU's, on short and long (multi-block) rows.
+    y = sample((4, 5000), torch.float32).to(dtype)
+    y[0, 4000] = 100.0
+    y[0, 4500] = 100.0
+    y[1, 10] = -100.0
+    y[1, 3000] = -100.0
+    y[2, 4999] = math.nan
+    y[3, :] = 0.0
+    y[3, 7] = -0.0
+    y[3, 4096] = math.inf
+    for x in [y, y[:, :40]]:
+        for fn in [
+            lambda t: torch.amax(t, 1),
+            lambda t: torch.amin(t, 1),
+            lambda t: torch.max(t, 1),
+            lambda t: torch.min(t, 1),
+            lambda t: torch.argmax(t, 1),
+            lambda t: torch.argmin(t, 1),
+            lambda t: t.max(),
+        ]:
+            check(fn, x)
+
+
 def test_empty_and_errors():
     e = torch.empty(0, 3)
     for fn in [
