@@ -56,6 +56,9 @@ for dtype in (torch.float32, torch.bfloat16):
     digest(f"linear/{tag}", y, x.grad, w.grad)
     x, w = leaf(5, 300, dtype=dtype), leaf(4000, 300, dtype=dtype, seed=1)  # a few rows: gemm::skinny
     digest(f"linear-few-rows/{tag}", F.linear(x, w))
+    # Many rows, depth over 512, the bias in the kernel (gemm::linear), 7 panels over 8 threads.
+    x, w, b = leaf(256, 700, dtype=dtype), leaf(200, 700, dtype=dtype, seed=1), leaf(200, dtype=dtype, seed=2)
+    digest(f"linear-bias-deep/{tag}", F.linear(x, w, b), F.linear(x[:, :300], w[:, :300]))
 
 x = leaf(4096, 37)
 digest("sum", x.sum(), x.sum(0), x.sum(1), x.mean(), x.var(0), x.std(1), x.norm(), x.prod(1), x.cumsum(0))

@@ -57,6 +57,28 @@ def test_linear_layout_with_fewer_rows_than_outputs(dtype, m, k, n):
     assert_same(got, want, **t)
 
 
+@pytest.mark.parametrize("m,k,n", [(256, 256, 1024), (300, 700, 45), (520, 512, 256), (130, 19, 33)])
+def test_linear_layout_with_many_rows(m, k, n):
+    # float32 `x @ w.t()` with many rows packs `w` into panels for the pointer-row kernel
+    # (`gemm::linear`), which adds F.linear's bias in its epilogue, or adds the product to the
+    # output's values (addmm_ in place, depth summed in pieces over 512): against the CPU, with
+    # whole and partial panels, strided rows of x and w, and an output with rows further apart.
+    dtype = torch.float32
+    x, w, c = sample((m, k + 3), dtype, seed=1)[:, :k], sample((n, k), dtype, seed=2), sample((m, n), dtype, seed=3)
+    t = tol(dtype, k)
+    check(lambda x, w: x @ w.t(), x, w, **t)
+    check(lambda x, w, b: F.linear(x, w, b), x, w, c[0], **t)
+    check(lambda x, w, b: F.linear(x, w, b), x, sample((n, k + 1), dtype, seed=4)[:, :k], c[1], **t)
+    check(lambda c, x, w: c.clone().addmm_(x, w.t()), c, x, w, **t)
+    check(lambda c, x, w: torch.addmm(c, x, w.t(), beta=0.5, alpha=2.0), c, x, w, **t)
+    check(lambda c, x, w: torch.addmm(c[:, :1], x, w.t()), c, x, w, **t)  # a column, not a row
+    want = torch.zeros(m, n + 3, dtype=dtype)
+    got = want.to(FOO)
+    torch.addmm(c[0], x, w.t(), out=want[:, :n])
+    torch.addmm(c[0].to(FOO), x.to(FOO), w.to(FOO).t(), out=got[:, :n])
+    assert_same(got, want, **t)
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
 def test_mm_integer(dtype):
     a, b = sample((9, 11), dtype, seed=5), sample((11, 4), dtype, seed=6)

@@ -12,7 +12,7 @@
 
 use super::core::copy::copy;
 use super::core::element::Element;
-use super::core::gemm::{bf16, gemm_raw, GemmElem, Mat, GEMM_SPLIT_FLOPS};
+use super::core::gemm::{self, bf16, gemm_raw, GemmElem, Mat, GEMM_SPLIT_FLOPS};
 use super::core::layout::GRAIN;
 use super::core::parallel::{par_chunks_mut, parallel_for, SendPtr};
 use super::core::reduced::{convert_bits, par_convert, store_f32, to_f32_vec, Bf16Flushed};
@@ -290,6 +290,12 @@ fn gemm_batched<T: GemmElem>(
     let beta_v = T::from_scalar(beta);
     let alpha_v = T::from_scalar(alpha);
     let use_c = c.filter(|_| beta_v != T::ZERO);
+    if let Some(bias) = use_c.filter(|_| bs == 1 && beta_v == T::ONE && k > 0) {
+        // SAFETY: as for `gemm_raw` below; the bias row is `n` elements of `c`.
+        if unsafe { linear_with_bias_row::<T>(out, a, b, bias, alpha_v) } {
+            return Ok(());
+        }
+    }
     // Stage `beta * c` in `out`, then accumulate the product onto it.
     if let Some(c) = use_c {
         let in_place = std::ptr::eq(c.ptr, out.ptr as *const u8) && c.strides == out.strides;
@@ -342,6 +348,47 @@ fn gemm_batched<T: GemmElem>(
         (0..bs).for_each(|i| one(i, true));
     }
     Ok(())
+}
+
+/// `out = bias + a @ b` in one pass when `c` is a row repeated down the output (addmm's
+/// expanded bias, as `nn.Linear` calls it) and the product is float32 `a @ w.t()` that
+/// [`gemm::linear_with_bias`] runs: the bias is added in the kernel's epilogue instead of being
+/// copied into the output first. False, with nothing written, otherwise.
+///
+/// # Safety
+/// The operands are live tensors of [`matmul`]'s checked shapes, a single batch, and the output
+/// overlaps none of them.
+unsafe fn linear_with_bias_row<T: GemmElem>(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: &TensorRef,
+    alpha: T,
+) -> bool {
+    let (m, n, k) = (a.shape[1], b.shape[2], a.shape[2]);
+    let row = (c.strides[1] == 0 || m == 1) && (c.strides[2] == 1 || n == 1);
+    if T::DTYPE != DType::F32 || alpha != T::ONE || !row || out.strides[2] != 1 && n > 1 {
+        return false;
+    }
+    let mat = |t: &TensorRef| Mat {
+        ptr: t.ptr as *const f32,
+        rs: t.strides[1],
+        cs: t.strides[2],
+    };
+    // SAFETY: forwarded; the output's rows are dense (checked).
+    unsafe {
+        gemm::linear_with_bias(
+            m,
+            n,
+            k,
+            out.ptr as *mut f32,
+            out.strides[1],
+            mat(a),
+            mat(b),
+            c.ptr as *const f32,
+            true,
+        )
+    }
 }
 
 /// Visits every element of a 3-D output: `f(offset)` in elements.

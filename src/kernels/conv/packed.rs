@@ -855,10 +855,18 @@ unsafe fn tile_kernel_rows_any(
     // SAFETY: the caller's contract.
     unsafe {
         match (simd::level() >= 3, width == 32) {
-            (true, true) => rows::product_avx512::<R, R2, 2>(rows, depth, w, dst, ld, n, bias),
-            (true, false) => rows::product_avx512::<R, R2, 1>(rows, depth, w, dst, ld, n, bias),
-            (false, true) => rows::product_avx2::<R, R3, 4>(rows, depth, w, dst, ld, n, bias),
-            (false, false) => rows::product_avx2::<R, R2, 2>(rows, depth, w, dst, ld, n, bias),
+            (true, true) => {
+                rows::product_avx512::<R, R2, 2>(rows, depth, w, dst, ld, n, bias, false)
+            }
+            (true, false) => {
+                rows::product_avx512::<R, R2, 1>(rows, depth, w, dst, ld, n, bias, false)
+            }
+            (false, true) => {
+                rows::product_avx2::<R, R3, 4>(rows, depth, w, dst, ld, n, bias, false)
+            }
+            (false, false) => {
+                rows::product_avx2::<R, R2, 2>(rows, depth, w, dst, ld, n, bias, false)
+            }
         }
     }
 }

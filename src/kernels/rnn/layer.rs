@@ -343,10 +343,10 @@ impl<F: LayerFloat> RecurrentProduct<F> {
                         unsafe {
                             match cols {
                                 32 => product_avx512::<PANEL_ROWS, PANEL_ROWS, 2>(
-                                    tile, h, w, d, ld, n, null,
+                                    tile, h, w, d, ld, n, null, false,
                                 ),
                                 _ => product_avx2::<PANEL_ROWS, PANEL_ROWS, 2>(
-                                    tile, h, w, d, ld, n, null,
+                                    tile, h, w, d, ld, n, null, false,
                                 ),
                             }
                         }

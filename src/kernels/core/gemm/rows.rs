@@ -56,6 +56,7 @@ macro_rules! rows_product {
             ld: usize,
             n: usize,
             bias: *const f32,
+            add_dst: bool,
         ) {
             let has_bias = !bias.is_null();
             let bias: [$v; J] = std::array::from_fn(|j| match bias.is_null() {
@@ -86,7 +87,11 @@ macro_rules! rows_product {
                     for (j, &v) in row.iter().enumerate() {
                         let v = if has_bias { $add(v, bias[j]) } else { v };
                         // SAFETY: row r0 + r < n of dst (the caller's contract).
-                        unsafe { $store(dst.add((r0 + r) * ld + $w * j), v) };
+                        let at = unsafe { dst.add((r0 + r) * ld + $w * j) };
+                        // SAFETY: as above; read before it is written.
+                        let v = if add_dst { $add(unsafe { $load(at) }, v) } else { v };
+                        // SAFETY: as above.
+                        unsafe { $store(at, v) };
                     }
                 }
             }
@@ -96,15 +101,16 @@ macro_rules! rows_product {
 
 rows_product!(
     /// `dst[r][c] = sum over taps and k < depth of rows[tap * R + r][k] *
-    /// w[(tap * depth + k) * 8J + c]` for `c < 8J`, written to rows `r < n` at `dst + r * ld`,
-    /// plus `bias[c]` unless `bias` is null; on AVX2 (8-float vectors).
+    /// w[(tap * depth + k) * 8J + c]` for `c < 8J`, plus `bias[c]` unless `bias` is null,
+    /// added to what `dst` holds if `add_dst` (a product summed over depth in pieces), written to
+    /// rows `r < n` at `dst + r * ld`; on AVX2 (8-float vectors).
     ///
     /// # Safety
     /// The CPU must support AVX2 and FMA; `R` is a multiple of `S` and `n <= R`; `rows.len()`
     /// is a multiple of `R`, each pointer readable for `depth` floats (also those of rows
     /// `n..R`, whose results are dropped); `w` readable for `rows.len() / R * depth * 8J`
-    /// floats; `dst` writable for `8J` floats at
-    /// each of its `n` rows; `bias` readable for `8J` floats unless null.
+    /// floats; `dst` writable (and readable if `add_dst`) for `8J` floats at each of its `n`
+    /// rows; `bias` readable for `8J` floats unless null.
     product_avx2, "avx2,fma", __m256, 8,
     _mm256_setzero_ps, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
     _mm256_storeu_ps
@@ -126,7 +132,7 @@ mod tests {
     use crate::kernels::core::simd;
 
     /// Every kernel copy gives each element the plain fused chain's bits, with a depth tail,
-    /// two taps, a bias, and fewer rows than the tile.
+    /// two taps, a bias, fewer rows than the tile, and added to the output's values.
     #[test]
     fn matches_the_plain_chain() {
         let (taps, depth, n) = (2, 37, 10);
@@ -154,33 +160,47 @@ mod tests {
                 })
                 .collect();
             let ld = cols + 3;
-            let run = |f: &dyn Fn(*mut f32)| {
-                let mut dst = vec![f32::NAN; n * ld];
-                f(dst.as_mut_ptr());
-                let got: Vec<f32> = (0..n * cols)
-                    .map(|e| dst[e / cols * ld + e % cols])
-                    .collect();
-                assert!(
-                    got.iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{cols} columns"
-                );
+            // Each kernel runs twice: into a fresh output, then adding to the values it holds.
+            let run = |f: &dyn Fn(*mut f32, bool)| {
+                for add in [false, true] {
+                    let old = |e: usize| val(e + 17);
+                    let mut dst: Vec<f32> = match add {
+                        true => (0..n * ld).map(old).collect(),
+                        false => vec![f32::NAN; n * ld],
+                    };
+                    f(dst.as_mut_ptr(), add);
+                    let same = (0..n * cols).all(|e| {
+                        let at = e / cols * ld + e % cols;
+                        let want = if add { old(at) + want[e] } else { want[e] };
+                        dst[at].to_bits() == want.to_bits()
+                    });
+                    assert!(same, "{cols} columns, adding {add}");
+                }
             };
             let (w, b) = (w.as_ptr(), bias.as_ptr());
             // SAFETY: the level guards the CPU features; the buffers have the extents above.
             unsafe {
                 if simd::level() >= 2 {
                     match cols {
-                        8 => run(&|d| product_avx2::<TILE, 3, 1>(&rows, depth, w, d, ld, n, b)),
-                        16 => run(&|d| product_avx2::<TILE, 4, 2>(&rows, depth, w, d, ld, n, b)),
-                        _ => run(&|d| product_avx2::<TILE, 3, 4>(&rows, depth, w, d, ld, n, b)),
+                        8 => run(&|d, add| {
+                            product_avx2::<TILE, 3, 1>(&rows, depth, w, d, ld, n, b, add)
+                        }),
+                        16 => run(&|d, add| {
+                            product_avx2::<TILE, 4, 2>(&rows, depth, w, d, ld, n, b, add)
+                        }),
+                        _ => run(&|d, add| {
+                            product_avx2::<TILE, 3, 4>(&rows, depth, w, d, ld, n, b, add)
+                        }),
                     }
                 }
                 if simd::level() >= 3 && cols >= 16 {
                     match cols {
-                        16 => run(&|d| product_avx512::<TILE, 6, 1>(&rows, depth, w, d, ld, n, b)),
-                        _ => run(&|d| product_avx512::<TILE, 4, 2>(&rows, depth, w, d, ld, n, b)),
+                        16 => run(&|d, add| {
+                            product_avx512::<TILE, 6, 1>(&rows, depth, w, d, ld, n, b, add)
+                        }),
+                        _ => run(&|d, add| {
+                            product_avx512::<TILE, 4, 2>(&rows, depth, w, d, ld, n, b, add)
+                        }),
                     }
                 }
             }

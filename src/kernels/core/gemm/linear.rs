@@ -1,0 +1,375 @@
+//! The linear layer's product in float32, `dst = a @ w.t() (+ bias) (+ dst)` with `a`'s and
+//! `w`'s rows dense (`w` stored `n x k`, as `nn.Linear` keeps it), on the pointer-row kernel of
+//! [`super::rows`]: the rows of `a` are read where they lie, and `w` is packed once per call
+//! into `[k][W]` panels of `W` output columns, so there is neither the transposed copy of `w`
+//! that `gemm` needs to read it fast ([`super::nt`]) nor `gemm`'s own packing of both operands
+//! after it, and the bias is added in the kernel's epilogue instead of being copied into the
+//! output first. On a Zen 4 (2 threads, BERT's layers, weights not in the caches) the copy
+//! and the two packings had been a tenth of a linear layer's time.
+//!
+//! Each output element is one fused multiply-add chain per [`GEMM_DEPTH`] piece of the depth,
+//! in order, then `+ bias`, then added to the running total: the bits of [`super::gemm_raw`]'s
+//! `gemm` path, whatever the split over threads.
+
+use super::rows::{product_avx2, product_avx512};
+use super::{depth_pieces, GEMM_SPLIT_FLOPS};
+use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::scratch::with_scratch;
+use crate::kernels::core::simd;
+use crate::kernels::core::transpose::transpose8x8_32;
+
+/// Rows of `a` per kernel call, in sub-tiles of [`SUB_ROWS`].
+const TILE_ROWS: usize = 16;
+/// Rows per register sub-tile: 4 rows x 2 vectors (the LSTM's choice, see `kernels::rnn`).
+const SUB_ROWS: usize = 4;
+/// Bytes of `a`'s rows one pass over the panels reads, so that they stay in a core's L2.
+const ROWS_BYTES: usize = 256 << 10;
+
+/// A product `dst = a @ w.t() (+ bias) (+ dst)`: `a` is `m x k` (rows `lda` apart), `w` is
+/// `n x k` (rows `ldw` apart), `dst` is `m x n` (rows `ldd` apart); the elements of each row
+/// are adjacent.
+#[derive(Clone, Copy)]
+pub struct Linear {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: *const f32,
+    pub lda: isize,
+    pub w: *const f32,
+    pub ldw: isize,
+    pub dst: *mut f32,
+    pub ldd: isize,
+    /// `n` floats added to every row, or null.
+    pub bias: *const f32,
+    /// The product is added to what `dst` holds.
+    pub add_dst: bool,
+}
+
+/// The panel width: 2 vectors of the widest float32 registers this CPU has (AVX-512: 32
+/// columns, AVX2: 16); none without AVX2 and FMA.
+pub fn panel_width() -> Option<usize> {
+    match simd::level() {
+        l if l >= 3 => Some(32),
+        2 => Some(16),
+        _ => None,
+    }
+}
+
+/// Computes `p`, split over the helper threads when `parallel` (from a thread that is not one of
+/// rayon's) and the product is large enough.
+///
+/// # Safety
+/// The three matrices (and the bias) must be live memory of the given extents; `dst` must not
+/// overlap the operands nor itself; the CPU must have a [`panel_width`].
+pub unsafe fn product(p: Linear, parallel: bool) {
+    let threads = crate::runtime::pool::num_threads();
+    let in_pool = rayon::current_thread_index().is_some();
+    let parts = match parallel && !in_pool && p.m * p.n * p.k >= GEMM_SPLIT_FLOPS {
+        true => threads,
+        false => 1,
+    };
+    // SAFETY: forwarded.
+    unsafe { split_product(p, parts) }
+}
+
+// SAFETY: a `Linear` is shared between the threads of one product, which read its operands and
+// write disjoint blocks of its output ([`split_product`]).
+unsafe impl Sync for Linear {}
+
+/// [`product`] cut into about `parts` blocks, run with [`parallel_for`].
+///
+/// # Safety
+/// As [`product`].
+unsafe fn split_product(p: Linear, parts: usize) {
+    let Some(width) = panel_width() else {
+        unreachable!("linear::product without AVX2")
+    };
+    if p.m == 0 || p.n == 0 {
+        return;
+    }
+    let panels = p.n.div_ceil(width);
+    // Columns first: each block packs only its own columns of `w`. Rows too when there are
+    // fewer panels than parts, or many more rows than columns (each block reads all the rows
+    // of `a` that it multiplies).
+    let col_blocks = match 8 * p.n >= p.m {
+        true => parts.min(panels),
+        false => 1,
+    };
+    let row_blocks = (parts / col_blocks).clamp(1, p.m.div_ceil(TILE_ROWS));
+    let panels_per_block = panels.div_ceil(col_blocks);
+    let col_blocks = panels.div_ceil(panels_per_block);
+    let rows_per_block = p.m.div_ceil(row_blocks).next_multiple_of(SUB_ROWS);
+    let row_blocks = p.m.div_ceil(rows_per_block);
+    let run = |s: usize, e: usize| {
+        for blk in s..e {
+            let (bi, bj) = (blk / col_blocks, blk % col_blocks);
+            let (r0, c0) = (bi * rows_per_block, bj * panels_per_block * width);
+            let rows = r0..(r0 + rows_per_block).min(p.m);
+            let cols = c0..(c0 + panels_per_block * width).min(p.n);
+            // SAFETY: the blocks partition dst; the rest is the caller's contract.
+            unsafe { block_product(&p, rows, cols, width) };
+        }
+    };
+    match row_blocks * col_blocks {
+        1 => run(0, 1),
+        blocks => parallel_for(blocks, 1, &run),
+    }
+}
+
+/// Rows `rows` x columns `cols` of `p`'s output, on the calling thread.
+///
+/// # Safety
+/// As [`product`]; the block's part of `dst` is written only here.
+unsafe fn block_product(
+    p: &Linear,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    width: usize,
+) {
+    let panels = cols.len().div_ceil(width);
+    for (k0, k1) in depth_pieces(p.k) {
+        let depth = k1 - k0;
+        with_scratch::<f32, _>(panels * width * depth, |packed| {
+            // SAFETY: rows cols of `w`, depths k0..k1, exist (the caller's contract).
+            unsafe { pack(p, cols.clone(), k0, depth, width, packed) };
+            let block_rows = (ROWS_BYTES / (4 * depth)).next_multiple_of(TILE_ROWS);
+            let mut r = rows.start;
+            while r < rows.end {
+                let r_end = (r + block_rows).min(rows.end);
+                for (i, panel) in packed.chunks_exact(width * depth).enumerate() {
+                    let c = cols.start + i * width;
+                    let n = (cols.end - c).min(width);
+                    let bias = match p.bias.is_null() || k0 > 0 {
+                        true => std::ptr::null(),
+                        false => p.bias.wrapping_add(c),
+                    };
+                    let add = p.add_dst || k0 > 0;
+                    for t in (r..r_end).step_by(TILE_ROWS) {
+                        let tile = (r_end - t).min(TILE_ROWS);
+                        // Rows past the block's end read its last row; their results are dropped.
+                        let ptrs: [*const f32; TILE_ROWS] = std::array::from_fn(|j| {
+                            let row = (t + j.min(tile - 1)) as isize;
+                            p.a.wrapping_offset(row * p.lda).wrapping_add(k0)
+                        });
+                        let dst = p.dst.wrapping_offset(t as isize * p.ldd).wrapping_add(c);
+                        // SAFETY: the tile's rows of `a` hold depths k0..k1, the panel
+                        // `depth * width` floats, dst rows t..t + tile at columns c..c + n.
+                        unsafe {
+                            tile_product(&ptrs, depth, panel, dst, p.ldd, tile, n, bias, add)
+                        };
+                    }
+                }
+                r = r_end;
+            }
+        });
+    }
+}
+
+/// One kernel call: `tile` rows of `n <= width` columns at `dst`; a panel of fewer columns
+/// than its width goes through a tile-sized buffer (the kernel writes whole vectors).
+///
+/// # Safety
+/// As [`block_product`]'s calls: `bias`, if not null, holds `n` floats.
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_product(
+    rows: &[*const f32; TILE_ROWS],
+    depth: usize,
+    panel: &[f32],
+    dst: *mut f32,
+    ldd: isize,
+    tile: usize,
+    n: usize,
+    bias: *const f32,
+    add: bool,
+) {
+    let width = panel.len() / depth;
+    let w = panel.as_ptr();
+    // SAFETY: the CPU has the kernel's features (panel_width); the caller's contract.
+    let kernel = |dst: *mut f32, ld: usize, bias: *const f32| unsafe {
+        match width {
+            32 => {
+                product_avx512::<TILE_ROWS, SUB_ROWS, 2>(rows, depth, w, dst, ld, tile, bias, add)
+            }
+            _ => product_avx2::<TILE_ROWS, SUB_ROWS, 2>(rows, depth, w, dst, ld, tile, bias, add),
+        }
+    };
+    if n == width {
+        kernel(dst, ldd as usize, bias);
+        return;
+    }
+    let mut buf = [0f32; TILE_ROWS * 32];
+    let mut padded = [0f32; 32];
+    for r in 0..tile {
+        if add {
+            // SAFETY: row r of the tile's dst, n floats.
+            let src = unsafe { std::slice::from_raw_parts(dst.offset(r as isize * ldd), n) };
+            buf[r * width..r * width + n].copy_from_slice(src);
+        }
+    }
+    if !bias.is_null() {
+        // SAFETY: n floats of bias.
+        padded[..n].copy_from_slice(unsafe { std::slice::from_raw_parts(bias, n) });
+    }
+    let bias = match bias.is_null() {
+        true => std::ptr::null(),
+        false => padded.as_ptr(),
+    };
+    kernel(buf.as_mut_ptr(), width, bias);
+    for r in 0..tile {
+        // SAFETY: row r of the tile's dst, n floats, written only here.
+        let out = unsafe { std::slice::from_raw_parts_mut(dst.offset(r as isize * ldd), n) };
+        out.copy_from_slice(&buf[r * width..r * width + n]);
+    }
+}
+
+/// Packs rows `cols` of `w`, depths `k0..k0 + depth`, into `[depth][width]` panels: panel `i`
+/// holds columns `cols.start + i * width..`, zeros past `cols.end`.
+///
+/// # Safety
+/// The CPU has AVX2; those elements of `w` exist; `out` holds the panels.
+#[target_feature(enable = "avx2")]
+unsafe fn pack(
+    p: &Linear,
+    cols: std::ops::Range<usize>,
+    k0: usize,
+    depth: usize,
+    width: usize,
+    out: &mut [f32],
+) {
+    let whole = depth - depth % 8;
+    for (i, panel) in out.chunks_exact_mut(width * depth).enumerate() {
+        let c = cols.start + i * width;
+        let n = (cols.end - c).min(width);
+        let row = |j: usize| {
+            p.w.wrapping_offset((c + j) as isize * p.ldw)
+                .wrapping_add(k0)
+        };
+        let eights = match n == width {
+            true => width,
+            false => 0,
+        };
+        for j in (0..eights).step_by(8) {
+            for k in (0..whole).step_by(8) {
+                // SAFETY: rows c + j..c + j + 8 of `w` at depths k0 + k..k0 + k + 8, and the
+                // panel's depths k..k + 8 at columns j..j + 8.
+                unsafe {
+                    transpose8x8_32(
+                        row(j).add(k),
+                        p.ldw,
+                        panel.as_mut_ptr().add(k * width + j),
+                        width,
+                    )
+                };
+            }
+        }
+        for j in 0..width {
+            let from = match j < eights {
+                true => whole,
+                false => 0,
+            };
+            for k in from..depth {
+                panel[k * width + j] = match j < n {
+                    // SAFETY: element k0 + k of row c + j of `w`.
+                    true => unsafe { *row(j).add(k) },
+                    false => 0.0,
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::core::gemm::{gemm_plain, Mat};
+
+    /// The product has the bits of `gemm` over the same depth pieces (with the bias and the
+    /// output's values added as `gemm_raw`'s staging adds them), for ragged shapes, depths over
+    /// one piece, any split over threads, and strided rows.
+    #[test]
+    fn matches_gemm_bit_for_bit() {
+        if panel_width().is_none() {
+            return;
+        }
+        let val = |i: usize, s: usize| ((i * 7919 + s * 104729) % 1000) as f32 * 1e-3 - 0.5;
+        for (m, n, k) in [(37, 45, 19), (64, 96, 600), (9, 33, 1030), (130, 16, 256)] {
+            let (lda, ldw, ldd) = (k + 3, k + 1, n + 5);
+            let a: Vec<f32> = (0..m * lda).map(|i| val(i, 1)).collect();
+            let w: Vec<f32> = (0..n * ldw).map(|i| val(i, 2)).collect();
+            let bias: Vec<f32> = (0..n).map(|i| val(i, 3)).collect();
+            let init: Vec<f32> = (0..m * ldd).map(|i| val(i, 4)).collect();
+            for (with_bias, add_dst) in [(false, false), (true, false), (false, true)] {
+                // gemm_raw's staging: the bias (or the old output) in dst, then gemm adds.
+                let mut want = match (with_bias, add_dst) {
+                    (true, _) => (0..m * ldd).map(|i| bias[(i % ldd).min(n - 1)]).collect(),
+                    (_, true) => init.clone(),
+                    _ => vec![0.0; m * ldd],
+                };
+                for (k0, k1) in depth_pieces(k) {
+                    let mut piece = vec![0f32; m * n];
+                    // SAFETY: owned matrices of the product's extents.
+                    unsafe {
+                        gemm_plain(
+                            m,
+                            n,
+                            k1 - k0,
+                            piece.as_mut_ptr(),
+                            n as isize,
+                            1,
+                            Mat {
+                                ptr: a.as_ptr().add(k0),
+                                rs: lda as isize,
+                                cs: 1,
+                            },
+                            Mat {
+                                ptr: w.as_ptr().add(k0),
+                                rs: 1,
+                                cs: ldw as isize,
+                            },
+                        )
+                    };
+                    let first = k0 == 0 && !with_bias && !add_dst;
+                    for i in 0..m {
+                        for j in 0..n {
+                            let v = piece[i * n + j];
+                            let d = &mut want[i * ldd + j];
+                            *d = if first { v } else { *d + v };
+                        }
+                    }
+                }
+                for parts in [1, 2, 3, 5] {
+                    let mut dst = init.clone();
+                    let p = Linear {
+                        m,
+                        n,
+                        k,
+                        a: a.as_ptr(),
+                        lda: lda as isize,
+                        w: w.as_ptr(),
+                        ldw: ldw as isize,
+                        dst: dst.as_mut_ptr(),
+                        ldd: ldd as isize,
+                        bias: match with_bias {
+                            true => bias.as_ptr(),
+                            false => std::ptr::null(),
+                        },
+                        add_dst,
+                    };
+                    // SAFETY: owned matrices of the product's extents.
+                    unsafe { split_product(p, parts) };
+                    for i in 0..m {
+                        for j in 0..ldd {
+                            let (got, exp) = (dst[i * ldd + j], want[i * ldd + j]);
+                            let exp = if j < n { exp } else { init[i * ldd + j] };
+                            assert_eq!(
+                                got.to_bits(),
+                                exp.to_bits(),
+                                "{m}x{n}x{k} bias {with_bias} add {add_dst} in {parts} ({i}, {j})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
