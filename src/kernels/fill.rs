@@ -23,7 +23,7 @@ pub fn fill(dst: &TensorMut, value: &Scalar) -> FooResult<()> {
             // SAFETY: rows of a live, writable tensor without internal overlap.
             unsafe {
                 if stride == 1 {
-                    std::slice::from_raw_parts_mut(p, len).fill(v);
+                    fill_dense(std::slice::from_raw_parts_mut(p, len), v);
                 } else {
                     for i in 0..len as isize {
                         *p.offset(i * stride) = v;
@@ -33,6 +33,19 @@ pub fn fill(dst: &TensorMut, value: &Scalar) -> FooResult<()> {
         });
     });
     Ok(())
+}
+
+crate::multiversion!(fn fill_dense<T: Element>(dst: &mut [T], v: T) => fill_dense_body);
+
+/// A dense run set to `v`, in the widest stores the CPU has: `slice::fill` in the crate's
+/// baseline x86-64 code stored 16 bytes at a time, and filling 4 MB (a gradient of ones,
+/// `[32, 32, 32, 32]`) took 41-69 us on 2 threads against the CPU backend's 26-35 (Zen 4).
+#[inline(always)]
+fn fill_dense_body<T: Element>(dst: &mut [T], v: T) {
+    // A `for` loop: `fill` is a std function that need not be inlined into this copy.
+    for x in dst.iter_mut() {
+        *x = v;
+    }
 }
 
 #[cfg(test)]
