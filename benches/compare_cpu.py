@@ -118,6 +118,13 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         x, w, b = torch.randn(256, 512).to(dev), torch.randn(512, 512).to(dev), torch.randn(512).to(dev)
         return lambda: torch.nn.functional.linear(x, w, b)
 
+    def linear_layers(dev: torch.device) -> Callable[[], object]:
+        # A model's linear layers (BERT's 1024 -> 256): 24 weights, 24 MB in all, so each call
+        # reads its weight from memory or the last-level cache, as in a forward pass.
+        x = torch.randn(256, 1024).to(dev)
+        layers = [(torch.randn(256, 1024).to(dev), torch.randn(256).to(dev)) for _ in range(24)]
+        return lambda: [torch.nn.functional.linear(x, w, b) for w, b in layers]
+
     def conv(backward: bool, channels_last: bool = False) -> Callable[[torch.device], Callable[[], object]]:
         fmt = torch.channels_last if channels_last else torch.contiguous_format
 
@@ -269,6 +276,7 @@ def cases() -> dict[str, Callable[[torch.device], Callable[[], object]]]:
         "mm 1024 bfloat16": mm(1024, torch.bfloat16),
         "bmm 32x128x128": bmm,
         "linear 256x512->512": linear,
+        "24 linear layers 256x1024->256, weights cold": linear_layers,
         "conv2d fwd [32,16,32,32] 3x3": conv(False),
         "conv2d fwd+bwd [32,16,32,32] 3x3": conv(True),
         "conv2d channels_last fwd [32,16,32,32] 3x3": conv(False, channels_last=True),
