@@ -79,6 +79,25 @@ def test_linear_layout_with_many_rows(m, k, n):
     assert_same(got, want, **t)
 
 
+def test_linear_with_many_rows_broadcast_zero_size_and_gradients():
+    # The pointer-row linear kernel (`gemm::linear`) with a broadcast input (every row the same
+    # memory), no rows or no outputs, and the gradients of a linear layer that takes it.
+    dtype, (m, k, n) = torch.float32, (256, 300, 200)
+    t = tol(dtype, k)
+    w, b = sample((n, k), dtype, seed=2), sample((n,), dtype, seed=3)
+    check(lambda x, w, b: F.linear(x, w, b), sample((1, k), dtype, seed=1).expand(m, k), w, b, **t)
+    check(lambda x, w, b: F.linear(x, w, b), sample((0, k), dtype, seed=1), w, b, **t)
+    check(lambda x, w, b: F.linear(x, w, b), sample((m, k), dtype, seed=1), w[:0], b[:0], **t)
+    x = sample((m, k), dtype, seed=1).requires_grad_()
+    wl, bl = w.clone().requires_grad_(), b.clone().requires_grad_()
+    gy = sample((m, n), dtype, seed=4)
+    F.linear(x, wl, bl).backward(gy)
+    xf, wf, bf = to_foo([x, wl, bl])
+    F.linear(xf, wf, bf).backward(gy.to(FOO))
+    for got, want in [(xf.grad, x.grad), (wf.grad, wl.grad), (bf.grad, bl.grad)]:
+        assert_same(got, want, atol=1e-3, rtol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
 def test_mm_integer(dtype):
     a, b = sample((9, 11), dtype, seed=5), sample((11, 4), dtype, seed=6)
