@@ -176,6 +176,10 @@ CHANNELS_LAST_CASES = [
     (3, 5, 7, 16, 3, {"stride": 2, "padding": 1}),  # 45 k's, runs across packed blocks
     (3, 16, 9, 48, 3, {"padding": 1}),
     (2, 32, 10, 64, 3, {"stride": 2, "padding": 1}),
+    # 64 or more output pixels: the direct kernel's weight gradient for an RGB stem, GEMMs over
+    # channels-last columns from 8 input channels on.
+    (2, 3, 18, 32, 7, {"stride": 2, "padding": 3}),
+    (2, 16, 18, 32, 3, {"stride": 2, "padding": 1}),
     (2, 24, 7, 40, 3, {"padding": 2, "dilation": 2, "groups": 4}),
     (4, 32, 5, 16, 1, {}),
     # Stride 1, one group: the blocked padded grid (forward, input and weight gradients), with

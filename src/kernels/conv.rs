@@ -1212,20 +1212,19 @@ pub fn conv_backward_weight(
     let native = dtype == DType::F32 && go_layout && g.n > 0;
     #[cfg(target_arch = "x86_64")]
     let grid = native && grid_weight::applies(&g);
-    #[cfg(target_arch = "x86_64")]
-    let direct = native && !grid && direct::applies(&g);
-    #[cfg(not(target_arch = "x86_64"))]
-    let (grid, direct) = (false, false);
     // A channels-last gradient otherwise: GEMMs over a channels-last column matrix (measured
     // on a Zen 3, 2 threads, against the NCHW path's copies and per-sample GEMMs, ms, CPU's
     // oneDNN in brackets: [16,3,32,32] 3x3 -> 32 0.62 -> 0.52 (0.29); [16,32,32,32] 3x3
     // stride 2 -> 64 1.73 -> 1.18-1.23 (1.19-1.23); [16,64,8,8] 3x3 -> 64 0.74 -> 0.60 (0.65)).
-    let gemm_cl = !grid
-        && !direct
-        && dtype == DType::F32
-        && go_cl
-        && !depthwise::applies(&g)
-        && cl_weight::applies(&g);
+    let cl_gemm_suits =
+        dtype == DType::F32 && go_cl && !depthwise::applies(&g) && cl_weight::applies(&g);
+    // ... also before the direct kernel, from CL_GEMM_MIN_CHANNELS input channels.
+    #[cfg(target_arch = "x86_64")]
+    let direct =
+        native && !grid && direct::applies(&g) && !(cl_gemm_suits && g.c >= CL_GEMM_MIN_CHANNELS);
+    #[cfg(not(target_arch = "x86_64"))]
+    let (grid, direct) = (false, false);
+    let gemm_cl = !grid && !direct && cl_gemm_suits;
     if gemm_cl {
         // Its sums come out tap-major, in channels-last order: either layout is one pass.
         cl_weight::weight_gradient(&g, grad_weight, input, grad_output, cl_grad_weight);
@@ -1268,6 +1267,15 @@ pub fn conv_backward_weight(
         d => not_implemented!("convolution_backward: dtype {}", d.name()),
     }
 }
+
+/// Input channels from which a channels-last weight gradient the direct kernel could take runs on
+/// [`cl_weight`]'s GEMMs instead: the direct kernel copies the input to planes and transposes the
+/// gradient first. Measured on a Zen 4 (ms direct -> GEMMs, 2 threads, 1 thread): [16,32,32,32]
+/// 3x3 stride 2 -> 64 1.25 -> 1.01, 1.90 -> 1.79; [8,64,16,16] 3x3 stride 2 -> 128 0.73 -> 0.43,
+/// 1.34 -> 0.81; [8,64,16,16] 1x1 stride 2 -> 128 0.19 -> 0.06; [2,32,64,64] 4x4 stride 2 -> 64
+/// 0.91 -> 0.76, 1.60 -> 1.54; [4,64,56,56] 3x3 stride 2 -> 128 level. An RGB stem ([8,3,64,64]
+/// 7x7 stride 2 -> 64: 3-channel runs) stays direct: 1.27 -> 1.34, 1.84 -> 2.30.
+const CL_GEMM_MIN_CHANNELS: usize = 8;
 
 /// Sample blocks of the weight gradient (see `backward_weight_impl`): enough for 16 threads.
 const WEIGHT_GRAD_BLOCKS: usize = 16;
