@@ -806,28 +806,62 @@ fn point_rows(g: &Geometry, input: &TensorRef, gi: usize, q0: usize, rows: &mut 
     let base = (input.ptr as *const f32).wrapping_add(gi * g.cg());
     let zero = ZEROS.as_ptr();
     let inside = |v: isize, len: usize| (0..len as isize).contains(&v);
+    // Each position's window corner, and whether the whole window lies inside the input.
+    let reach: [isize; 3] = std::array::from_fn(|i| (g.ksp[i] as isize - 1) * g.dilation[i]);
+    let mut corner = [zero; R];
+    let mut whole = [false; R];
+    let mut first = [[0isize; 3]; R];
     let (mut n, mut out) = out_position(g, q0);
     for r in 0..R {
         if r > 0 {
             next_out(g, &mut n, &mut out);
         }
-        let mut taps = rows.iter_mut().skip(r).step_by(R);
         if q0 + r >= g.n * p {
-            taps.for_each(|x| *x = zero);
             continue;
         }
         let at0: [isize; 3] = std::array::from_fn(|i| out[i] as isize * g.stride[i] - g.padding[i]);
         let sample = base.wrapping_offset(n as isize * xs[0]);
+        corner[r] = sample.wrapping_offset(at0[0] * xs[2] + at0[1] * xs[3] + at0[2] * xs[4]);
+        whole[r] = (0..3).all(|i| at0[i] >= 0 && at0[i] + reach[i] < g.isp[i] as isize);
+        first[r] = at0;
+    }
+    // Every position's pointers at the tap's fixed offset from its corner, a tap's R pointers
+    // in one run (a bounds check per position and tap took a fifth of a 32 -> 16 channel
+    // input gradient's time) ...
+    let mut taps = rows.chunks_exact_mut(R);
+    for a in 0..kd as isize {
+        for b in 0..kh as isize {
+            for e in 0..kw as isize {
+                let off = a * g.dilation[0] * xs[2]
+                    + b * g.dilation[1] * xs[3]
+                    + e * g.dilation[2] * xs[4];
+                let tap = taps.next().expect("kk taps of R pointers");
+                for (t, c) in tap.iter_mut().zip(&corner) {
+                    *t = c.wrapping_offset(off);
+                }
+            }
+        }
+    }
+    // ... then the positions whose window leaves the input, or past the last, tap by tap.
+    for r in (0..R).filter(|&r| !whole[r]) {
+        let at0 = first[r];
+        let live = q0 + r < g.n * p;
+        let corner = corner[r];
+        let mut tap = 0;
         for a in 0..kd {
             let z = at0[0] + a as isize * g.dilation[0];
             for b in 0..kh {
                 let y = at0[1] + b as isize * g.dilation[1];
-                let row_in = inside(z, g.isp[0]) && inside(y, g.isp[1]);
+                let row_in = live && inside(z, g.isp[0]) && inside(y, g.isp[1]);
                 for e in 0..kw {
                     let x = at0[2] + e as isize * g.dilation[2];
-                    let px = (row_in && inside(x, g.isp[2]))
-                        .then(|| sample.wrapping_offset(z * xs[2] + y * xs[3] + x * xs[4]));
-                    *taps.next().expect("kk taps") = px.unwrap_or(zero);
+                    let off = (z - at0[0]) * xs[2] + (y - at0[1]) * xs[3] + (x - at0[2]) * xs[4];
+                    rows[tap * R + r] = if row_in && inside(x, g.isp[2]) {
+                        corner.wrapping_offset(off)
+                    } else {
+                        zero
+                    };
+                    tap += 1;
                 }
             }
         }
