@@ -5,7 +5,7 @@ inference (eval mode, no_grad). Every backend starts from the same weights and i
 variants are timed in alternating rounds so that the machine's drift hits all of them, and the
 first two training losses of each variant are checked against eager CPU before timing.
 
-    python benches/compile.py [--threads 2] [--repeat 5] [--rounds 3] [--filter mlp] [--markdown FILE]
+    python benches/compile.py [--threads 2] [--repeat 5] [--rounds 9] [--filter mlp] [--markdown FILE]
 
 nn.TransformerEncoderLayer's inference fast path (one fused op, _transformer_encoder_layer_fwd)
 is switched off for every backend: foo has no kernel for it, and it would time the CPU
@@ -152,7 +152,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=9,
+                        help="alternating rounds (rows moved by 0.1-0.3 between 3-round runs on a 2-vCPU host)")
     parser.add_argument("--filter", default="", help="only the models whose name contains this")
     parser.add_argument("--markdown", help="also write the table to this file")
     args = parser.parse_args()
