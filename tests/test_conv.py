@@ -180,6 +180,8 @@ CHANNELS_LAST_CASES = [
     # channels-last columns from 8 input channels on.
     (2, 3, 18, 32, 7, {"stride": 2, "padding": 3}),
     (2, 16, 18, 32, 3, {"stride": 2, "padding": 1}),
+    # Under 64 output pixels (2-D), batched: the im2col GEMMs in either layout.
+    (3, 32, 4, 48, 3, {"padding": 1}),
     (2, 24, 7, 40, 3, {"padding": 2, "dilation": 2, "groups": 4}),
     (4, 32, 5, 16, 1, {}),
     # Stride 1, one group: the blocked padded grid (forward, input and weight gradients), with

@@ -1,8 +1,10 @@
 //! Convolution (1d/2d/3d, forward and backward, groups, stride, padding, dilation).
 //!
-//! float32 convolutions with enough channels run on the direct AVX-512 kernel ([`direct`]:
-//! forward, weight gradient, stride-1 input gradient), channels-last float32 forwards (and
-//! stride-1 input gradients) on the packed one ([`packed`]); the rest use im2col + GEMM
+//! float32 convolutions with enough channels run on register-tiled kernels: forwards (and
+//! stride-1 input gradients, as forwards) on the packed one ([`packed`]), in channels-last,
+//! contiguous tensors through channels-last copies; the direct AVX-512 kernel ([`direct`])
+//! does weight gradients and the forwards the packed one would pack patch by patch (strided
+//! stems); the rest use im2col + GEMM
 //! (`gemm` crate) per sample. Every tensor is 5-D `[N, C, D, H, W]` (the glue adds unit
 //! spatial dims for 1d/2d). Inputs may have any strides; written tensors are contiguous or
 //! channels-last (NDHWC), and a path that needs another layout gets a temporary copy
@@ -28,7 +30,7 @@ mod packed;
 
 use super::core::gemm::{gemm_raw, GemmElem, Mat};
 use super::core::parallel::{parallel_for, SendPtr};
-use super::core::scratch::{with_scratch, with_scratch2};
+use super::core::scratch::{with_scratch, with_scratch2, KeptBuffer};
 use super::core::transpose::{transpose, transpose_into};
 use crate::dtype::DType;
 use crate::error::FooResult;
@@ -456,12 +458,13 @@ fn is_channels_last(shape: &[usize], strides: &[isize]) -> bool {
     true
 }
 
-/// A zeroed temporary tensor of `t`'s shape and dtype with the given strides (dense), and the
-/// buffer that owns it.
-fn temporary(t: &TensorRef, strides: Strides) -> (Vec<u64>, TensorMut) {
-    let mut buf = vec![0u64; (t.numel() * t.dtype.size()).div_ceil(8)];
+/// A temporary tensor of `t`'s shape and dtype with the given strides (dense), contents
+/// unspecified, and the buffer that owns it: a kept scratch buffer, since fresh pages would
+/// cost a fault per 4 KiB on every call (a [8,64,32,32] channels-last copy is 512 of them).
+fn temporary(t: &TensorRef, strides: Strides) -> (KeptBuffer, TensorMut) {
+    let mut buf = KeptBuffer::new(t.numel() * t.dtype.size());
     let dense = TensorMut {
-        ptr: buf.as_mut_ptr() as *mut u8,
+        ptr: buf.as_mut_ptr(),
         shape: t.shape.clone(),
         strides,
         dtype: t.dtype,
@@ -471,11 +474,20 @@ fn temporary(t: &TensorRef, strides: Strides) -> (Vec<u64>, TensorMut) {
 
 /// A contiguous copy of `t` in a temporary (none if `t` is contiguous): for the paths that
 /// read one operand densely in NCHW order, given a channels-last (or other) tensor.
-fn contiguous(t: &TensorRef) -> (Vec<u64>, TensorRef) {
+fn contiguous(t: &TensorRef) -> (KeptBuffer, TensorRef) {
     if t.is_contiguous() {
-        return (Vec::new(), t.clone());
+        return (KeptBuffer::none(), t.clone());
     }
     let (buf, dense) = temporary(t, contiguous_strides(&t.shape));
+    #[cfg(target_arch = "x86_64")]
+    if t.dtype == DType::F32 && is_channels_last(&t.shape, &t.strides) {
+        // One transpose per sample (or output channel of a weight): `copy` went element by
+        // element, 1.4 ms for a channels-last [512,512,3,3] weight.
+        let [n, c] = [t.shape[0], t.shape[1]];
+        let p = t.numel() / n.max(1) / c.max(1);
+        transpose_samples(t.ptr as *const f32, dense.ptr as *mut f32, n, p, c);
+        return (buf, dense.as_ref());
+    }
     copy(&dense, t).expect("same shape and dtype");
     (buf, dense.as_ref())
 }
@@ -484,7 +496,7 @@ fn contiguous(t: &TensorRef) -> (Vec<u64>, TensorRef) {
 /// transpose per sample (the elementwise copy took 0.5 ms for a [32,32,32,32] gradient, as
 /// long as the weight gradient it fed), anything else through `copy`.
 #[cfg(target_arch = "x86_64")]
-fn channels_last(t: &TensorRef) -> (Vec<u64>, TensorRef) {
+fn channels_last(t: &TensorRef) -> (KeptBuffer, TensorRef) {
     let (buf, dense) = temporary(t, channels_last_strides(&t.shape));
     if t.dtype != DType::F32 || !t.is_contiguous() {
         copy(&dense, t).expect("same shape and dtype");
@@ -557,7 +569,10 @@ fn into_contiguous(out: &TensorMut, f: impl FnOnce(&TensorMut) -> FooResult<()>)
     if out.is_contiguous() {
         return f(out);
     }
-    let (_buf, dense) = temporary(&out.as_ref(), contiguous_strides(&out.shape));
+    let (mut buf, dense) = temporary(&out.as_ref(), contiguous_strides(&out.shape));
+    // Zeroed: not every path writes every element (some accumulate into it).
+    // SAFETY: the buffer holds the dense temporary's bytes.
+    unsafe { std::ptr::write_bytes(buf.as_mut_ptr(), 0, out.numel() * out.dtype.size()) };
     f(&dense)?;
     copy(out, &dense.as_ref())
 }
@@ -583,7 +598,9 @@ pub fn conv_forward(
         return Ok(());
     }
     let (_keep, weight) = contiguous(weight);
-    let weight = &weight;
+    // im2col reads any strides, but a channels-last input's pixels one channel at a time.
+    let (_keep_input, input) = contiguous(input);
+    let (weight, input) = (&weight, &input);
     match dtype {
         DType::F32 => into_contiguous(out, |o| forward_impl::<f32>(&g, o, input, weight, bias)),
         DType::F64 => into_contiguous(out, |o| forward_impl::<f64>(&g, o, input, weight, bias)),
@@ -594,11 +611,22 @@ pub fn conv_forward(
     }
 }
 
+/// Planes of fewer output positions than the direct kernel takes (4x4 and below), batched:
+/// they go to the batched im2col GEMMs in either layout, since the packed and grid kernels
+/// repack a layer's whole weight on every call for few positions (Zen 4, 1 thread, thread CPU
+/// time, [8,512,2,2] 3x3 -> 512: forward 3.27 ms packed against 1.65 batched, input gradient
+/// 6.39 against 3.62; the stride-2 [8,256,4,4] -> 512 input gradient 7.15 on the phase grids
+/// against 1.97).
+#[cfg(target_arch = "x86_64")]
+fn tiny_planes(g: &Geometry) -> bool {
+    g.batched() && !g.is_pointwise() && g.op() < direct::MIN_POSITIONS
+}
+
 /// Whether [`forward_f32`] takes this float32 convolution into `out`.
 #[cfg(target_arch = "x86_64")]
 fn native_f32(g: &Geometry, out: &TensorMut) -> bool {
     if is_channels_last(&out.shape, &out.strides) {
-        packed::applies(g)
+        packed::applies(g) && !tiny_planes(g)
     } else {
         out.is_contiguous() && (direct::applies(g) || (packed::applies(g) && direct::suits(g)))
     }
@@ -606,9 +634,14 @@ fn native_f32(g: &Geometry, out: &TensorMut) -> bool {
 
 /// A float32 convolution on the register-tiled kernels ([`native_f32`] holds): the packed one
 /// into a channels-last `out` (from a channels-last copy of `input` unless its channels are
-/// dense); into a contiguous `out`, the planar direct one where it applies (AVX-512), else the
-/// packed one through a channels-last temporary (AVX2: on a Zen 3, the [8,32,32,32] 3x3 forward
-/// took 1.38 ms through im2col and GEMM, 0.96 ms packed into channels-last).
+/// dense). A contiguous `out` takes the packed one too, through channels-last copies, wherever
+/// it reads the input in place (pointers or the padded grid), since the planar direct kernel
+/// computes dropped grid columns (96 positions for an 8x8 plane's 64). Zen 4, 1 thread, thread
+/// CPU time, 3x3 forward direct -> packed: [8,128,8,8] 1.89 -> 1.44 ms, [16,64,8,8] 0.98 ->
+/// 0.71, [8,64,16,16] 1.73 -> 1.47, [16,32,32,32] stride 2 2.01 -> 1.77, [8,64,32,32] 6.31 ->
+/// 6.18, [2,64,56,56] level. The direct kernel keeps the rest (a strided RGB stem, which the
+/// packed one packs: 1.94 against 2.40 ms). AVX2 has no direct kernel (on a Zen 3, the
+/// [8,32,32,32] 3x3 forward took 1.38 ms through im2col and GEMM, 0.96 ms packed).
 #[cfg(target_arch = "x86_64")]
 fn forward_f32(
     g: &Geometry,
@@ -618,7 +651,7 @@ fn forward_f32(
     bias: Option<&[f32]>,
 ) {
     if !is_channels_last(&out.shape, &out.strides) {
-        if !direct::applies(g) {
+        if !direct::applies(g) || packed::reads_in_place(g) {
             return via_channels_last(out, |cl| forward_f32(g, cl, input, weight, bias));
         }
         let (_keep, weight) = contiguous(weight);
@@ -1036,6 +1069,7 @@ pub fn conv_backward_input(
     if dtype == DType::F32
         && is_channels_last(&grad_input.shape, &grad_input.strides)
         && grid_input::applies(&g)
+        && !tiny_planes(&g)
     {
         if grad_input.numel() > 0 {
             let bias = bias_values(bias);

@@ -23,7 +23,7 @@
 
 use super::{depthwise, Geometry};
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
-use crate::kernels::core::scratch::with_scratch2;
+use crate::kernels::core::scratch::{with_scratch, with_scratch2};
 use crate::kernels::core::simd;
 use crate::kernels::core::transpose::transpose_into;
 use crate::tensor::{TensorMut, TensorRef};
@@ -45,7 +45,7 @@ const MIN_DEPTH: usize = 64;
 /// the whole packed weight of their channels, a third of it for dropped grid columns (measured:
 /// [8,256,4,4] 3x3, 2 threads, 0.82 ms there against 1.17 ms here; [8,128,8,8] 1.02 there
 /// against 0.75 here).
-const MIN_POSITIONS: usize = 64;
+pub(super) const MIN_POSITIONS: usize = 64;
 
 /// Positions of the register tile with two channel vectors (12 x 2 accumulators) and with
 /// one (24 x 1).
@@ -328,26 +328,28 @@ pub(super) fn input_gradient(
     let (cg, og, kk) = (g.cg(), g.og(), g.kk());
     // SAFETY: the contiguous weight [o, cg, kd, kh, kw].
     let wt = unsafe { std::slice::from_raw_parts(weight.ptr as *const f32, g.o * cg * kk) };
-    let mut turned = vec![0f32; g.c * og * kk];
-    for gi in 0..g.groups {
-        for o in 0..og {
-            for c in 0..cg {
-                let src = &wt[((gi * og + o) * cg + c) * kk..][..kk];
-                let dst = &mut turned[((gi * cg + c) * og + o) * kk..][..kk];
-                dst.iter_mut()
-                    .zip(src.iter().rev())
-                    .for_each(|(d, &v)| *d = v);
+    // A kept buffer: a layer's weight is megabytes, which fresh pages would fault in.
+    with_scratch(g.c * og * kk, |turned: &mut [f32]| {
+        for gi in 0..g.groups {
+            for o in 0..og {
+                for c in 0..cg {
+                    let src = &wt[((gi * og + o) * cg + c) * kk..][..kk];
+                    let dst = &mut turned[((gi * cg + c) * og + o) * kk..][..kk];
+                    dst.iter_mut()
+                        .zip(src.iter().rev())
+                        .for_each(|(d, &v)| *d = v);
+                }
             }
         }
-    }
-    let shape = [g.c, og, g.ksp[0], g.ksp[1], g.ksp[2]];
-    let w = TensorRef {
-        ptr: turned.as_ptr() as *const u8,
-        shape: shape.to_vec().into(),
-        strides: crate::tensor::contiguous_strides(&shape),
-        dtype: crate::dtype::DType::F32,
-    };
-    super::forward_f32(gt, grad_input, grad_output, &w, bias);
+        let shape = [g.c, og, g.ksp[0], g.ksp[1], g.ksp[2]];
+        let w = TensorRef {
+            ptr: turned.as_ptr() as *const u8,
+            shape: shape.to_vec().into(),
+            strides: crate::tensor::contiguous_strides(&shape),
+            dtype: crate::dtype::DType::F32,
+        };
+        super::forward_f32(gt, grad_input, grad_output, &w, bias);
+    })
 }
 
 /// (channel, tap) columns of the weight gradient's register tile, and its output-channel

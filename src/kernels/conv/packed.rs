@@ -55,6 +55,13 @@ pub(super) fn needs_dense_channels(g: &Geometry) -> bool {
     PaddedGrid::new(g).is_none()
 }
 
+/// Whether [`forward`] reads the input where it lies (through pointers or from the padded
+/// grid) rather than packing each position's patch: then it also beats the planar direct
+/// kernel on contiguous tensors, through channels-last copies (see `forward_f32`).
+pub(super) fn reads_in_place(g: &Geometry) -> bool {
+    applies(g) && (points_rows(g) || PaddedGrid::new(g).is_some())
+}
+
 /// `out = conv(input, weight) + bias` ([`applies`] holds; `input`'s channel stride 1 where
 /// [`needs_dense_channels`], `out` dense channels-last, `weight` any strides).
 pub(super) fn forward(
@@ -79,12 +86,25 @@ fn forward_packed(
     bias: Option<&[f32]>,
 ) {
     debug_assert!(input.strides[1] == 1 || g.c == 1);
+    let bl = Blocks::new(g.og(), (g.cg() * g.kk()).next_multiple_of(KB));
+    with_scratch(g.groups * bl.group_len, |wp: &mut [f32]| {
+        pack_weights_into(g, weight, &bl, KOrder::TapMajor, wp);
+        multiply_packed(g, out, input, &bl, wp, bias)
+    })
+}
+
+/// The products of [`forward_packed`] with the weights packed (`wp`, [`KOrder::TapMajor`]).
+fn multiply_packed(
+    g: &Geometry,
+    out: &TensorMut,
+    input: &TensorRef,
+    bl: &Blocks,
+    wp: &[f32],
+    bias: Option<&[f32]>,
+) {
     let (cg, og, kk, p) = (g.cg(), g.og(), g.kk(), g.op());
-    let k_len = cg * kk;
-    let kp = k_len.next_multiple_of(KB);
-    let bl = Blocks::new(og, kp);
+    let (k_len, kp) = (cg * kk, bl.kp);
     let (blocks, block_at, group_len) = (&bl.list, &bl.at, bl.group_len);
-    let wp = pack_weights(g, weight, &bl, KOrder::TapMajor);
     // Units: (group, channel-block range, run of tiles).
     let per_unit_blocks = (UNIT_WEIGHTS / (kp * 32)).clamp(1, blocks.len());
     let block_runs = blocks.len().div_ceil(per_unit_blocks);
@@ -94,7 +114,7 @@ fn forward_packed(
     let tile_runs = tiles.div_ceil(run);
     let units = g.groups * block_runs * tile_runs;
     let outp = SendPtr::<f32>::of(out.ptr);
-    let wpp = SendPtr::of(wp.as_ptr() as *mut f32);
+    let wpp = SendPtr::of(wp.as_ptr());
     let pointed = points_rows(g);
     // A tile's pointers to its positions' pixels, one per tap (`pointed`), or its packed panel.
     let per_tile = if pointed { kk * R } else { kp * R };
@@ -696,6 +716,15 @@ impl KOrder {
 /// one (`[o, c, tap]`) is transposed, then its rows are put in order; other strides are read
 /// element by element.
 fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks, order: KOrder) -> Vec<f32> {
+    let mut wp = vec![0f32; g.groups * bl.group_len];
+    pack_weights_into(g, weight, bl, order, &mut wp);
+    wp
+}
+
+/// [`pack_weights`] into `wp` (`groups * bl.group_len` floats, any contents: each block is
+/// zeroed before it is written), for callers that keep the buffer between calls: a layer's
+/// weights are megabytes (512 x 512 x 3 x 3 is 9.4 MB), and fresh pages cost a fault each.
+fn pack_weights_into(g: &Geometry, weight: &TensorRef, bl: &Blocks, order: KOrder, wp: &mut [f32]) {
     let (cg, og, kk) = (g.cg(), g.og(), g.kk());
     let ck = cg * kk;
     let ws = &weight.strides;
@@ -714,7 +743,7 @@ fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks, order: KOrder) ->
     // Row of the transposed block that holds element (c, t).
     let turned_row = |c: usize, t: usize| if tap_major { t * cg + c } else { c * kk + t };
     let (blocks, block_at, group_len, kp) = (&bl.list, &bl.at, bl.group_len, bl.kp);
-    let mut wp = vec![0f32; g.groups * group_len];
+    assert_eq!(wp.len(), g.groups * group_len);
     let wpp = SendPtr::new(wp.as_mut_ptr());
     let base = SendPtr::<f32>::of(weight.ptr);
     parallel_for(g.groups * blocks.len(), 1, &|u0, u1| {
@@ -726,6 +755,7 @@ fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks, order: KOrder) ->
             let o0 = gi * og + b0;
             // SAFETY: this unit's block of wp.
             let dst = unsafe { wpp.slice_mut(gi * group_len + block_at[bi], kp * width) };
+            dst.fill(0.0);
             let first = base.at(o0 as isize * ws[0]) as *const f32;
             if rows == width && (tap_major || contiguous) {
                 turned.resize(ck * width, 0.0);
@@ -755,7 +785,6 @@ fn pack_weights(g: &Geometry, weight: &TensorRef, bl: &Blocks, order: KOrder) ->
             }
         }
     });
-    wp
 }
 
 /// Channels of a group at most for [`point_rows`]: the length of [`ZEROS`].

@@ -75,6 +75,35 @@ pub fn with_scratch2<A: GemmElem, B: GemmElem, R>(
     with_scratch(a, |x| with_scratch(b, |y| f(x, y)))
 }
 
+/// A scratch buffer owned by a value rather than a closure (a temporary tensor that a function
+/// returns with its view), given back to its thread's kept buffers when dropped. Drop it on the
+/// thread that made it (a kept buffer on another thread's list is only a misplaced one).
+pub struct KeptBuffer(Vec<u64>);
+
+impl KeptBuffer {
+    /// At least `bytes` bytes, contents unspecified (see the module's notes).
+    pub fn new(bytes: usize) -> Self {
+        KeptBuffer(take(bytes.div_ceil(8)))
+    }
+
+    /// No buffer (nothing to give back).
+    pub fn none() -> Self {
+        KeptBuffer(Vec::new())
+    }
+
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.0.as_mut_ptr().cast()
+    }
+}
+
+impl Drop for KeptBuffer {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            give_back(std::mem::take(&mut self.0));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +123,15 @@ mod tests {
             assert!(a.iter().all(|&v| v == 2.0) && b.iter().all(|&v| v == 3.0));
             assert_ne!(a.as_ptr() as usize, b.as_ptr() as usize);
         });
+    }
+
+    #[test]
+    fn kept_buffers_come_back_when_dropped() {
+        let mut a = KeptBuffer::new(4000);
+        let p = a.as_mut_ptr() as usize;
+        drop(a);
+        let p2 = with_scratch::<f64, _>(375, |s| s.as_ptr() as usize);
+        assert_eq!(p, p2);
     }
 
     #[test]
