@@ -919,16 +919,16 @@ unsafe fn tile_kernel_rows_any(
     unsafe {
         match (simd::level() >= 3, width == 32) {
             (true, true) => {
-                rows::product_avx512::<R, R2, 2>(rows, depth, w, dst, ld, n, bias, false)
+                rows::product_avx512::<R, R2, 2>(rows, depth, w, dst, ld, 16, n, bias, false)
             }
             (true, false) => {
-                rows::product_avx512::<R, R2, 1>(rows, depth, w, dst, ld, n, bias, false)
+                rows::product_avx512::<R, R2, 1>(rows, depth, w, dst, ld, 16, n, bias, false)
             }
             (false, true) => {
-                rows::product_avx2::<R, R3, 4>(rows, depth, w, dst, ld, n, bias, false)
+                rows::product_avx2::<R, R3, 4>(rows, depth, w, dst, ld, 8, n, bias, false)
             }
             (false, false) => {
-                rows::product_avx2::<R, R2, 2>(rows, depth, w, dst, ld, n, bias, false)
+                rows::product_avx2::<R, R2, 2>(rows, depth, w, dst, ld, 8, n, bias, false)
             }
         }
     }

@@ -6,9 +6,8 @@
 //! Here one team of threads runs every step (`runtime::team`). Member `m` owns a slice of the
 //! hidden units, so each step is
 //! 1. the product of the previous `h` with the member's own rows of the recurrent weight (its
-//!    four gate blocks for its units, packed once into its own panels, where its cache keeps
-//!    them across steps, and multiplied by `h`'s rows where they lie: [`RecurrentProduct`]),
-//!    then
+//!    units' four gates, packed once into its own panels, where its cache keeps them across
+//!    steps, and multiplied by `h`'s rows where they lie: [`RecurrentProduct`]), then
 //! 2. the cell for its units, which reads only its own gate sums,
 //!
 //! and a barrier, since the next step's products read the whole new `h`. Each output element
@@ -191,8 +190,8 @@ unsafe fn run_layer<F: LayerFloat>(
     }
     run_members(threads, h, t, &|j0, n| {
         let mut product = RecurrentProduct::<F>::new(p.w_hh.cast::<F>(), (b, h), (j0, n));
-        let ld = product.ld();
-        let mut sums = vec![F::ZERO; b * ld];
+        let (ld, gs) = product.sums_layout();
+        let mut sums = vec![F::ZERO; product.sums_len()];
         // The cell state at the member's units, [B, n] (the cell is elementwise).
         let mut c = vec![F::ZERO; b * n];
         for r in 0..b {
@@ -203,6 +202,7 @@ unsafe fn run_layer<F: LayerFloat>(
             b,
             h,
             ld,
+            gs,
             j0,
             n,
             sums: SendPtr::new(sums.as_mut_ptr()),
@@ -217,9 +217,6 @@ unsafe fn run_layer<F: LayerFloat>(
             } else {
                 elem::<F>(p.out, (if reverse { tt + 1 } else { tt - 1 }) * b * h)
             };
-            // SAFETY: h_prev is a dense [B, H] state that the previous step (or the caller)
-            // wrote whole before the barrier.
-            unsafe { product.run(h_prev.get(), step.sums.get()) };
             let row = tt * b;
             let at = StepAt {
                 xg: elem::<F>(p.xg, row * 4 * h),
@@ -227,6 +224,9 @@ unsafe fn run_layer<F: LayerFloat>(
                 cs: p.cs.map(|x| elem::<F>(x, row * h)),
                 ws: p.ws.map(|x| elem::<F>(x, row * 4 * h)),
             };
+            // SAFETY: h_prev is a dense [B, H] state that the previous step (or the caller)
+            // wrote whole before the barrier; the member's sums are its own.
+            unsafe { product.run(h_prev.get(), step.sums.get()) };
             lstm_units::<F>(&step, at);
             team::barrier();
         }
@@ -238,15 +238,18 @@ unsafe fn run_layer<F: LayerFloat>(
     });
 }
 
-/// Each step's product of a member: its gate sums `[B, 4n]` (rows [`Self::ld`] apart) from the
-/// previous hidden state `[B, H]` and its rows of the recurrent weight, which it keeps in the
-/// form its product reads fastest.
+/// Each step's product of a member: its gate sums (rows [`Self::sums_layout`]`.0` apart, a
+/// row's gates `.1` apart) from the previous hidden state `[B, H]` and its rows of the
+/// recurrent weight, which it keeps in the form its product reads fastest.
 enum RecurrentProduct<F> {
-    /// Float32 on AVX2/AVX-512 CPUs: the rows in panels of `cols`, `[H][cols]` each, times
-    /// the state's rows read in place ([`product_avx512`]): no packing, no transpose per step.
+    /// Float32 on AVX2/AVX-512 CPUs: the member's units in blocks of `lanes` (one register of
+    /// floats), each block's four gates' rows in one panel `[H][4 lanes]` (gate by gate), times
+    /// the state's rows read in place ([`product_avx512`]): no packing, no transpose per step,
+    /// and a register tile of 4 rows x 4 vectors, one per gate, stored to the gates' places
+    /// in the sums (gates `n` rounded up to `lanes` apart).
     Panels {
         packed: Vec<f32>,
-        cols: usize,
+        lanes: usize,
         /// The state's row pointers (as many as the sub-tiles cover).
         state_rows: Vec<*const f32>,
         dims: (usize, usize, usize),
@@ -269,15 +272,15 @@ impl<F: LayerFloat> RecurrentProduct<F> {
         // SAFETY: rows g*H + j0 .. g*H + j0 + n of the dense [4H, H] weight.
         let gate = |g: usize| unsafe { w.slice((g * h + j0) * h, n * h) };
         let dims = (b, h, n);
-        if let Some(cols) = panel_cols::<F>(h) {
-            let width = (4 * n).next_multiple_of(cols);
-            let mut packed = vec![0.0f32; width * h];
+        if let Some(lanes) = panel_lanes::<F>(h) {
+            let cols = 4 * lanes;
+            let mut packed = vec![0.0f32; n.div_ceil(lanes) * cols * h];
             for g in 0..4 {
-                // SAFETY: F is f32 (panel_cols).
+                // SAFETY: F is f32 (panel_lanes).
                 let rows =
                     unsafe { std::slice::from_raw_parts(gate(g).as_ptr().cast::<f32>(), n * h) };
                 for (u, row) in rows.chunks_exact(h).enumerate() {
-                    let (panel, c) = ((g * n + u) / cols, (g * n + u) % cols);
+                    let (panel, c) = (u / lanes, g * lanes + u % lanes);
                     let at = &mut packed[panel * h * cols..(panel + 1) * h * cols];
                     for (k, &x) in row.iter().enumerate() {
                         at[k * cols + c] = x;
@@ -286,8 +289,8 @@ impl<F: LayerFloat> RecurrentProduct<F> {
             }
             return Self::Panels {
                 packed,
-                cols,
-                state_rows: vec![std::ptr::null(); b.next_multiple_of(PANEL_ROWS)],
+                lanes,
+                state_rows: vec![std::ptr::null(); b.next_multiple_of(tile_rows(lanes))],
                 dims,
             };
         }
@@ -302,51 +305,62 @@ impl<F: LayerFloat> RecurrentProduct<F> {
         }
     }
 
-    /// The gate sums' row length (`4n`, rounded up to whole panels).
-    fn ld(&self) -> usize {
+    /// Where the sums lie: rows `.0` apart, a row's gates `.1` apart.
+    fn sums_layout(&self) -> (usize, usize) {
+        let gs = match self {
+            Self::Panels { lanes, dims, .. } => dims.2.next_multiple_of(*lanes),
+            Self::Dense { dims, .. } => dims.2,
+        };
+        (4 * gs, gs)
+    }
+
+    /// The sums buffer's length (rows past the batch included, which the panels' tiles write).
+    fn sums_len(&self) -> usize {
         match self {
-            Self::Panels { packed, dims, .. } => packed.len() / dims.1,
-            Self::Dense { dims, .. } => 4 * dims.2,
+            Self::Panels { state_rows, .. } => state_rows.len() * self.sums_layout().0,
+            Self::Dense { dims, .. } => dims.0 * 4 * dims.2,
         }
     }
 
-    /// `sums = h_prev @ wr.t()`.
+    /// `sums = h_prev @ wr.t()`, as [`Self::sums_layout`] says.
     ///
     /// # Safety
-    /// `h_prev` is a readable dense `[B, H]` matrix of `F`; `sums` is writable for `B * ld`
-    /// elements that no one else accesses meanwhile.
+    /// `h_prev` is a readable dense `[B, H]` matrix of `F`; `sums` is writable for
+    /// [`Self::sums_len`] elements that no one else accesses meanwhile.
     unsafe fn run(&mut self, h_prev: *const F, sums: *mut F) {
+        let (ld, gs) = self.sums_layout();
         match self {
             Self::Panels {
                 packed,
-                cols,
+                lanes,
                 state_rows,
                 dims: (b, h, _),
             } => {
-                let (b, h, cols) = (*b, *h, *cols);
+                let (b, h, lanes) = (*b, *h, *lanes);
+                let (cols, rows) = (4 * lanes, tile_rows(lanes));
                 let h_prev = h_prev.cast::<f32>();
                 for (j, r) in state_rows.iter_mut().enumerate() {
                     // Rows past the batch read row 0; their results are dropped.
                     *r = h_prev.wrapping_add(if j < b { j * h } else { 0 });
                 }
-                let ld = packed.len() / h;
                 let dst = sums.cast::<f32>();
                 let null = std::ptr::null();
                 for (i, panel) in packed.chunks_exact(h * cols).enumerate() {
                     let w = panel.as_ptr();
-                    for (t, tile) in state_rows.chunks_exact(PANEL_ROWS).enumerate() {
-                        let (r0, d) = (t * PANEL_ROWS, dst.wrapping_add(i * cols));
-                        let (d, n) = (d.wrapping_add(r0 * ld), (b - r0).min(PANEL_ROWS));
-                        // SAFETY: F is f32 and the CPU has the kernel's features (panel_cols);
+                    for (t, tile) in state_rows.chunks_exact(rows).enumerate() {
+                        let r0 = t * rows;
+                        let d = dst.wrapping_add(r0 * ld + i * lanes);
+                        // SAFETY: F is f32 and the CPU has the kernel's features (panel_lanes);
                         // the tile's pointers address H floats each, the panel H * cols, and d
-                        // columns i * cols.. of rows r0..r0 + n of sums.
+                        // `lanes` columns of each gate of rows r0.. of sums (within the sums'
+                        // rows, whose gates are whole blocks wide).
                         unsafe {
-                            match cols {
-                                32 => product_avx512::<PANEL_ROWS, PANEL_ROWS, 2>(
-                                    tile, h, w, d, ld, n, null, false,
+                            match lanes {
+                                16 => product_avx512::<4, 4, 4>(
+                                    tile, h, w, d, ld, gs, rows, null, false,
                                 ),
-                                _ => product_avx2::<PANEL_ROWS, PANEL_ROWS, 2>(
-                                    tile, h, w, d, ld, n, null, false,
+                                _ => product_avx2::<3, 3, 4>(
+                                    tile, h, w, d, ld, gs, rows, null, false,
                                 ),
                             }
                         }
@@ -388,21 +402,27 @@ impl<F: LayerFloat> RecurrentProduct<F> {
     }
 }
 
-/// Batch rows per register sub-tile of [`RecurrentProduct::Panels`]: 4 rows x 32 columns on
-/// AVX-512 (16 on AVX2). On a Zen 4, `nn.LSTM(256, 256, 2)` on [32, 32, 256], one thread,
-/// took 22.7-23.7 ms a call against 23.0-25.4 with 8 x 16, 23.1-26.9 with 8 x 32, 23.0-24.4
-/// with 4 x 64 (3 runs each), and 23.1-24.2 before, when `gemm` computed the turned product,
-/// then transposed, as fast as the two layers' input projections (a third of the time each).
-const PANEL_ROWS: usize = 4;
+/// Batch rows per register sub-tile of [`RecurrentProduct::Panels`]: 4 rows x 4 vectors of 16
+/// floats on AVX-512 (16 accumulators: 8 loads per 16 multiply-adds), 3 x 4 of 8 on AVX2 (12
+/// of its 16 registers). On a Zen 4, one thread, `nn.LSTM(8, 256)` over 128 steps of a batch of
+/// 32 took 28.0-30.0 ms against 28.8-32.3 with 4 x 2 vectors of one gate's columns (3 runs
+/// each, alternating); on two threads the two were level (15.6-16.8 against 15.8-17.6 ms).
+fn tile_rows(lanes: usize) -> usize {
+    if lanes == 16 {
+        4
+    } else {
+        3
+    }
+}
 
-/// The panel width [`RecurrentProduct`] packs a member's weight rows in, if any: float32 on
-/// AVX2/AVX-512 CPUs, with a depth `gemm` sums in one piece (so the bits are the same as the
-/// dense form's).
-fn panel_cols<F: LayerFloat>(h: usize) -> Option<usize> {
+/// The block width (floats per register) [`RecurrentProduct`] packs a member's weight rows in,
+/// if any: float32 on AVX2/AVX-512 CPUs, with a depth `gemm` sums in one piece (so the bits
+/// are the same as the dense form's).
+fn panel_lanes<F: LayerFloat>(h: usize) -> Option<usize> {
     let fits = F::DTYPE == DType::F32 && h <= GEMM_DEPTH;
     match simd::level() {
-        3 if fits => Some(32),
-        2 if fits => Some(16),
+        3 if fits => Some(16),
+        2 if fits => Some(8),
         _ => None,
     }
 }
@@ -412,12 +432,13 @@ fn elem<F>(p: SendPtr<u8>, e: usize) -> SendPtr<F> {
     SendPtr::new(p.cast::<F>().at(e as isize))
 }
 
-/// A member's part of every step: its units `j0..j0 + n` of `h`, its gate sums (`[B, 4n]`,
-/// rows `ld` apart).
+/// A member's part of every step: its units `j0..j0 + n` of `h`, its sums of a block of
+/// units (rows `ld` apart, a row's gates `gs` apart: [`RecurrentProduct::sums_layout`]).
 struct Step<'a, F> {
     b: usize,
     h: usize,
     ld: usize,
+    gs: usize,
     j0: usize,
     n: usize,
     sums: SendPtr<F>,
@@ -441,7 +462,7 @@ multiversion!(fn lstm_units<F: LayerFloat>(a: &Step<F>, at: StepAt<F>) => isa ls
 /// The cell of `lstm_fwd_body` over the member's units of every row.
 #[inline(always)]
 fn lstm_units_body<F: LayerFloat>(isa: Isa, a: &Step<F>, at: StepAt<F>) {
-    let (h, j0, n) = (a.h, a.j0, a.n);
+    let (h, j0, n, gs) = (a.h, a.j0, a.n, a.gs);
     for r in 0..a.b {
         // SAFETY: row r of this step's tensors; the outputs' units (columns j0..j0 + n of each
         // gate block) are written by this member alone, and its sums are its own.
@@ -450,21 +471,21 @@ fn lstm_units_body<F: LayerFloat>(isa: Isa, a: &Step<F>, at: StepAt<F>) {
             lstm_row(
                 isa,
                 at.xg.slice(r * 4 * h, 4 * h),
-                a.sums.slice_mut(r * a.ld, 4 * n),
+                a.sums.slice_mut(r * a.ld, 3 * gs + n),
                 (a.b1, a.b2),
                 a.c.slice_mut(r * n, n),
                 at.out.slice_mut(o, n),
                 at.cs.map(|x| x.slice_mut(o, n)),
                 at.ws.map(|x| x.slice_mut(r * 4 * h, 4 * h)),
-                (h, j0, n),
+                (h, j0, n, gs),
             )
         }
     }
 }
 
 /// One row of [`lstm_units_body`]: `x`, `b1`, `b2`, `ws` hold all `4H` gate columns, `y` the
-/// member's `4n` gate sums (turned into the activated gates in place), the rest its `n` units;
-/// `c` is the cell state, updated in place and copied into `cs` when given.
+/// member's gate sums, gates `gs` apart (turned into the activated gates in place), the rest its
+/// `n` units; `c` is the cell state, updated in place and copied into `cs` when given.
 /// The work is a few simple loops, each a function with its slices as parameters: the compiler
 /// then knows they do not overlap and vectorizes each (one loop over all of them stayed scalar,
 /// 4x slower).
@@ -479,20 +500,21 @@ fn lstm_row<F: LayerFloat>(
     hy: &mut [F],
     cs: Option<&mut [F]>,
     ws: Option<&mut [F]>,
-    (h, j0, n): (usize, usize, usize),
+    (h, j0, n, gs): (usize, usize, usize, usize),
 ) {
     for g in 0..4 {
         let at = g * h + j0..g * h + j0 + n;
         gate_sum(
-            &mut y[g * n..(g + 1) * n],
+            &mut y[g * gs..g * gs + n],
             &x[at.clone()],
             &b1[at.clone()],
             &b2[at],
         );
     }
-    let (yi, rest) = y[..4 * n].split_at_mut(n);
-    let (yf, rest) = rest.split_at_mut(n);
-    let (yc, yo) = rest.split_at_mut(n);
+    let (yi, rest) = y.split_at_mut(gs);
+    let (yf, rest) = rest.split_at_mut(gs);
+    let (yc, yo) = rest.split_at_mut(gs);
+    let (yi, yf, yc, yo) = (&mut yi[..n], &mut yf[..n], &mut yc[..n], &mut yo[..n]);
     sigmoid_in_place(isa, yi);
     sigmoid_in_place(isa, yf);
     tanh_in_place(isa, yc);
@@ -503,7 +525,7 @@ fn lstm_row<F: LayerFloat>(
     }
     if let Some(ws) = ws {
         for g in 0..4 {
-            ws[g * h + j0..g * h + j0 + n].copy_from_slice(&y[g * n..(g + 1) * n]);
+            ws[g * h + j0..g * h + j0 + n].copy_from_slice(&y[g * gs..g * gs + n]);
         }
     }
 }
@@ -964,7 +986,7 @@ mod tests {
         for s in 0..t {
             let tt = if reverse { t - 1 - s } else { s };
             let mut hg = vec![0.0f32; b * 4 * h];
-            if panel_cols::<f32>(h).is_some() {
+            if panel_lanes::<f32>(h).is_some() {
                 // The panels' sums: one fused chain over k from zero per element.
                 for (e, v) in hg.iter_mut().enumerate() {
                     let (r, g) = (e / (4 * h), e % (4 * h));

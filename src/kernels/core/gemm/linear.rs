@@ -187,10 +187,12 @@ unsafe fn tile_product(
     // SAFETY: the CPU has the kernel's features (panel_width); the caller's contract.
     let kernel = |dst: *mut f32, ld: usize, bias: *const f32| unsafe {
         match width {
-            32 => {
-                product_avx512::<TILE_ROWS, SUB_ROWS, 2>(rows, depth, w, dst, ld, tile, bias, add)
+            32 => product_avx512::<TILE_ROWS, SUB_ROWS, 2>(
+                rows, depth, w, dst, ld, 16, tile, bias, add,
+            ),
+            _ => {
+                product_avx2::<TILE_ROWS, SUB_ROWS, 2>(rows, depth, w, dst, ld, 8, tile, bias, add)
             }
-            _ => product_avx2::<TILE_ROWS, SUB_ROWS, 2>(rows, depth, w, dst, ld, tile, bias, add),
         }
     };
     if n == width {

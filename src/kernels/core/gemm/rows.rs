@@ -54,6 +54,7 @@ macro_rules! rows_product {
             w: *const f32,
             dst: *mut f32,
             ld: usize,
+            vec_ld: usize,
             n: usize,
             bias: *const f32,
             add_dst: bool,
@@ -87,7 +88,7 @@ macro_rules! rows_product {
                     for (j, &v) in row.iter().enumerate() {
                         let v = if has_bias { $add(v, bias[j]) } else { v };
                         // SAFETY: row r0 + r < n of dst (the caller's contract).
-                        let at = unsafe { dst.add((r0 + r) * ld + $w * j) };
+                        let at = unsafe { dst.add((r0 + r) * ld + vec_ld * j) };
                         // SAFETY: as above; read before it is written.
                         let v = if add_dst { $add(unsafe { $load(at) }, v) } else { v };
                         // SAFETY: as above.
@@ -103,14 +104,16 @@ rows_product!(
     /// `dst[r][c] = sum over taps and k < depth of rows[tap * R + r][k] *
     /// w[(tap * depth + k) * 8J + c]` for `c < 8J`, plus `bias[c]` unless `bias` is null,
     /// added to what `dst` holds if `add_dst` (a product summed over depth in pieces), written to
-    /// rows `r < n` at `dst + r * ld`; on AVX2 (8-float vectors).
+    /// rows `r < n` at `dst + r * ld`, a row's vector `j` (columns `8j..8j + 8`) at `vec_ld * j`
+    /// (`8` for dense rows; more to scatter them, as the LSTM layer puts its gates apart); on
+    /// AVX2 (8-float vectors).
     ///
     /// # Safety
     /// The CPU must support AVX2 and FMA; `R` is a multiple of `S` and `n <= R`; `rows.len()`
     /// is a multiple of `R`, each pointer readable for `depth` floats (also those of rows
     /// `n..R`, whose results are dropped); `w` readable for `rows.len() / R * depth * 8J`
-    /// floats; `dst` writable (and readable if `add_dst`) for `8J` floats at each of its `n`
-    /// rows; `bias` readable for `8J` floats unless null.
+    /// floats; `dst` writable (and readable if `add_dst`) for 8 floats at each vector of its
+    /// `n` rows; `bias` readable for `8J` floats unless null.
     product_avx2, "avx2,fma", __m256, 8,
     _mm256_setzero_ps, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
     _mm256_storeu_ps
@@ -183,23 +186,23 @@ mod tests {
                 if simd::level() >= 2 {
                     match cols {
                         8 => run(&|d, add| {
-                            product_avx2::<TILE, 3, 1>(&rows, depth, w, d, ld, n, b, add)
+                            product_avx2::<TILE, 3, 1>(&rows, depth, w, d, ld, 8, n, b, add)
                         }),
                         16 => run(&|d, add| {
-                            product_avx2::<TILE, 4, 2>(&rows, depth, w, d, ld, n, b, add)
+                            product_avx2::<TILE, 4, 2>(&rows, depth, w, d, ld, 8, n, b, add)
                         }),
                         _ => run(&|d, add| {
-                            product_avx2::<TILE, 3, 4>(&rows, depth, w, d, ld, n, b, add)
+                            product_avx2::<TILE, 3, 4>(&rows, depth, w, d, ld, 8, n, b, add)
                         }),
                     }
                 }
                 if simd::level() >= 3 && cols >= 16 {
                     match cols {
                         16 => run(&|d, add| {
-                            product_avx512::<TILE, 6, 1>(&rows, depth, w, d, ld, n, b, add)
+                            product_avx512::<TILE, 6, 1>(&rows, depth, w, d, ld, 16, n, b, add)
                         }),
                         _ => run(&|d, add| {
-                            product_avx512::<TILE, 4, 2>(&rows, depth, w, d, ld, n, b, add)
+                            product_avx512::<TILE, 4, 2>(&rows, depth, w, d, ld, 16, n, b, add)
                         }),
                     }
                 }
