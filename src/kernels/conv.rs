@@ -28,6 +28,7 @@ mod grid_weight;
 #[cfg(target_arch = "x86_64")]
 mod packed;
 
+use super::core::gemm::skinny::SKINNY_ROWS;
 use super::core::gemm::{gemm_raw, GemmElem, Mat};
 use super::core::parallel::{parallel_for, SendPtr};
 use super::core::scratch::{with_scratch, with_scratch2, KeptBuffer};
@@ -1505,9 +1506,59 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
             }
         }
     };
+    // A pointwise convolution's column matrix is the input itself: with few output channels
+    // per group, the sums are dot products of grad_output's rows and the input's, both read
+    // where they lie (`gemm_raw`'s skinny path), without the copy of the input and the
+    // transpose of grad_output that `gemm` needs. Zen 4, 1 thread, thread CPU time: a U-Net's
+    // head, [8,16,64,64] -> 4, 441-463 us through those and `gemm`, 116 us as dot products
+    // (the CPU's oneDNN: 165-168).
+    let dense_positions = {
+        let [d, h, w] = g.isp;
+        (xs[4] == 1 || w == 1)
+            && (xs[3] == w as isize || h == 1)
+            && (xs[2] == (h * w) as isize || d == 1)
+    };
+    let dot_rows = g.is_pointwise() && og <= SKINNY_ROWS && dense_positions;
+    let accumulate_dots = |s: usize, e: usize, acc: &mut [T], parallel: bool| {
+        for ni in s..e {
+            for gi in 0..g.groups {
+                let lhs = Mat {
+                    ptr: goo.at(((ni * g.o + gi * og) * p) as isize) as *const T,
+                    rs: p as isize,
+                    cs: 1,
+                };
+                let rhs = Mat {
+                    ptr: xo.at(ni as isize * xs[0] + (gi * g.cg()) as isize * xs[1]) as *const T,
+                    rs: 1,
+                    cs: xs[1],
+                };
+                // SAFETY: group gi's column-major [og, ck] block of the accumulator (the first
+                // sample overwrites it); group gi's [og, p] rows of sample ni of the contiguous
+                // grad_output and its ck = cg channels of the input, p dense positions each.
+                unsafe {
+                    gemm_raw(
+                        og,
+                        ck,
+                        p,
+                        acc[gi * og * ck..].as_mut_ptr(),
+                        1,
+                        og as isize,
+                        ni > s,
+                        lhs,
+                        rhs,
+                        T::ONE,
+                        parallel,
+                    )
+                };
+            }
+        }
+    };
     let accumulate = |s: usize, e: usize, acc: &mut [T], parallel: bool| {
         if let Some(gr) = &grid {
             return accumulate_grid(gr, s, e, acc, parallel);
+        }
+        if dot_rows {
+            return accumulate_dots(s, e, acc, parallel);
         }
         let mut col = vec![T::ZERO; ck * p];
         let mut got = vec![T::ZERO; og * p];
