@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <c10/core/StorageImpl.h>
+#include <c10/util/accumulate.h>
 
 namespace foo {
 
@@ -46,6 +47,17 @@ FooTensor describe(const at::Tensor& t) {
   d.ndim = static_cast<int32_t>(t.dim());
   d.dtype = static_cast<int32_t>(t.scalar_type());
   d.device = t.device().is_privateuseone() ? t.device().index() : -1;
+  return d;
+}
+
+FooTensor describe_as(const at::Tensor& t, c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  if (!t.defined()) return FooTensor{};
+  TORCH_CHECK(t.is_contiguous() && sizes.size() == strides.size() && c10::multiply_integers(sizes) == t.numel(),
+              "foo: a tensor of shape ", t.sizes(), " cannot be described as shape ", sizes);
+  FooTensor d = describe(t);
+  d.sizes = sizes.data();
+  d.strides = strides.data();
+  d.ndim = static_cast<int32_t>(sizes.size());
   return d;
 }
 

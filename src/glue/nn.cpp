@@ -445,12 +445,13 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, c10::I
   Tensor mean = at::empty(stat_shape, input.options().dtype(sdt));
   Tensor rstd = at::empty(stat_shape, input.options().dtype(sdt));
   if (M > 0) {
-    const Tensor x = input.contiguous().view({M, N}), o = out.view({M, N}), w = weight.defined() ? weight.view({N}) : weight,
-                 b = bias.defined() ? bias.view({N}) : bias;
-    const Tensor m1 = mean.view({M}), r1 = rstd.view({M});
-    const FooTensor dx = describe_maybe(x), dout = describe_maybe(o), dm = describe_maybe(m1), dr = describe_maybe(r1), dw = describe_maybe(w),
-                    db = describe_maybe(b);
-    check(foo_layer_norm(&dout, &dm, &dr, &dx, opt(dw, w), opt(db, b), eps), "native_layer_norm");
+    // [M, N] rows, [N] parameters and [M] statistics, described without views.
+    const int64_t rows[2] = {M, N}, row_strides[2] = {N, 1}, one = 1;
+    const c10::IntArrayRef r2(rows, 2), s2(row_strides, 2), n1(rows + 1, 1), m1(rows, 1), s1(&one, 1);
+    const Tensor x = input.contiguous();
+    const FooTensor dx = describe_as(x, r2, s2), dout = describe_as(out, r2, s2), dm = describe_as(mean, m1, s1),
+                    dr = describe_as(rstd, m1, s1), dw = describe_as(weight, n1, s1), db = describe_as(bias, n1, s1);
+    check(foo_layer_norm(&dout, &dm, &dr, &dx, opt(dw, weight), opt(db, bias), eps), "native_layer_norm");
   }
   return {out, mean, rstd};
 }
@@ -474,14 +475,13 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
     if (db.defined()) db.zero_();
     return {dx, dw, db};
   }
-  const Tensor x = input.contiguous().view({M, N}), g = grad_out.contiguous().view({M, N});
-  const Tensor m1 = mean.contiguous().view({M}), r1 = rstd.contiguous().view({M});
-  const Tensor w = weight.defined() ? weight.view({N}) : weight;
-  const Tensor dx2 = dx.defined() ? dx.view({M, N}) : dx, dw1 = dw.defined() ? dw.view({N}) : dw,
-               db1 = db.defined() ? db.view({N}) : db;
-  const FooTensor ddx = describe_maybe(dx2), ddw = describe_maybe(dw1), ddb = describe_maybe(db1), dg = describe_maybe(g), dxx = describe_maybe(x),
-                  dm = describe_maybe(m1), dr = describe_maybe(r1), dww = describe_maybe(w);
-  check(foo_layer_norm_backward(opt(ddx, dx2), opt(ddw, dw1), opt(ddb, db1), &dg, &dxx, &dm, &dr, opt(dww, w)),
+  const int64_t rows[2] = {M, N}, row_strides[2] = {N, 1}, one = 1;
+  const c10::IntArrayRef r2(rows, 2), s2(row_strides, 2), n1(rows + 1, 1), m1(rows, 1), s1(&one, 1);
+  const Tensor x = input.contiguous(), g = grad_out.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
+  const FooTensor ddx = describe_as(dx, r2, s2), ddw = describe_as(dw, n1, s1), ddb = describe_as(db, n1, s1),
+                  dg = describe_as(g, r2, s2), dxx = describe_as(x, r2, s2), dm = describe_as(mc, m1, s1),
+                  dr = describe_as(rc, m1, s1), dww = describe_as(weight, n1, s1);
+  check(foo_layer_norm_backward(opt(ddx, dx), opt(ddw, dw), opt(ddb, db), &dg, &dxx, &dm, &dr, opt(dww, weight)),
         "native_layer_norm_backward");
   return {dx, dw, db};
 }

@@ -1519,6 +1519,30 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
             && (xs[2] == (h * w) as isize || d == 1)
     };
     let dot_rows = g.is_pointwise() && og <= SKINNY_ROWS && dense_positions;
+    // Adds lhs [og, p] times rhs [p, ck] into group gi's column-major [og, ck] block of the
+    // accumulator; `accumulate` false overwrites it (the first sample needs no zero-fill).
+    // Its callers build lhs and rhs over [og, p] and [p, ck] readable elements.
+    let add_group_product =
+        |acc: &mut [T], gi: usize, accumulate: bool, lhs: Mat<T>, rhs: Mat<T>, parallel: bool| {
+            let dst = acc[gi * og * ck..(gi + 1) * og * ck].as_mut_ptr();
+            // SAFETY: dst is the [og, ck] block, bounds-checked by the slice; both callers build
+            // lhs and rhs over [og, p] and [p, ck] readable elements (see there).
+            unsafe {
+                gemm_raw(
+                    og,
+                    ck,
+                    p,
+                    dst,
+                    1,
+                    og as isize,
+                    accumulate,
+                    lhs,
+                    rhs,
+                    T::ONE,
+                    parallel,
+                )
+            }
+        };
     let accumulate_dots = |s: usize, e: usize, acc: &mut [T], parallel: bool| {
         for ni in s..e {
             for gi in 0..g.groups {
@@ -1532,24 +1556,9 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
                     rs: 1,
                     cs: xs[1],
                 };
-                // SAFETY: group gi's column-major [og, ck] block of the accumulator (the first
-                // sample overwrites it); group gi's [og, p] rows of sample ni of the contiguous
+                // The operands: group gi's [og, p] rows of sample ni of the contiguous
                 // grad_output and its ck = cg channels of the input, p dense positions each.
-                unsafe {
-                    gemm_raw(
-                        og,
-                        ck,
-                        p,
-                        acc[gi * og * ck..].as_mut_ptr(),
-                        1,
-                        og as isize,
-                        ni > s,
-                        lhs,
-                        rhs,
-                        T::ONE,
-                        parallel,
-                    )
-                };
+                add_group_product(acc, gi, ni > s, lhs, rhs, parallel);
             }
         }
     };
@@ -1584,24 +1593,7 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
                     rs: 1,
                     cs: p as isize,
                 };
-                let dst = acc[gi * og * ck..].as_mut_ptr();
-                // SAFETY: dst is group gi's column-major [og, ck] block of the accumulator;
-                // the first sample overwrites it (no zero-fill needed).
-                unsafe {
-                    gemm_raw(
-                        og,
-                        ck,
-                        p,
-                        dst,
-                        1,
-                        og as isize,
-                        ni > s,
-                        lhs,
-                        rhs,
-                        T::ONE,
-                        parallel,
-                    )
-                };
+                add_group_product(acc, gi, ni > s, lhs, rhs, parallel);
             }
         }
     };

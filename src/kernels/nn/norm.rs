@@ -174,8 +174,12 @@ fn ln_body<F: FloatStore>(a: &LnArgs<F::M>, s: usize, e: usize) {
     }
 }
 
-/// Blocks of rows for column reductions (fixed count: results independent of thread count).
+/// At most this many blocks of rows for column reductions (a count fixed by the row count:
+/// results independent of the thread count).
 const COL_BLOCKS: usize = 64;
+/// Rows per block at least (gpt2's [256, 256] rows were 64 blocks of 4 rows: zeroing and adding
+/// up 64 partial sums of 2 x 256 columns took longer than the rows themselves).
+const COL_BLOCK_ROWS: usize = 16;
 
 /// layer_norm backward. `grad_out`, `input` `[M, N]`; `mean`, `rstd` `M` elements; writes the
 /// outputs that are given: `grad_input` `[M, N]`, `grad_weight`/`grad_bias` `N` elements.
@@ -202,7 +206,7 @@ pub fn layer_norm_backward(
             return invalid_arg!("layer_norm backward: mean/rstd must have {m} elements");
         }
         let cols = grad_weight.is_some() || grad_bias.is_some();
-        let nb = if cols { m.clamp(1, COL_BLOCKS) } else { 0 };
+        let nb = if cols { m.div_ceil(COL_BLOCK_ROWS).clamp(1, COL_BLOCKS) } else { 0 };
         // Each block zeroes its own partial sums (a fresh 128 KB `vec!` per call was page
         // faults and a zeroing on the calling thread while the helpers waited).
         with_scratch::<M, _>(2 * nb * n, |parts| {
@@ -227,25 +231,35 @@ pub fn layer_norm_backward(
                 parallel_for(m, (GRAIN / n.max(1)).max(1), &|s, e| ln_bwd_rows::<F>(&a, s, e, 0));
             }
             if cols {
-                let mut gw = vec![M::zero(); n];
-                let mut gb = vec![M::zero(); n];
-                for blk in 0..nb {
-                    let off = 2 * blk * n;
-                    for j in 0..n {
-                        gw[j] += parts[off + j];
-                        gb[j] += parts[off + n + j];
-                    }
-                }
+                let mut sums = vec![M::zero(); 2 * n];
+                add_blocks(parts, &mut sums);
+                let (gw, gb) = sums.split_at(n);
                 if let Some(t) = grad_weight {
-                    write_vec(t, &gw)?;
+                    write_vec(t, gw)?;
                 }
                 if let Some(t) = grad_bias {
-                    write_vec(t, &gb)?;
+                    write_vec(t, gb)?;
                 }
             }
             Ok(())
         })
     }, _ => not_implemented!("layer_norm backward: no kernel for dtype {}", input.dtype.name()))
+}
+
+multiversion!(fn add_blocks<M: Math>(parts: &[M], sums: &mut [M]) => add_blocks_body);
+
+/// `sums += ` each `sums.len()`-long block of `parts`, in order (vectorised: the scalar loop
+/// was as slow as the rows' own pass).
+#[inline(always)]
+fn add_blocks_body<M: Math>(parts: &[M], sums: &mut [M]) {
+    if sums.is_empty() {
+        return;
+    }
+    for blk in parts.chunks_exact(sums.len()) {
+        for (o, &v) in sums.iter_mut().zip(blk) {
+            *o = *o + v;
+        }
+    }
 }
 
 struct LnBwd<'a, M> {
