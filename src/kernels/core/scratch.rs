@@ -94,6 +94,10 @@ impl KeptBuffer {
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.0.as_mut_ptr().cast()
     }
+
+    pub fn as_ptr(&self) -> *const u8 {
+        self.0.as_ptr().cast()
+    }
 }
 
 impl Drop for KeptBuffer {

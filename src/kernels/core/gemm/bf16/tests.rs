@@ -45,32 +45,54 @@ fn bf16_rounding_matches_half() {
     }
 }
 
+/// `pack::panel::<L>` of `lines` lines of `k` elements at `src[off + l * ls + q * ks]` against
+/// the layout it promises, every slot of the panel (padding included) overwritten.
+fn check_panel<const L: usize>(
+    src: &[u16],
+    off: usize,
+    ls: isize,
+    ks: isize,
+    lines: usize,
+    k: usize,
+) {
+    let mut dst = vec![u32::MAX; k.div_ceil(2) * L];
+    // SAFETY: the callers size `src` to hold every (l, q) with l < lines, q < k.
+    unsafe { pack::panel::<L>(src[off..].as_ptr(), ls, ks, lines, k, &mut dst) };
+    for p in 0..k.div_ceil(2) {
+        for l in 0..L {
+            let el = |q: usize| {
+                if l < lines && q < k {
+                    u32::from(src[off + l * ls as usize + q * ks as usize])
+                } else {
+                    0
+                }
+            };
+            assert_eq!(
+                dst[p * L + l],
+                el(2 * p) | el(2 * p + 1) << 16,
+                "L={L} lines={lines} k={k} ls={ls} ks={ks} off={off} p={p} l={l}"
+            );
+        }
+    }
+}
+
 #[test]
-fn bf16_pack_panel_all_three_loops() {
+fn bf16_pack_panel_all_loops() {
     if !available() {
         return;
     }
-    let (lines, k) = (5usize, 7usize);
-    let src: Vec<u16> = (0..200).collect();
+    let src: Vec<u16> = (0..u16::MAX).collect();
+    // Any strides, lines contiguous, and k contiguous with an odd line stride.
     for (ls, ks) in [(9isize, 1isize), (1, 9), (11, 3)] {
-        let mut dst = vec![u32::MAX; k.div_ceil(2) * 8];
-        // SAFETY: every (l, q) with l < 5, q < 7 is below 11 * 4 + 3 * 6 + 1 < 200.
-        unsafe { pack::panel::<8>(src.as_ptr(), ls, ks, lines, k, &mut dst) };
-        for p in 0..k.div_ceil(2) {
-            for l in 0..8 {
-                let el = |q: usize| {
-                    if l < lines && q < k {
-                        u32::from(src[l * ls as usize + q * ks as usize])
-                    } else {
-                        0
-                    }
-                };
-                assert_eq!(
-                    dst[p * 8 + l],
-                    el(2 * p) | el(2 * p + 1) << 16,
-                    "ls={ls} ks={ks} p={p} l={l}"
-                );
-            }
+        check_panel::<8>(&src, 0, ls, ks, 5, 7);
+    }
+    // k contiguous with an even line stride: 8 x 8 transposes (whole and partial groups of
+    // lines, pairs past the last block of 8, an odd k), also from an odd (unaligned) offset.
+    for (lines, k) in [(64, 40), (61, 37), (6, 16), (6, 35), (13, 18), (3, 5)] {
+        for off in [0, 1] {
+            check_panel::<64>(&src, off, 40, 1, lines.min(64), k);
+            check_panel::<6>(&src, off, 40, 1, lines.min(6), k);
+            check_panel::<8>(&src, off, 40, 1, lines.min(8), k);
         }
     }
 }
