@@ -381,6 +381,30 @@ def test_inference_mode(cls: type[nn.Module]) -> None:
     assert_same(got, want, atol=0, rtol=0)
 
 
+def test_no_grad_keeps_no_workspace() -> None:
+    """Under no_grad the layers keep nothing for a backward, even when the parameters require
+    grad: the whole-layer LSTM then writes neither every step's cell states nor its gates (it
+    wrote both, a [T, B, 4H] workspace, whenever a parameter required grad)."""
+    steps, batch, hidden = 50, 8, 32
+    m = nn.LSTM(4, hidden).to(FOO)
+    assert all(p.requires_grad for p in m.parameters())
+    x = torch.randn(steps, batch, 4, device=FOO)
+    workspace = steps * batch * 4 * hidden * 4
+
+    def peak(fn: object) -> tuple[int, torch.Tensor]:
+        torch.foo.synchronize()
+        base = torch.foo.memory_allocated()
+        torch.foo.reset_peak_memory_stats()
+        out = fn()  # type: ignore[operator]
+        return torch.foo.max_memory_allocated() - base, out
+
+    with torch.no_grad():
+        inference, got = peak(lambda: m(x)[0])
+    training, want = peak(lambda: m(x)[0])
+    assert training - inference >= workspace, (training, inference)
+    assert_same(got, want.detach().cpu(), atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
 def test_gradients_of_a_subset(cls: type[nn.Module]) -> None:
     """Only some inputs need gradients (frozen weights, an input without grad): the others are

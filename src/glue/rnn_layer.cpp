@@ -315,9 +315,11 @@ std::pair<Tensor, std::vector<std::vector<Tensor>>> run_layers(const Stack& s, b
       const Tensor h0 = s.states[0][idx];
       // Whether autograd will record the node (Function::apply's test), so that its forward
       // keeps what the backward reads.
-      bool keep = at::GradMode::is_enabled() && (input.requires_grad() || h0.requires_grad() ||
-                                                  (c0.has_value() && c0->requires_grad()));
-      for (int64_t i = 0; i < per; ++i) keep = keep || p[i].requires_grad();
+      // (Parameters that require grad under no_grad must not make it keep them: inference would
+      // write every step's cell state and gates, a third of the cell's memory traffic.)
+      bool wants_grad = input.requires_grad() || h0.requires_grad() || (c0.has_value() && c0->requires_grad());
+      for (int64_t i = 0; i < per; ++i) wants_grad = wants_grad || p[i].requires_grad();
+      const bool keep = at::GradMode::is_enabled() && wants_grad;
       variable_list r = Layer::apply(input, h0, c0, p[0], p[1], b_ih, b_hh, gru, d == 1, keep);
       outs.push_back(r[0]);
       for (size_t k = 0; k < finals.size(); ++k) finals[k].push_back(r[k + 1]);
