@@ -80,6 +80,8 @@ pub enum UnaryOp {
     /// p0: threshold, p1: value (`x <= threshold ? value : x`)
     Threshold = 55,
     Sinc = 56,
+    /// `x * x * x` with the square rounded to the dtype first, as the CPU's `pow(x, 3)`
+    Cube = 57,
 }
 
 impl UnaryOp {
@@ -431,6 +433,7 @@ fn float_unary<F: FloatStore>(
             m!(|x| x * ((x + three).max(zero)).min(six) / six)
         }
         Square => m!(|x| x * x),
+        Cube => m!(|x| F::store(x * x).load() * x),
         Threshold => {
             let (th, value) = (c(pf(p, 0, 0.0)), c(pf(p, 1, 0.0)));
             // NaN is not <= anything: it passes through, as on CPU (its own arm, as Relu's).

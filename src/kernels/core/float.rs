@@ -302,15 +302,18 @@ impl FloatStore for f16 {
     }
 }
 
+/// The elementwise kernels' loops convert through these (the same values as `half`'s, in fewer
+/// instructions per vector: a bfloat16 product of 262K elements spent most of its time
+/// converting).
 impl FloatStore for bf16 {
     type M = f32;
     #[inline(always)]
     fn load(self) -> f32 {
-        self.to_f32()
+        super::reduced::bf16_from_bits(self.to_bits())
     }
     #[inline(always)]
     fn store(m: f32) -> bf16 {
-        bf16::from_f32(m)
+        bf16::from_bits(super::reduced::bf16_bits(m))
     }
     fn max_finite() -> bf16 {
         bf16::MAX

@@ -28,6 +28,26 @@ pub fn dense_convert(to: DType, from: DType) -> Option<DenseConvert> {
     }
 }
 
+/// float32 -> bfloat16 bits, round-to-nearest-even; NaN stays NaN (made quiet), as
+/// `half::bf16::from_f32` does, in selects rather than branches (LLVM vectorizes it).
+#[inline(always)]
+pub fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let rounded = (b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16;
+    if b & 0x7FFF_FFFF > 0x7F80_0000 {
+        (b >> 16) as u16 | 0x0040
+    } else {
+        rounded
+    }
+}
+
+/// bfloat16 bits -> float32, exactly (a NaN stays a NaN; `half::bf16::to_f32` also sets its
+/// quiet bit, which costs a compare and a blend per vector in the elementwise loops).
+#[inline(always)]
+pub fn bf16_from_bits(x: u16) -> f32 {
+    f32::from_bits(u32::from(x) << 16)
+}
+
 /// float32 and bfloat16 converted as the CPU's vectorized copy does (`cvtfp32_bf16`: round to
 /// nearest even, every nan becomes 0xFFFF), written as integer operations that LLVM vectorizes.
 pub trait Bits32: Copy {

@@ -1,22 +1,7 @@
 //! The epilogue: a row of float32 accumulators becomes `alpha * acc + beta * c`, rounded once
 //! to bfloat16 with round-to-nearest-even (bit-identical to `half::bf16::from_f32`).
 
-/// float32 -> bfloat16 bits, round-to-nearest-even; NaN stays NaN (made quiet), as `half` does.
-#[inline(always)]
-pub fn to_bf16(x: f32) -> u16 {
-    let b = x.to_bits();
-    let rounded = (b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16;
-    if b & 0x7FFF_FFFF > 0x7F80_0000 {
-        (b >> 16) as u16 | 0x0040
-    } else {
-        rounded
-    }
-}
-
-#[inline(always)]
-fn from_bf16(x: u16) -> f32 {
-    f32::from_bits(u32::from(x) << 16)
-}
+pub use crate::kernels::core::reduced::{bf16_bits as to_bf16, bf16_from_bits as from_bf16};
 
 /// Writes `alpha * acc[j] (+ beta * c[j * c_cs])` to `out[j * out_cs]` for `j < acc.len()`.
 /// `c` may be the output itself (in-place addmm_): each element is read before it is written.
