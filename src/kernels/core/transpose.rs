@@ -141,13 +141,45 @@ pub unsafe fn transpose8x8_32(s: *const f32, sstride: isize, d: *mut f32, dstrid
     use std::arch::x86_64::*;
     // SAFETY: caller's contract (8 rows of 8 elements each side).
     unsafe {
-        let l = |k: isize| _mm256_loadu_ps(s.offset(k * sstride));
-        let (r0, r1, r2, r3) = (l(0), l(1), l(2), l(3));
-        let (r4, r5, r6, r7) = (l(4), l(5), l(6), l(7));
-        let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
-        let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
-        let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
-        let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+        let mut rows = [_mm256_setzero_ps(); 8];
+        for (k, r) in rows.iter_mut().enumerate() {
+            *r = _mm256_loadu_ps(s.offset(k as isize * sstride));
+        }
+        for (i, v) in transpose8x8_regs(rows).into_iter().enumerate() {
+            _mm256_storeu_ps(d.add(i * dstride), v);
+        }
+    }
+}
+
+/// The 8 x 8 transpose of 32-bit elements in registers: element `i` of result `k` is element
+/// `k` of row `i`.
+///
+/// # Safety
+/// AVX2 is present (the caller is compiled with it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub unsafe fn transpose8x8_regs(
+    r: [std::arch::x86_64::__m256; 8],
+) -> [std::arch::x86_64::__m256; 8] {
+    use std::arch::x86_64::*;
+    // SAFETY: register shuffles only; the caller has AVX2.
+    unsafe {
+        let (t0, t1) = (
+            _mm256_unpacklo_ps(r[0], r[1]),
+            _mm256_unpackhi_ps(r[0], r[1]),
+        );
+        let (t2, t3) = (
+            _mm256_unpacklo_ps(r[2], r[3]),
+            _mm256_unpackhi_ps(r[2], r[3]),
+        );
+        let (t4, t5) = (
+            _mm256_unpacklo_ps(r[4], r[5]),
+            _mm256_unpackhi_ps(r[4], r[5]),
+        );
+        let (t6, t7) = (
+            _mm256_unpacklo_ps(r[6], r[7]),
+            _mm256_unpackhi_ps(r[6], r[7]),
+        );
         let (s0, s1) = (
             _mm256_shuffle_ps::<0x44>(t0, t2),
             _mm256_shuffle_ps::<0xEE>(t0, t2),
@@ -164,15 +196,16 @@ pub unsafe fn transpose8x8_32(s: *const f32, sstride: isize, d: *mut f32, dstrid
             _mm256_shuffle_ps::<0x44>(t5, t7),
             _mm256_shuffle_ps::<0xEE>(t5, t7),
         );
-        let st = |i: usize, v: __m256| _mm256_storeu_ps(d.add(i * dstride), v);
-        st(0, _mm256_permute2f128_ps::<0x20>(s0, s4));
-        st(1, _mm256_permute2f128_ps::<0x20>(s1, s5));
-        st(2, _mm256_permute2f128_ps::<0x20>(s2, s6));
-        st(3, _mm256_permute2f128_ps::<0x20>(s3, s7));
-        st(4, _mm256_permute2f128_ps::<0x31>(s0, s4));
-        st(5, _mm256_permute2f128_ps::<0x31>(s1, s5));
-        st(6, _mm256_permute2f128_ps::<0x31>(s2, s6));
-        st(7, _mm256_permute2f128_ps::<0x31>(s3, s7));
+        [
+            _mm256_permute2f128_ps::<0x20>(s0, s4),
+            _mm256_permute2f128_ps::<0x20>(s1, s5),
+            _mm256_permute2f128_ps::<0x20>(s2, s6),
+            _mm256_permute2f128_ps::<0x20>(s3, s7),
+            _mm256_permute2f128_ps::<0x31>(s0, s4),
+            _mm256_permute2f128_ps::<0x31>(s1, s5),
+            _mm256_permute2f128_ps::<0x31>(s2, s6),
+            _mm256_permute2f128_ps::<0x31>(s3, s7),
+        ]
     }
 }
 

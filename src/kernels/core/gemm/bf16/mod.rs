@@ -100,6 +100,8 @@ mod imp {
     const MC: usize = MR * 16;
     /// Output columns per task.
     const NC: usize = NR * 4;
+    /// `k`-pairs per task when lines are packed pair by pair ([`pack::line_pair`]).
+    const PAIR_RUN: usize = 32;
 
     /// One operand packed whole: `batches x panels` panels of `pairs x L` u32, in a buffer kept
     /// by the calling thread between products (a fresh `vec!` of a [1024, 256] operand was
@@ -149,6 +151,41 @@ mod imp {
             pairs,
         };
         let src = SendPtr::of(ptr);
+        if ls == 1 && panels > 1 {
+            // Lines contiguous: pair by pair over all panels (see pack::line_pair), in
+            // parallel over runs of pairs. Every element is written, padding included.
+            let dst = SendPtr::new(packed.data().as_mut_ptr());
+            let runs = pairs.div_ceil(PAIR_RUN);
+            parallel_for(
+                batches * runs,
+                if parallel { 1 } else { batches * runs },
+                &|s, e| {
+                    for t in s..e {
+                        let (q, r) = (t / runs, t % runs);
+                        for p in r * PAIR_RUN..((r + 1) * PAIR_RUN).min(pairs) {
+                            let lo = src.at(q as isize * bs + (2 * p) as isize * ks) as *const u16;
+                            let hi = (2 * p + 1 < k).then(|| lo.wrapping_offset(ks));
+                            for panel in 0..panels {
+                                let first = panel * L;
+                                let d = dst.at((((q * panels + panel) * pairs + p) * L) as isize);
+                                // SAFETY: lines first..first + n of rows 2p (and 2p + 1) of batch
+                                // q: inside the operand (shape checked by the caller); pair p of
+                                // panel (q, panel) is this task's alone; `available()` was checked.
+                                unsafe {
+                                    pack::line_pair::<L>(
+                                        lo.wrapping_add(first),
+                                        hi.map(|h| h.wrapping_add(first)),
+                                        (lines - first).min(L),
+                                        d,
+                                    )
+                                };
+                            }
+                        }
+                    }
+                },
+            );
+            return packed;
+        }
         let total = batches * panels;
         // Every element is written: pack::panel fills its whole panel, padding included.
         par_rows_mut(

@@ -4,7 +4,11 @@
 //! zero, so they add nothing to the product. Three loops: `k` contiguous (A row-major, B of a
 //! linear layer's `weight.t()`), lines contiguous (B row-major, A transposed), and any strides.
 
-use crate::kernels::core::transpose::transpose8x8_32;
+// The AVX-512 intrinsics are stable since Rust 1.89 (see microkernel.rs).
+#![allow(clippy::incompatible_msrv)]
+
+use crate::kernels::core::transpose::{transpose8x8_32, transpose8x8_regs};
+use std::arch::x86_64::*;
 
 /// Packs `lines <= L` lines of `k` bfloat16 (raw bits): element `(l, q)` is at
 /// `src + l * ls + q * ks`. `dst` receives `k.div_ceil(2) * L` u32.
@@ -65,6 +69,42 @@ pub unsafe fn panel<const L: usize>(
     }
 }
 
+/// One pair of every line of a panel whose lines are contiguous (`ls == 1`: B row-major, A
+/// transposed): `dst[l] = lo[l] | hi[l] << 16` for `l < lines`, zeros up to `L`; `hi` is `None`
+/// for the odd `k` tail. [`super::imp`] calls it pair by pair over all panels, so each row of
+/// the operand is read from start to end once; panel by panel, every pair read 2 short pieces
+/// of rows a row's length apart (B's packing was 15% of a 256x1024 by 1024x256 `addmm`).
+///
+/// # Safety
+/// `lo` (and `hi`) readable for `lines <= L` elements, `dst` writable for `L`; the CPU must
+/// support AVX512F/BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub unsafe fn line_pair<const L: usize>(
+    lo: *const u16,
+    hi: Option<*const u16>,
+    lines: usize,
+    dst: *mut u32,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match hi {
+            Some(hi) => {
+                for l in 0..lines {
+                    *dst.add(l) = u32::from(*lo.add(l)) | u32::from(*hi.add(l)) << 16;
+                }
+            }
+            None => {
+                for l in 0..lines {
+                    *dst.add(l) = u32::from(*lo.add(l));
+                }
+            }
+        }
+        for l in lines..L {
+            *dst.add(l) = 0;
+        }
+    }
+}
+
 /// [`panel`]'s `full` whole pairs of `lines` lines whose pairs are adjacent u32 (`ks == 1`), lines
 /// `ls32` u32 apart (the u32 may be unaligned): the transpose of a `lines x full` u32 matrix, in 8 x 8 blocks through
 /// registers, 8 lines at a time. One u32 per line and pair, pair by pair, read all `L` lines at
@@ -72,8 +112,8 @@ pub unsafe fn panel<const L: usize>(
 /// evicted each other on every pair (2 ns a pair, a quarter of a 256 x 1024 x 256 product).
 ///
 /// # Safety
-/// As [`panel`] (the CPU has AVX2, which AVX512F implies).
-#[target_feature(enable = "avx2,avx512f,avx512bw")]
+/// As [`panel`], and the CPU has AVX512VL (as every AVX512-BF16 CPU).
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
 unsafe fn transpose_pairs<const L: usize>(
     src: *const u32,
     ls32: usize,
@@ -99,30 +139,21 @@ unsafe fn transpose_pairs<const L: usize>(
                 };
                 continue;
             }
-            // A group of fewer than 8 lines (A's 6 rows) goes through 8 x 8 staging blocks.
-            let mut block = [0u32; 64];
-            for l in 0..n {
-                // SAFETY: line g + l holds pairs p..p + 8 (32 bytes, maybe not 4-byte aligned).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        at(g + l, p) as *const u8,
-                        block[l * 8..].as_mut_ptr() as *mut u8,
-                        32,
-                    )
-                };
-            }
-            let mut out = [0u32; 64];
-            // SAFETY: two local 8 x 8 blocks.
+            // A group of fewer than 8 lines (A's 6 rows): its last line read again in place of
+            // the missing ones, and only the group's `n` lanes of each pair stored (through a
+            // stack block and a copy, this was most of the packing of A).
+            // SAFETY: lines g..g + n hold pairs p..p + 8 (32 bytes each, maybe not 4-byte
+            // aligned); the panel's pairs p..p + 8 have lanes g..g + n (g + n <= lines <= L).
             unsafe {
-                transpose8x8_32(
-                    block.as_ptr() as *const f32,
-                    8,
-                    out.as_mut_ptr() as *mut f32,
-                    8,
-                )
-            };
-            for i in 0..8 {
-                dst[(p + i) * L + g..(p + i) * L + g + n].copy_from_slice(&out[i * 8..i * 8 + n]);
+                let mut rows = [_mm256_setzero_ps(); 8];
+                for (l, r) in rows.iter_mut().enumerate() {
+                    *r = _mm256_loadu_ps(at(g + l.min(n - 1), p) as *const f32);
+                }
+                let mask = (1u8 << n) - 1;
+                for (i, v) in transpose8x8_regs(rows).into_iter().enumerate() {
+                    let d = dst[(p + i) * L + g..].as_mut_ptr() as *mut f32;
+                    _mm256_mask_storeu_ps(d, mask, v);
+                }
             }
         }
         for p in blocks..full {
