@@ -209,15 +209,17 @@ def test_pow_with_a_scalar_exponent_has_the_cpus_bits(dtype: torch.dtype, expone
 @pytest.mark.parametrize(
     "op", [torch.add, torch.sub, torch.mul, torch.div, torch.maximum, torch.tanh, torch.neg, torch.sigmoid]
 )
-def test_bfloat16_elementwise_rounds_as_the_cpu(op: object) -> None:
-    # foo's elementwise loops widen bfloat16 by a shift and round float32 back in selects (not
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_reduced_float_elementwise_rounds_as_the_cpu(op: object, dtype: torch.dtype) -> None:
+    # foo's elementwise loops widen bfloat16 and float16 and round float32 back in selects (not
     # half's branches): the same bits as the CPU's for ties, overflow to inf, subnormals, signed
     # zeros, inf and NaN, in the vector body and its tail (1003 elements).
     torch.manual_seed(0)
     edges = torch.tensor([1.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, 3.3895e38, -3.3895e38, 1e-39, -1e-39, 0.0, -0.0,
-                          float("inf"), float("-inf"), float("nan"), 2**-133, 255.5, -0.0])
-    x = torch.cat([edges, torch.randn(988) * 1000]).to(torch.bfloat16)
-    y = torch.cat([edges.flip(0), torch.randn(988)]).to(torch.bfloat16)
+                          float("inf"), float("-inf"), float("nan"), 2**-133, 255.5, -0.0, 65504.0, 65520.0,
+                          6.1e-5, 5.96e-8, 2.98e-8, 1.0 + 2**-11, 1.0 + 3 * 2**-11, 7e-6, -3e-7])
+    x = torch.cat([edges, torch.randn(979) * 1000]).to(dtype)
+    y = torch.cat([edges.flip(0), torch.randn(979)]).to(dtype)
     args = (x, y) if op in (torch.add, torch.sub, torch.mul, torch.div, torch.maximum) else (x,)
     assert_same(op(*[a.to(FOO) for a in args]), op(*args), atol=0, rtol=0)
 

@@ -288,11 +288,11 @@ impl FloatStore for f16 {
     type M = f32;
     #[inline(always)]
     fn load(self) -> f32 {
-        self.to_f32()
+        super::reduced::f16_from_bits(self.to_bits())
     }
     #[inline(always)]
     fn store(m: f32) -> f16 {
-        f16::from_f32(m)
+        f16::from_bits(super::reduced::f16_bits(m))
     }
     fn max_finite() -> f16 {
         f16::MAX

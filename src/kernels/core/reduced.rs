@@ -48,6 +48,55 @@ pub fn bf16_from_bits(x: u16) -> f32 {
     f32::from_bits(u32::from(x) << 16)
 }
 
+/// float16 bits -> float32, exactly, in selects (LLVM vectorizes it; `half`'s software path,
+/// taken without F16C at compile time, is branches per element: 9-38x the CPU's time for
+/// float16 elementwise ops). Subnormals go through an integer-to-float conversion and a power
+/// of two, so flush-to-zero modes do not touch them.
+#[inline(always)]
+pub fn f16_from_bits(h: u16) -> f32 {
+    let h = u32::from(h);
+    let sign = (h & 0x8000) << 16;
+    let exp = (h >> 10) & 0x1f;
+    let man = h & 0x3ff;
+    let normal = f32::from_bits(sign | ((exp + 112) << 23) | (man << 13));
+    let special = f32::from_bits(sign | 0x7f80_0000 | (man << 13));
+    let small = f32::from_bits(sign | (man as f32 * f32::from_bits(0x3380_0000)).to_bits());
+    match exp {
+        0 => small,
+        31 => special,
+        _ => normal,
+    }
+}
+
+/// float32 -> float16 bits, round-to-nearest-even as `vcvtps2ph` and `half` (NaN stays NaN,
+/// quiet; its payload is not kept), in selects (see [`f16_from_bits`]). F. Giesen's
+/// `float_to_half_fast3_rtne`: results below float16's normal range come from one float32
+/// addition of a magic number, which rounds them to the nearest even subnormal.
+#[inline(always)]
+pub fn f16_bits(x: f32) -> u16 {
+    const F32_INF: u32 = 255 << 23;
+    const F16_MAX: u32 = (127 + 16) << 23;
+    const DENORM_MAGIC: u32 = ((127 - 15) + (23 - 10) + 1) << 23;
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let u = b & 0x7fff_ffff;
+    let big = if u > F32_INF { 0x7e00 } else { 0x7c00 };
+    let tiny = (f32::from_bits(u) + f32::from_bits(DENORM_MAGIC))
+        .to_bits()
+        .wrapping_sub(DENORM_MAGIC) as u16;
+    let rounded = (u
+        .wrapping_add(((15u32.wrapping_sub(127)) << 23).wrapping_add(0xfff))
+        .wrapping_add((u >> 13) & 1)
+        >> 13) as u16;
+    sign | if u >= F16_MAX {
+        big
+    } else if u < (113 << 23) {
+        tiny
+    } else {
+        rounded
+    }
+}
+
 /// float32 and bfloat16 converted as the CPU's vectorized copy does (`cvtfp32_bf16`: round to
 /// nearest even, every nan becomes 0xFFFF), written as integer operations that LLVM vectorizes.
 pub trait Bits32: Copy {
@@ -367,6 +416,51 @@ fn store_dense(out: &TensorMut, src: &[f32]) -> FooResult<()> {
 mod tests {
     use super::*;
     use crate::kernels::core::map::testing::Owned;
+
+    /// The elementwise loops' float16 conversions give `half`'s values: every float16 widened
+    /// exactly, and float32 narrowed with its rounding over a sweep of all exponents (ties,
+    /// overflow to inf, subnormals, zeros); NaN stays NaN.
+    #[test]
+    fn f16_conversions_match_half() {
+        for h in 0..=u16::MAX {
+            let (got, want) = (f16_from_bits(h), f16::from_bits(h).to_f32());
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{h:#x}"
+            );
+        }
+        let edges = [
+            0.0f32,
+            -0.0,
+            65504.0,
+            65519.99,
+            65520.0,
+            -65520.0,
+            6.1035156e-5,
+            5.9604645e-8,
+            2.9802322e-8,
+            2.9802326e-8,
+            8.940697e-8,
+            1.0 + 2f32.powi(-11),
+            1.0 + 3.0 * 2f32.powi(-11),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MIN_POSITIVE,
+            1e-45,
+            f32::MAX,
+        ];
+        let sweep = (0..=u32::MAX).step_by(997).map(f32::from_bits);
+        for x in edges.into_iter().chain(sweep) {
+            let (got, want) = (f16_bits(x), f16::from_f32(x).to_bits());
+            let nan = |b: u16| f16::from_bits(b).is_nan();
+            assert!(
+                got == want || (nan(got) && nan(want)),
+                "{x:e} ({:#x}): {got:#x} != {want:#x}",
+                x.to_bits()
+            );
+        }
+    }
 
     #[test]
     fn reduced_round_trip_dense_and_strided() {
