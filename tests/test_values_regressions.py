@@ -207,21 +207,47 @@ def test_pow_with_a_scalar_exponent_has_the_cpus_bits(dtype: torch.dtype, expone
 
 
 @pytest.mark.parametrize(
-    "op", [torch.add, torch.sub, torch.mul, torch.div, torch.maximum, torch.tanh, torch.neg, torch.sigmoid]
+    "op", [torch.add, torch.sub, torch.mul, torch.div, torch.maximum, torch.minimum, torch.tanh, torch.neg,
+           torch.sigmoid, torch.relu, torch.abs, torch.square]
 )
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_reduced_float_elementwise_rounds_as_the_cpu(op: object, dtype: torch.dtype) -> None:
+@pytest.mark.parametrize("layout", ["dense", "rows", "row-constant", "constant-first", "scalar", "in-place", "long"])
+def test_reduced_float_elementwise_rounds_as_the_cpu(op: object, dtype: torch.dtype, layout: str) -> None:
     # foo's elementwise loops widen bfloat16 and float16 and round float32 back in selects (not
-    # half's branches): the same bits as the CPU's for ties, overflow to inf, subnormals, signed
-    # zeros, inf and NaN, in the vector body and its tail (1003 elements).
+    # half's branches), float16's dense runs in float32 blocks with vcvtph2ps/vcvtps2ph where the
+    # CPU has AVX-512: the same bits as the CPU's for ties, overflow to inf, subnormals, signed
+    # zeros, inf and NaN, in the vector body and its tail (1003 elements), in rows of a wider
+    # tensor, with an input constant along the rows (either side), in place, and over runs longer
+    # than a block and split across threads ("long").
     torch.manual_seed(0)
     edges = torch.tensor([1.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, 3.3895e38, -3.3895e38, 1e-39, -1e-39, 0.0, -0.0,
                           float("inf"), float("-inf"), float("nan"), 2**-133, 255.5, -0.0, 65504.0, 65520.0,
                           6.1e-5, 5.96e-8, 2.98e-8, 1.0 + 2**-11, 1.0 + 3 * 2**-11, 7e-6, -3e-7])
-    x = torch.cat([edges, torch.randn(979) * 1000]).to(dtype)
-    y = torch.cat([edges.flip(0), torch.randn(979)]).to(dtype)
-    args = (x, y) if op in (torch.add, torch.sub, torch.mul, torch.div, torch.maximum) else (x,)
-    assert_same(op(*[a.to(FOO) for a in args]), op(*args), atol=0, rtol=0)
+    n = 100_003 if layout == "long" else 1003
+    x = torch.cat([edges, torch.randn(n - 24) * 1000]).to(dtype)
+    y = torch.cat([edges.flip(0), torch.randn(n - 24)]).to(dtype)
+    if layout == "rows":  # [24, 1003] columns 5.. of [24, 1008]: rows of dense runs
+        x = torch.cat([x.roll(k).reshape(1, -1) for k in range(24)])
+        x = torch.cat([torch.ones(24, 5, dtype=dtype), x], 1)[:, 5:]
+        y = torch.cat([torch.ones(24, 5, dtype=dtype), y.expand(24, -1)], 1)[:, 5:]
+    elif layout in ("row-constant", "constant-first"):  # [24, 1003] with a [24, 1] operand
+        x = torch.cat([x.roll(k).reshape(1, -1) for k in range(24)])
+        y = edges.reshape(24, 1).to(dtype)
+    elif layout == "scalar":
+        y = edges[13].to(dtype)
+    binary = op in (torch.add, torch.sub, torch.mul, torch.div, torch.maximum, torch.minimum)
+    args = (x, y) if binary else (x,)
+    if binary and layout == "constant-first":
+        args = (y, x)
+    want = op(*args)
+    if layout == "in-place":
+        got = args[0].to(FOO)
+        rest = [a.to(FOO) for a in args[1:]]
+        in_place = getattr(torch.Tensor, op.__name__ + "_", None)  # no maximum_: out= itself
+        in_place(got, *rest) if in_place else op(got, *rest, out=got)
+    else:
+        got = op(*[a.to(FOO) for a in args])
+    assert_same(got, want, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.bool, torch.complex64, torch.float16])

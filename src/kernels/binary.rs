@@ -5,8 +5,9 @@
 use super::core::element::Element;
 use super::core::float::{FloatStore, Math};
 use super::core::int::IntElem;
-use super::core::map::{map2, map2_isa};
+use super::core::map::map2;
 use super::core::simd::Isa;
+use super::core::widened::{map1_float, map2_float, Blocks, Vectors};
 use crate::error::{FooError, FooResult};
 use crate::not_implemented;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
@@ -21,7 +22,11 @@ pub enum BinaryOp {
     Add = 0,
     /// p0: alpha (out = a - alpha * b)
     Sub = 1,
+    /// p0, when given: the second operand as a number, taken in the opmath type (float32 for
+    /// float16/bfloat16) unrounded, `b` unread: the CPU's product by a Python number or
+    /// one-element tensor that the dtype cannot hold (float16 1e-5 * 1e6 is 10).
     Mul = 2,
+    /// p0: as Mul's.
     Div = 3,
     DivTrunc = 4,
     DivFloor = 5,
@@ -196,23 +201,28 @@ fn float_binary<F: FloatStore>(
     let c = |v: f64| Mf::<F>::from_f64c(v);
     macro_rules! m {
         (|$x:ident, $y:ident| $e:expr) => {
-            m!(|$x, $y, _isa| $e)
+            m!(@run Blocks, |$x, $y, _isa| $e)
         };
         // `$isa`: the loop copy's instruction set, for the `Math::v*` functions.
         (|$x:ident, $y:ident, $isa:ident| $e:expr) => {
+            m!(@run Blocks, |$x, $y, $isa| $e)
+        };
+        (@run $s:ident, |$x:ident, $y:ident, $isa:ident| $e:expr) => {
             // Always inlined: LLVM left large bodies (exact GELU's backward: erf and exp) as
             // a call per element, scalar (2.2 ms against the CPU's 0.13 for 262K elements).
-            map2_isa(
+            map2_float::<F, $s>(
                 out,
                 a,
                 b,
                 #[inline(always)]
-                move |u: F, v: F, $isa: Isa| {
-                    let $x: Mf<F> = u.load();
-                    let $y: Mf<F> = v.load();
-                    F::store($e)
-                },
+                move |$x: Mf<F>, $y: Mf<F>, $isa: Isa| $e,
             )
+        };
+    }
+    // Arithmetic: float16 in vectors (`core::widened::Vectors`).
+    macro_rules! mv {
+        (|$x:ident, $y:ident| $e:expr) => {
+            m!(@run Vectors, |$x, $y, _isa| $e)
         };
     }
     let zero = Mf::<F>::zero();
@@ -221,23 +231,31 @@ fn float_binary<F: FloatStore>(
         Add => {
             let alpha = pf(p, 0, 1.0);
             if alpha == 1.0 {
-                m!(|x, y| x + y)
+                mv!(|x, y| x + y)
             } else {
                 let al = c(alpha);
-                m!(|x, y| x + al * y)
+                mv!(|x, y| x + al * y)
             }
         }
         Sub => {
             let alpha = pf(p, 0, 1.0);
             if alpha == 1.0 {
-                m!(|x, y| x - y)
+                mv!(|x, y| x - y)
             } else {
                 let al = c(alpha);
-                m!(|x, y| x - al * y)
+                mv!(|x, y| x - al * y)
             }
         }
-        Mul => m!(|x, y| x * y),
-        Div => m!(|x, y| x / y),
+        Mul | Div if p.first().is_some_and(|s| s.tag >= 0) => {
+            let s = c(pf(p, 0, 1.0));
+            if op == Mul {
+                map1_float::<F, Vectors>(out, a, move |x, _| x * s)
+            } else {
+                map1_float::<F, Vectors>(out, a, move |x, _| x / s)
+            }
+        }
+        Mul => mv!(|x, y| x * y),
+        Div => mv!(|x, y| x / y),
         // Like ATen's AVX2 kernels, the quotient is rounded to the storage type before truncating
         // (matters for float16/bfloat16: bf16 1.0 / 0.1 is 10; the CPU's AVX-512 kernels give 9).
         DivTrunc => m!(|x, y| F::store(x / y).load().trunc()),

@@ -4,8 +4,9 @@
 use super::core::element::Element;
 use super::core::float::{FloatStore, Math};
 use super::core::int::IntElem;
-use super::core::map::{any1, map1, map1_isa};
+use super::core::map::{any1, map1};
 use super::core::simd::Isa;
+use super::core::widened::{map1_float, Blocks, Vectors};
 use crate::error::{FooError, FooResult};
 use crate::not_implemented;
 use crate::tensor::{Scalar, TensorMut, TensorRef};
@@ -225,27 +226,33 @@ fn float_unary<F: FloatStore>(
     let c = |v: f64| Mf::<F>::from_f64c(v);
     macro_rules! m {
         (|$x:ident| $e:expr) => {
-            m!(|$x, _isa| $e)
+            m!(@run Blocks, |$x, _isa| $e)
         };
         // `$isa`: the loop copy's instruction set, for the `Math::v*` functions.
         (|$x:ident, $isa:ident| $e:expr) => {
+            m!(@run Blocks, |$x, $isa| $e)
+        };
+        (@run $s:ident, |$x:ident, $isa:ident| $e:expr) => {
             // Always inlined, as binary.rs's `m!`.
-            map1_isa(
+            map1_float::<F, $s>(
                 out,
                 a,
                 #[inline(always)]
-                move |v: F, $isa: Isa| {
-                    let $x: Mf<F> = v.load();
-                    F::store($e)
-                },
+                move |$x: Mf<F>, $isa: Isa| $e,
             )
+        };
+    }
+    // Arithmetic: float16 in vectors (`core::widened::Vectors`).
+    macro_rules! mv {
+        (|$x:ident| $e:expr) => {
+            m!(@run Vectors, |$x, _isa| $e)
         };
     }
     let zero = Mf::<F>::zero();
     let one = Mf::<F>::one();
     match op {
-        Neg => m!(|x| -x),
-        Abs => m!(|x| x.abs()),
+        Neg => mv!(|x| -x),
+        Abs => mv!(|x| x.abs()),
         Sign => m!(|x| if x > zero {
             one
         } else if x < zero {
@@ -432,7 +439,7 @@ fn float_unary<F: FloatStore>(
             let (three, six) = (c(3.0), c(6.0));
             m!(|x| x * ((x + three).max(zero)).min(six) / six)
         }
-        Square => m!(|x| x * x),
+        Square => mv!(|x| x * x),
         Cube => m!(|x| F::store(x * x).load() * x),
         Threshold => {
             let (th, value) = (c(pf(p, 0, 0.0)), c(pf(p, 1, 0.0)));

@@ -211,6 +211,9 @@ impl Math for f64 {
 }
 
 /// A float storage type and its math type.
+/// Elements of [`FloatStore::load_lanes`]: one AVX2 register of float32.
+pub const LANES: usize = 8;
+
 pub trait FloatStore: Element + PartialOrd {
     type M: Math;
     fn load(self) -> Self::M;
@@ -229,6 +232,52 @@ pub trait FloatStore: Element + PartialOrd {
     #[inline(always)]
     fn as_math_mut(_xs: &mut [Self]) -> Option<&mut [Self::M]> {
         None
+    }
+    /// Whether the elementwise loops widen dense runs in blocks ([`FloatStore::load_run`],
+    /// `core::widened`) rather than element by element: where a run converts in far fewer
+    /// instructions than the per-element conversions LLVM vectorizes (float16 on AVX-512).
+    const WIDENS_IN_BLOCKS: bool = false;
+    /// Widens the `n` elements at `src` into `dst`, with the instructions of `isa`'s copy.
+    ///
+    /// # Safety
+    /// `src` holds `n` elements and `dst` room for `n`.
+    #[inline(always)]
+    unsafe fn load_run(_isa: Isa, src: *const Self, dst: *mut Self::M, n: usize) {
+        for i in 0..n {
+            // SAFETY: i < n (the caller's contract).
+            unsafe { *dst.add(i) = (*src.add(i)).load() };
+        }
+    }
+    /// Widens the [`LANES`] elements at `src` (`core::widened::Vectors`).
+    ///
+    /// # Safety
+    /// `src` holds `LANES` elements.
+    #[inline(always)]
+    unsafe fn load_lanes(_isa: Isa, src: *const Self) -> [Self::M; LANES] {
+        // SAFETY: k < LANES (the caller's contract).
+        std::array::from_fn(|k| unsafe { (*src.add(k)).load() })
+    }
+    /// Narrows `v` into the [`LANES`] elements at `dst`.
+    ///
+    /// # Safety
+    /// `dst` has room for `LANES` elements.
+    #[inline(always)]
+    unsafe fn store_lanes(_isa: Isa, v: [Self::M; LANES], dst: *mut Self) {
+        for (k, v) in v.into_iter().enumerate() {
+            // SAFETY: k < LANES (the caller's contract).
+            unsafe { *dst.add(k) = Self::store(v) };
+        }
+    }
+    /// Narrows the `n` values at `src` into `dst` (as [`FloatStore::store`]).
+    ///
+    /// # Safety
+    /// As [`FloatStore::load_run`].
+    #[inline(always)]
+    unsafe fn store_run(_isa: Isa, src: *const Self::M, dst: *mut Self, n: usize) {
+        for i in 0..n {
+            // SAFETY: i < n (the caller's contract).
+            unsafe { *dst.add(i) = Self::store(*src.add(i)) };
+        }
     }
 }
 
@@ -299,6 +348,27 @@ impl FloatStore for f16 {
     }
     fn min_finite() -> f16 {
         f16::MIN
+    }
+    const WIDENS_IN_BLOCKS: bool = true;
+    #[inline(always)]
+    unsafe fn load_run(isa: Isa, src: *const f16, dst: *mut f32, n: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { super::reduced::f16_run_to_f32(isa, dst, src, n) }
+    }
+    #[inline(always)]
+    unsafe fn store_run(isa: Isa, src: *const f32, dst: *mut f16, n: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { super::reduced::f16_run_from_f32(isa, dst, src, n) }
+    }
+    #[inline(always)]
+    unsafe fn load_lanes(isa: Isa, src: *const f16) -> [f32; LANES] {
+        // SAFETY: the caller's contract.
+        unsafe { super::reduced::f16_lanes_to_f32(isa, src) }
+    }
+    #[inline(always)]
+    unsafe fn store_lanes(isa: Isa, v: [f32; LANES], dst: *mut f16) {
+        // SAFETY: the caller's contract.
+        unsafe { super::reduced::f16_lanes_from_f32(isa, v, dst) }
     }
 }
 

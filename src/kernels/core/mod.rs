@@ -5,8 +5,8 @@
 //!   opmath type), [`int`] (`IntElem`, PyTorch's integer semantics), [`dispatch`] (the one
 //!   dtype-dispatch macro, `dispatch!`);
 //! * iteration: [`layout`] (the one dimension coalescing and row walk, ndarray views), [`map`] (the
-//!   elementwise engine), [`tiles`] (2-D tiles for transposed operands), [`copy`] (strided copy
-//!   with dtype conversion);
+//!   elementwise engine; [`widened`], its float16 loops in float32 blocks), [`tiles`] (2-D tiles
+//!   for transposed operands), [`copy`] (strided copy with dtype conversion);
 //! * parallelism: [`parallel`] (`parallel_for`, the one driver onto `runtime::pool`;
 //!   `SendPtr`, the one pointer type tasks share, its contract written there; `par_chunks_mut`
 //!   and `par_rows_mut`, which hand a dense output to the tasks as disjoint slices);
@@ -37,3 +37,4 @@ pub mod simd;
 pub mod tiles;
 pub mod transpose;
 pub mod vmath;
+pub mod widened;

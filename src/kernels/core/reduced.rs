@@ -5,6 +5,7 @@
 
 use super::layout::GRAIN;
 use super::parallel::{par_chunks_mut, SendPtr};
+use super::simd::Isa;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::tensor::{contiguous_strides, TensorMut, TensorRef};
@@ -94,6 +95,85 @@ pub fn f16_bits(x: f32) -> u16 {
         tiny
     } else {
         rounded
+    }
+}
+
+/// float16 into float32 for the elementwise engine's block loops (`core::widened`):
+/// `vcvtph2ps` in the multiversioned copies (`isa`: 16 at a time with AVX-512, 8 with F16C),
+/// [`f16_from_bits`] for the tail and in the baseline copy.
+///
+/// # Safety
+/// `src` holds `n` elements and `dst` room for `n`; `isa` is the calling copy's, whose
+/// features the CPU has (`simd::level` requires F16C for the AVX2 and AVX-512 copies).
+#[inline(always)]
+pub unsafe fn f16_run_to_f32(isa: Isa, dst: *mut f32, src: *const f16, n: usize) {
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::AVX512 {
+        // SAFETY: the AVX-512 copy runs only where the CPU has AVX-512 F; the caller's contract.
+        done = unsafe { x86::f16_to_f32(dst, src as *const u16, n) };
+    } else if isa == Isa::FMA {
+        // SAFETY: the AVX2 copy runs only where the CPU has AVX and F16C; as above.
+        done = unsafe { x86::f16_to_f32_f16c(dst, src as *const u16, n) };
+    }
+    for i in done..n {
+        // SAFETY: i < n (the caller's contract).
+        unsafe { *dst.add(i) = f16_from_bits((*src.add(i)).to_bits()) };
+    }
+}
+
+/// The narrowing counterpart of [`f16_run_to_f32`] (`vcvtps2ph`, [`f16_bits`]).
+///
+/// # Safety
+/// As [`f16_run_to_f32`].
+#[inline(always)]
+pub unsafe fn f16_run_from_f32(isa: Isa, dst: *mut f16, src: *const f32, n: usize) {
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::AVX512 {
+        // SAFETY: as in `f16_run_to_f32`.
+        done = unsafe { x86::f16_from_f32(dst as *mut u16, src, n) };
+    } else if isa == Isa::FMA {
+        // SAFETY: as in `f16_run_to_f32`.
+        done = unsafe { x86::f16_from_f32_f16c(dst as *mut u16, src, n) };
+    }
+    for i in done..n {
+        // SAFETY: i < n (the caller's contract).
+        unsafe { *dst.add(i) = f16::from_bits(f16_bits(*src.add(i))) };
+    }
+}
+
+/// Eight float16 at `src` as float32: one `vcvtph2ps` in the multiversioned copies (`isa`),
+/// [`f16_from_bits`] in the baseline one (`core::widened::Vectors`).
+///
+/// # Safety
+/// `src` holds 8 elements; `isa` as in [`f16_run_to_f32`].
+#[inline(always)]
+pub unsafe fn f16_lanes_to_f32(isa: Isa, src: *const f16) -> [f32; 8] {
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::BASELINE {
+        // SAFETY: the AVX2 and AVX-512 copies run where the CPU has F16C; the caller's
+        // contract.
+        return unsafe { x86::f16_lanes_to_f32(src as *const u16) };
+    }
+    // SAFETY: k < 8 (the caller's contract).
+    std::array::from_fn(|k| f16_from_bits(unsafe { (*src.add(k)).to_bits() }))
+}
+
+/// The narrowing counterpart of [`f16_lanes_to_f32`] (`vcvtps2ph`, [`f16_bits`]).
+///
+/// # Safety
+/// `dst` has room for 8 elements; `isa` as in [`f16_run_to_f32`].
+#[inline(always)]
+pub unsafe fn f16_lanes_from_f32(isa: Isa, v: [f32; 8], dst: *mut f16) {
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::BASELINE {
+        // SAFETY: as in `f16_lanes_to_f32`.
+        return unsafe { x86::f16_lanes_from_f32(v, dst as *mut u16) };
+    }
+    for (k, v) in v.into_iter().enumerate() {
+        // SAFETY: k < 8 (the caller's contract).
+        unsafe { *dst.add(k) = f16::from_bits(f16_bits(v)) };
     }
 }
 
@@ -264,6 +344,7 @@ mod x86 {
     /// # Safety
     /// AVX-512 F; `src` holds `len` floats and `dst` room for `len` halves.
     #[target_feature(enable = "avx512f")]
+    #[inline]
     pub unsafe fn f16_from_f32(dst: *mut u16, src: *const f32, len: usize) -> usize {
         let blocks = len / 16 * 16;
         for i in (0..blocks).step_by(16) {
@@ -282,6 +363,7 @@ mod x86 {
     /// # Safety
     /// As [`f16_from_f32`], with the roles swapped.
     #[target_feature(enable = "avx512f")]
+    #[inline]
     pub unsafe fn f16_to_f32(dst: *mut f32, src: *const u16, len: usize) -> usize {
         let blocks = len / 16 * 16;
         for i in (0..blocks).step_by(16) {
@@ -292,6 +374,38 @@ mod x86 {
             }
         }
         blocks
+    }
+
+    /// Eight float16 widened (`vcvtph2ps`).
+    ///
+    /// # Safety
+    /// AVX and F16C; `src` holds 8 halves.
+    #[target_feature(enable = "avx,f16c")]
+    #[inline]
+    pub unsafe fn f16_lanes_to_f32(src: *const u16) -> [f32; 8] {
+        // SAFETY: 8 halves at `src` (the caller's contract); __m256 is [f32; 8]'s layout.
+        unsafe {
+            std::mem::transmute::<__m256, [f32; 8]>(_mm256_cvtph_ps(_mm_loadu_si128(
+                src as *const __m128i,
+            )))
+        }
+    }
+
+    /// Eight float32 narrowed to float16, to nearest even (`vcvtps2ph`).
+    ///
+    /// # Safety
+    /// AVX and F16C; `dst` has room for 8 halves.
+    #[target_feature(enable = "avx,f16c")]
+    #[inline]
+    pub unsafe fn f16_lanes_from_f32(v: [f32; 8], dst: *mut u16) {
+        // SAFETY: as above.
+        unsafe {
+            let v = std::mem::transmute::<[f32; 8], __m256>(v);
+            _mm_storeu_si128(
+                dst as *mut __m128i,
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v),
+            );
+        }
     }
 
     /// Whether the CPU converts float16 8 at a time (`vcvtps2ph`/`vcvtph2ps` on ymm).
@@ -305,6 +419,7 @@ mod x86 {
     /// # Safety
     /// AVX and F16C; as [`f16_from_f32`].
     #[target_feature(enable = "avx,f16c")]
+    #[inline]
     pub unsafe fn f16_from_f32_f16c(dst: *mut u16, src: *const f32, len: usize) -> usize {
         let blocks = len / 8 * 8;
         for i in (0..blocks).step_by(8) {
@@ -323,6 +438,7 @@ mod x86 {
     /// # Safety
     /// As [`f16_from_f32_f16c`], with the roles swapped.
     #[target_feature(enable = "avx,f16c")]
+    #[inline]
     pub unsafe fn f16_to_f32_f16c(dst: *mut f32, src: *const u16, len: usize) -> usize {
         let blocks = len / 8 * 8;
         for i in (0..blocks).step_by(8) {

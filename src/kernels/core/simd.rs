@@ -9,7 +9,8 @@ use crate::kernels::core::float::Math;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// 0 unknown, 1 baseline, 2 AVX2+FMA, 3 AVX-512 F/VL/BW/DQ (+AVX2+FMA).
+/// 0 unknown, 1 baseline, 2 AVX2+FMA+F16C, 3 AVX-512 F/VL/BW/DQ (+AVX2+FMA+F16C). (F16C, the
+/// float16 conversions, came with AVX2 on every Intel and AMD core that has it.)
 static LEVEL: AtomicU8 = AtomicU8::new(0);
 
 /// The widest instruction set the row kernels may use on this CPU.
@@ -34,9 +35,13 @@ fn detect() -> u8 {
         && is_x86_feature_detected!("avx512dq")
         && is_x86_feature_detected!("avx2")
         && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
     {
         3
-    } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+    } else if is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
+    {
         2
     } else {
         1
@@ -181,23 +186,23 @@ macro_rules! unsafe_multiversion {
             unsafe fn body<$($F: $B),+>($isa: $crate::kernels::core::simd::Isa, $($a: $t),*) $body
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+                #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn v3<$($F: $B),+>($($a: $t),*) {
                     // SAFETY: forwarded from the caller.
                     unsafe { body::<$($F),+>($crate::kernels::core::simd::Isa::AVX512, $($a),*) }
                 }
-                #[target_feature(enable = "avx2,fma")]
+                #[target_feature(enable = "avx2,fma,f16c")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn v2<$($F: $B),+>($($a: $t),*) {
                     // SAFETY: forwarded from the caller.
                     unsafe { body::<$($F),+>($crate::kernels::core::simd::Isa::FMA, $($a),*) }
                 }
                 match $crate::kernels::core::simd::level() {
-                    // SAFETY: the CPU has AVX-512 F/VL/BW/DQ, AVX2 and FMA (checked at run
-                    // time); the rest is the caller's contract.
+                    // SAFETY: the CPU has AVX-512 F/VL/BW/DQ, AVX2, FMA and F16C (checked at
+                    // run time); the rest is the caller's contract.
                     3 => return unsafe { v3::<$($F),+>($($a),*) },
-                    // SAFETY: the CPU has AVX2 and FMA (checked at run time); as above.
+                    // SAFETY: the CPU has AVX2, FMA and F16C (checked at run time); as above.
                     2 => return unsafe { v2::<$($F),+>($($a),*) },
                     _ => {}
                 }
