@@ -188,6 +188,9 @@ CHANNELS_LAST_CASES = [
     # a partial second block of 16 channels, and with dilation.
     (4, 20, 12, 48, 3, {"padding": 1}),
     (2, 16, 16, 32, 3, {"padding": 2, "dilation": 2}),
+    # Stride 1 from 32 channels to 48 (a block of 32 and one of 16): pixels read through
+    # pointers on AVX2 and AVX-512, forward and input gradient.
+    (2, 32, 9, 48, 3, {"padding": 1}),
     (2, 8, 6, 8, 3, {"padding": 1, "groups": 8}),  # depthwise: computed in NCHW, then laid out
 ]
 

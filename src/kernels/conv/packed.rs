@@ -183,7 +183,15 @@ fn multiply_packed(
                         // SAFETY: the CPU has AVX2 (applies); the panel holds kp * R packed
                         // floats (kp / 16 blocks of R rows of 16), w kp * width packed
                         // weights, tile R * 32 floats.
-                        unsafe { tile_kernel_any(width, KB, &blocks_of, w, tile.as_mut_ptr()) };
+                        unsafe {
+                            tile_kernel_any(
+                                width,
+                                KB,
+                                &blocks_of,
+                                w,
+                                TileOut::Tile(tile.as_mut_ptr()),
+                            )
+                        };
                     }
                     let b = bias.map(|b| b[first..first + valid].as_ptr());
                     for r in 0..positions {
@@ -248,9 +256,16 @@ impl PaddedGrid {
     /// [1,64,56,56] -> 64 1.64 -> 1.26 (1.16); [16,128,28,28] -> 128 19.3 -> 17.2 (16.3);
     /// [8,64,32,32] -> 64 3.34 -> 2.96 (2.84); [8,32,32,32] -> 64 1.78 -> 1.58 (1.60);
     /// [8,32,32,32] -> 32 0.84 -> 0.79 (0.71). With one block (16 channels) the grid stays
-    /// ahead: [8,16,64,64] -> 16 0.82 against 1.08. Not measured on AVX2, which keeps the model.
+    /// ahead: [8,16,64,64] -> 16 0.82 against 1.08. On AVX2 the same holds for 32 output
+    /// channels or more; one 16-channel block of outputs per pointer tile does not pay (its
+    /// pointer and broadcast loads outnumber the multiply-adds). Zen 3, 2 threads, 3x3,
+    /// foo/CPU grid -> pointers: channels-last [8,32,32,32] -> 64 forward 1.18 -> 1.05 and input
+    /// gradient 1.18 -> 1.07, [8,64,32,32] -> 64 1.15 -> 1.05 and 1.15 -> 1.06, [1,64,56,56]
+    /// -> 64 1.19 -> 1.02 and 1.16 -> 0.91, [8,256,8,8] -> 256 input gradient 1.30 -> 1.14;
+    /// but the [32,32,32,32] -> 16 of a [32,16,32,32] -> 32 input gradient 1.11 -> 2.45.
     fn new(g: &Geometry) -> Option<Self> {
-        if simd::level() >= 3 && points_rows(g) && g.cg() >= 2 * KB {
+        let wide_out = simd::level() >= 3 || g.og() >= 2 * KB;
+        if points_rows(g) && g.cg() >= 2 * KB && wide_out {
             return None;
         }
         Self::layout(g, Self::lanes_for(g.c)).filter(|grid| grid.pays(g))
@@ -566,21 +581,21 @@ pub(super) fn run_grid(
                                 blocks_of
                                     .extend(grid.taps.iter().map(|&o| at.wrapping_add(o * lanes)));
                             }
-                            // SAFETY: the CPU has AVX2 (applies); each block pointer has R
-                            // pixels of `lanes` floats in the copy (its slack past the last
-                            // sample), w kp * width packed weights, tile R * 32 floats.
-                            unsafe {
-                                tile_kernel_any(width, lanes, &blocks_of, w, tile.as_mut_ptr())
-                            };
                             let base = pass.out.at + (s0 + ns) as isize * ns_ + b0 as isize;
                             let mut pixels = [std::ptr::null_mut(); R];
                             grid.for_each_pixel(&at, |r, [z, y, x]| {
                                 pixels[r] = outp
                                     .at(base + z as isize * zs + y as isize * ys + x as isize * xs);
                             });
-                            // SAFETY: channels b0..b0 + valid of output pixels (dense channels),
-                            // written by this unit only; the tile's rows hold `width` floats.
-                            unsafe { write_tile(width, &tile, &pixels, b, valid) };
+                            // SAFETY: the CPU has AVX2 (applies); each block pointer has R
+                            // pixels of `lanes` floats in the copy (its slack past the last
+                            // sample), w kp * width packed weights; channels b0..b0 + valid
+                            // of the output pixels (dense channels) are this unit's only.
+                            unsafe {
+                                tile_into_pixels(
+                                    width, lanes, &blocks_of, w, &mut tile, &pixels, b, valid,
+                                )
+                            };
                             at.next(grid);
                         }
                     }
@@ -1337,44 +1352,87 @@ unsafe fn write_row<const V: usize>(
     }
 }
 
-/// [`tile_kernel`] for a block of `width` (16 or 32) output channels and `lanes` k's per
-/// pointer of `a` (16, or a narrow [`PaddedGrid`]'s 1, 2, 3, 4 or 8).
+/// Where a tile kernel stores its rows: the tile (`R` rows of `16V` floats), or, on AVX2,
+/// straight into output pixels (null: a dropped grid position) plus the bias unless null.
+#[derive(Clone, Copy)]
+enum TileOut<'a> {
+    Tile(*mut f32),
+    Pixels(&'a [*mut f32; R], *const f32),
+}
+
+/// The tile of `a` and `w` plus `bias` into `valid` channels of each non-null pixel: on AVX2
+/// with whole blocks straight from the registers (through the tile and [`write_tile`] the
+/// copy took 5% of a [32,16,32,32] -> 32 forward on a Zen 3), else through `tile`.
 ///
 /// # Safety
-/// As [`tile_kernel`].
+/// As [`tile_kernel_any`] and [`write_tile`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_into_pixels(
+    width: usize,
+    lanes: usize,
+    a: &[*const f32],
+    w: *const f32,
+    tile: &mut [f32; R * 32],
+    pixels: &[*mut f32; R],
+    bias: Option<*const f32>,
+    valid: usize,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if simd::level() < 3 && valid == width {
+            let b = bias.unwrap_or(std::ptr::null());
+            tile_kernel_any(width, lanes, a, w, TileOut::Pixels(pixels, b));
+        } else {
+            tile_kernel_any(width, lanes, a, w, TileOut::Tile(tile.as_mut_ptr()));
+            write_tile(width, tile, pixels, bias, valid);
+        }
+    }
+}
+
+/// [`tile_kernel`] for a block of `width` (16 or 32) output channels and `lanes` k's per
+/// pointer of `a` (16, or a narrow [`PaddedGrid`]'s 1, 2, 3, 4 or 8); rows into pixels on
+/// the AVX2 kernel, which AVX-512 CPUs also run (the same bits).
+///
+/// # Safety
+/// As [`tile_kernel`]; each non-null pixel of `out` writable for `width` floats, the bias
+/// (unless null) readable for `width`.
 #[inline]
 unsafe fn tile_kernel_any(
     width: usize,
     lanes: usize,
     a: &[*const f32],
     w: *const f32,
-    tile: *mut f32,
+    out: TileOut,
 ) {
     /// The instance for a constant `L`: the rows' offsets are constants of the code.
     ///
     /// # Safety
-    /// As [`tile_kernel`].
+    /// As [`tile_kernel_any`].
     #[inline]
-    unsafe fn with<const L: usize>(width: usize, a: &[*const f32], w: *const f32, tile: *mut f32) {
+    unsafe fn with<const L: usize>(width: usize, a: &[*const f32], w: *const f32, out: TileOut) {
         // SAFETY: the caller's contract; the level says which features the CPU has.
         unsafe {
-            match (simd::level() >= 3, width == 32) {
-                (true, true) => tile_kernel::<2, L>(a, w, tile),
-                (true, false) => tile_kernel::<1, L>(a, w, tile),
-                (false, true) => tile_kernel_avx2::<2, L>(a, w, tile),
-                (false, false) => tile_kernel_avx2::<1, L>(a, w, tile),
+            match (out, width == 32) {
+                (TileOut::Tile(tile), true) if simd::level() >= 3 => {
+                    tile_kernel::<2, L>(a, w, tile)
+                }
+                (TileOut::Tile(tile), false) if simd::level() >= 3 => {
+                    tile_kernel::<1, L>(a, w, tile)
+                }
+                (out, true) => tile_kernel_avx2::<2, L>(a, w, out),
+                (out, false) => tile_kernel_avx2::<1, L>(a, w, out),
             }
         }
     }
     // SAFETY: the caller's contract.
     unsafe {
         match lanes {
-            KB => with::<KB>(width, a, w, tile),
-            1 => with::<1>(width, a, w, tile),
-            2 => with::<2>(width, a, w, tile),
-            3 => with::<3>(width, a, w, tile),
-            4 => with::<4>(width, a, w, tile),
-            8 => with::<8>(width, a, w, tile),
+            KB => with::<KB>(width, a, w, out),
+            1 => with::<1>(width, a, w, out),
+            2 => with::<2>(width, a, w, out),
+            3 => with::<3>(width, a, w, out),
+            4 => with::<4>(width, a, w, out),
+            8 => with::<8>(width, a, w, out),
             _ => unreachable!("tile_kernel_any: {lanes} lanes"),
         }
     }
@@ -1388,12 +1446,12 @@ const R2: usize = 6;
 /// of `k` in the same order (the same sums, bit for bit).
 ///
 /// # Safety
-/// As [`tile_kernel`], with AVX2 and FMA instead of AVX-512F.
+/// As [`tile_kernel_any`], with AVX2 and FMA instead of AVX-512F.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile_kernel_avx2<const V: usize, const L: usize>(
     a: &[*const f32],
     w: *const f32,
-    tile: *mut f32,
+    out: TileOut,
 ) {
     for v in 0..V {
         for r0 in (0..R).step_by(R2) {
@@ -1418,11 +1476,26 @@ unsafe fn tile_kernel_avx2<const V: usize, const L: usize>(
                 }
             }
             for (r, row) in acc.iter().enumerate() {
-                // SAFETY: the caller's contract.
+                let (p, bias) = match out {
+                    TileOut::Tile(tile) => {
+                        // SAFETY: row r0 + r of the tile (the caller's contract).
+                        (unsafe { tile.add((r0 + r) * 16 * V) }, std::ptr::null())
+                    }
+                    TileOut::Pixels(pixels, bias) => (pixels[r0 + r], bias),
+                };
+                if p.is_null() {
+                    continue;
+                }
+                // SAFETY: the caller's contract: 16V floats at p, and at the bias unless null.
                 unsafe {
-                    let p = tile.add((r0 + r) * 16 * V + 16 * v);
-                    _mm256_storeu_ps(p, row[0]);
-                    _mm256_storeu_ps(p.add(8), row[1]);
+                    let (p, mut x) = (p.add(16 * v), *row);
+                    if !bias.is_null() {
+                        // As write_tile: `+ bias` only where there is one (-0.0 + 0.0 is 0.0).
+                        x[0] = _mm256_add_ps(x[0], _mm256_loadu_ps(bias.add(16 * v)));
+                        x[1] = _mm256_add_ps(x[1], _mm256_loadu_ps(bias.add(16 * v + 8)));
+                    }
+                    _mm256_storeu_ps(p, x[0]);
+                    _mm256_storeu_ps(p.add(8), x[1]);
                 }
             }
         }
