@@ -1,6 +1,6 @@
 """benches/models.py's models run on foo as on the CPU: from the same weights and inputs, the
 first two training steps' losses agree (the first checks the forward pass, the second backward
-and AdamW too), and so do the inference outputs. Needs the optional torchvision and
+through a plain gradient step: see `train_losses`), and so do the inference outputs. Needs the optional torchvision and
 transformers; CI does not install them."""
 
 from __future__ import annotations
