@@ -109,12 +109,34 @@ pub fn unary(op: UnaryOp, out: &TensorMut, a: &TensorRef, p: &[Scalar]) -> FooRe
     if op.is_predicate() {
         return crate::dispatch!(all: a.dtype, T => predicate::<T>(op, out, a));
     }
+    if let (UnaryOp::Neg | UnaryOp::Abs, crate::DType::F16 | crate::DType::BF16) = (op, a.dtype) {
+        return sign_bit_16(op, out, a);
+    }
     crate::dispatch!(float: a.dtype, F => float_unary::<F>(op, out, a, p),
     _ => crate::dispatch!(int: a.dtype, I => int_unary::<I>(op, out, a, p),
         _ => match a.dtype {
             crate::DType::Bool => bool_unary(op, out, a),
             other => crate::unsupported!("foo {op:?} has no kernel for dtype {}", other.name()),
         }))
+}
+
+/// Negation and magnitude of float16 and bfloat16 flip or clear the sign bit of each 16-bit
+/// value, as the CPU's vectorized loops do (a NaN keeps its payload there too): widening them to
+/// float32 and back took 1.9-3.1x the CPU's time ([256,1024] on a Zen 3, 2 threads).
+fn sign_bit_16(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResult<()> {
+    let (keep, flip) = if op == UnaryOp::Neg {
+        (0xffff, 0x8000)
+    } else {
+        (0x7fff, 0)
+    };
+    match a.dtype {
+        crate::DType::F16 => map1(out, a, move |x: half::f16| {
+            half::f16::from_bits((x.to_bits() & keep) ^ flip)
+        }),
+        _ => map1(out, a, move |x: half::bf16| {
+            half::bf16::from_bits((x.to_bits() & keep) ^ flip)
+        }),
+    }
 }
 
 fn predicate<T: Element>(op: UnaryOp, out: &TensorMut, a: &TensorRef) -> FooResult<()> {
