@@ -12,6 +12,7 @@ pub mod skinny;
 use super::element::Element;
 use super::parallel::{parallel_for, SendPtr};
 use super::scratch::with_scratch;
+use super::simd;
 use super::transpose::transpose_into;
 use crate::dtype::DType;
 use num_complex::{Complex32, Complex64};
@@ -119,7 +120,8 @@ pub unsafe fn gemm_raw<T: GemmElem>(
     if m == 0 || n == 0 {
         return;
     }
-    // `a @ w.t()` in float32 on AVX2/AVX-512: `w` packed straight into the kernel's panels.
+    // `a @ w.t()` in float32 on AVX2/AVX-512 (and `a @ b` on AVX2): the right operand packed
+    // straight into the kernel's panels.
     if let Some(q) = linear_product(&p, std::ptr::null()) {
         // SAFETY: forwarded (T is f32).
         unsafe { linear::product(q, parallel) };
@@ -192,6 +194,10 @@ pub unsafe fn gemm_raw<T: GemmElem>(
 /// 256 x 256 @ (2048 x 256)^T 1.42-1.47 -> 1.39-1.44 ms; elsewhere the packing of all of `w`
 /// costs more than it saves (16 x 256 @ (1024 x 256)^T 0.086 -> 0.123 ms against the turned
 /// product of [`gemm_nt`], 16384 x 256 @ (64 x 256)^T 5.6 -> 6.0 ms against a split over rows).
+/// On AVX2 also `a @ b` with a row-major `b` (the linear layer's input gradient), whose panels
+/// are plain copies of `b`'s rows: on a Zen 3, 2 threads, foo/CPU against `gemm`'s own packing,
+/// 520 x 512 @ 512 x 256 1.43 -> 0.86, 520 x 256 @ 256 x 512 1.07 -> 0.94, 256 x 1024 @ 1024 x
+/// 1024 1.00 -> 0.91 (AVX-512 keeps `gemm` there: not measured).
 fn linear_product<T: GemmElem>(p: &Product<T>, bias: *const f32) -> Option<linear::Linear> {
     let Product {
         m, n, k, lhs, rhs, ..
@@ -203,7 +209,7 @@ fn linear_product<T: GemmElem>(p: &Product<T>, bias: *const f32) -> Option<linea
         && p.alpha == T::ONE
         && p.dst_cs == 1
         && lhs.cs == 1
-        && rhs.rs == 1
+        && (rhs.rs == 1 || rhs.cs == 1 && simd::level() == 2)
         && k > 1
         && shape;
     (fits && linear::panel_width().is_some()).then(|| linear::Linear {
@@ -214,6 +220,7 @@ fn linear_product<T: GemmElem>(p: &Product<T>, bias: *const f32) -> Option<linea
         lda: lhs.rs,
         w: rhs.ptr.cast(),
         ldw: rhs.cs,
+        wk: rhs.rs,
         dst: p.dst.cast(),
         ldd: p.dst_rs,
         bias,
