@@ -6,6 +6,7 @@ kernel's register tile (6 x 64) and cache blocks (96 rows, 256 columns, 256 of k
 
 from __future__ import annotations
 
+import foo_rs
 import pytest
 import torch
 import torch.nn.functional as F
@@ -120,3 +121,34 @@ def test_large_square_against_cpu() -> None:
     # The size of the benchmark (several cache blocks of every dimension, both threads busy).
     a, b = _x((1024, 1024), 21), _x((1024, 1024), 22)
     _check(to_foo(a) @ to_foo(b), a.float() @ b.float(), 1024)
+
+
+WIDENED = [torch.float16] + ([] if foo_rs._C.native_bf16() else [BF])
+
+
+@pytest.mark.parametrize("dtype", WIDENED, ids=str)
+def test_widened_products_have_the_float32_products_bits(dtype: torch.dtype) -> None:
+    # float16 (and bfloat16 without AVX512-BF16) widens the operands in their own layouts and
+    # rounds the float32 product once: the bits of the float32 product of the same layouts on
+    # foo, whichever path each layout takes (in-place packing of a transposed `w`, a bias row
+    # added in the kernel, a contiguous copy of a strided operand).
+    def x(*shape: int, seed: int) -> torch.Tensor:
+        return to_foo(_x(shape, seed).to(dtype))
+
+    a, w, bias = x(300, 96, seed=30), x(200, 96, seed=31), x(200, seed=32)
+    a3, b3, p3 = x(3, 40, 70, seed=33), x(3, 70, 50, seed=34), x(40, 3, 70, seed=35)
+    cases = {
+        "a @ w.t()": lambda f: f(a) @ f(w).t(),
+        "linear with bias": lambda f: F.linear(f(a), f(w), f(bias)),
+        "addmm, expanded bias, alpha/beta": lambda f: torch.addmm(f(bias), f(a), f(w).t(), beta=0.5, alpha=2.0),
+        "a.t() @ b": lambda f: f(a).t() @ f(a)[:, :40],
+        "strided operands": lambda f: f(a)[:, ::2] @ f(w)[:, :48].t(),
+        "bmm, transposed": lambda f: torch.bmm(f(b3).transpose(1, 2), f(a3).transpose(1, 2)),
+        "bmm, batch not outermost": lambda f: torch.bmm(f(p3).permute(1, 0, 2), f(b3)),
+        "bmm, broadcast batch": lambda f: torch.bmm(f(a3), f(b3)[:1].expand(3, 70, 50)),
+    }
+    for name, product in cases.items():
+        got = product(lambda t: t)
+        want = product(lambda t: t.float()).to(dtype)
+        assert got.dtype == dtype, name
+        assert torch.equal(got.cpu().view(torch.int16), want.cpu().view(torch.int16)), name

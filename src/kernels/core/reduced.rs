@@ -8,7 +8,7 @@ use super::parallel::{par_chunks_mut, SendPtr};
 use super::simd::Isa;
 use crate::dtype::DType;
 use crate::error::FooResult;
-use crate::tensor::{contiguous_strides, TensorMut, TensorRef};
+use crate::tensor::{contiguous_strides, is_dense, Strides, TensorMut, TensorRef};
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
@@ -473,21 +473,7 @@ pub fn to_f32_vec(t: &TensorRef) -> FooResult<Vec<f32>> {
     let n = t.numel();
     let mut buf = vec![0f32; n];
     match t.dtype {
-        DType::F16 | DType::BF16 if t.is_contiguous() => {
-            let convert = dense_convert(DType::F32, t.dtype).expect("a float16 conversion");
-            let src = SendPtr::<u16>::of(t.ptr);
-            par_chunks_mut(&mut buf, GRAIN, &|s, d| {
-                // SAFETY: elements s..s + d.len() of the contiguous n-element source, which
-                // nothing writes during the call, into `d`.
-                unsafe {
-                    convert(
-                        d.as_mut_ptr() as *mut u8,
-                        src.at(s as isize) as *const u8,
-                        d.len(),
-                    )
-                }
-            });
-        }
+        DType::F16 | DType::BF16 if t.is_contiguous() => widen_block(&mut buf, t.ptr, t.dtype),
         _ => {
             let view = TensorMut {
                 ptr: buf.as_mut_ptr() as *mut u8,
@@ -499,6 +485,67 @@ pub fn to_f32_vec(t: &TensorRef) -> FooResult<Vec<f32>> {
         }
     }
     Ok(buf)
+}
+
+/// The float32 copy of a float16/bfloat16 `t` that [`widen_into`] makes: `t`'s own layout where
+/// that layout fills one block of memory once broadcast (stride 0) dims are set aside
+/// (contiguous, transposed, permuted, an expanded row), widened as it lies, so that a transposed
+/// operand reaches a GEMM as a transposed view (which its packing reads directly) instead of
+/// being turned row-major by a strided copy, and an expanded bias row stays one row; other
+/// layouts get a contiguous copy. Returns the copy's length in elements.
+pub fn widened_len(t: &TensorRef) -> usize {
+    block_len(t).unwrap_or(t.numel())
+}
+
+/// Widens `t` into `dst` (of [`widened_len`] elements) and returns the strides of the float32
+/// view of `dst` that holds `t`'s values.
+pub fn widen_into(t: &TensorRef, dst: &mut [f32]) -> FooResult<Strides> {
+    if block_len(t).is_some() {
+        widen_block(dst, t.ptr, t.dtype);
+        return Ok(t.strides.clone());
+    }
+    let view = TensorMut {
+        ptr: dst.as_mut_ptr() as *mut u8,
+        shape: t.shape.clone(),
+        strides: contiguous_strides(&t.shape),
+        dtype: DType::F32,
+    };
+    super::copy::copy(&view, t)?;
+    Ok(view.strides)
+}
+
+/// The length of the block a float16/bfloat16 `t` fills from its first element once broadcast
+/// dims are set aside, if it fills one (see [`widened_len`]).
+fn block_len(t: &TensorRef) -> Option<usize> {
+    let (shape, strides): (Vec<usize>, Vec<isize>) = t
+        .shape
+        .iter()
+        .zip(t.strides.iter())
+        .filter(|(&n, &s)| n != 1 && s != 0)
+        .map(|(&n, &s)| (n, s))
+        .unzip();
+    let block = matches!(t.dtype, DType::F16 | DType::BF16)
+        && t.numel() > 0
+        && strides.iter().all(|&s| s > 0)
+        && is_dense(&shape, &strides);
+    block.then(|| shape.iter().product())
+}
+
+/// Widens the `dst.len()` float16/bfloat16 (`dtype`) elements at `src` into `dst`, in parallel.
+fn widen_block(dst: &mut [f32], src: *const u8, dtype: DType) {
+    let convert = dense_convert(DType::F32, dtype).expect("a float16 conversion");
+    let src = SendPtr::<u16>::of(src);
+    par_chunks_mut(dst, GRAIN, &|s, d| {
+        // SAFETY: elements s..s + d.len() of the caller's block at `src` (live, 16-bit, read by
+        // nobody who writes it during the call), into `d`.
+        unsafe {
+            convert(
+                d.as_mut_ptr() as *mut u8,
+                src.at(s as isize) as *const u8,
+                d.len(),
+            )
+        }
+    });
 }
 
 /// Writes the contiguous float32 values `src` (in `out`'s logical order) into `out`, rounding to
