@@ -596,6 +596,74 @@ mod tests {
     use super::*;
     use crate::kernels::core::map::testing::Owned;
 
+    /// `widen_into` keeps a layout that fills one block (contiguous, transposed, permuted, with
+    /// broadcast dims) and copies any other into row-major order; either way the float32 view
+    /// it returns holds `t`'s values at every index.
+    #[test]
+    fn widen_into_keeps_block_layouts() {
+        let bits: Vec<u16> = (0..64u16)
+            .map(|i| bf16::from_f32(i as f32 - 20.0).to_bits())
+            .collect();
+        let value = |t: &TensorRef, idx: &[usize]| -> f32 {
+            let off: isize = idx
+                .iter()
+                .zip(t.strides.iter())
+                .map(|(&i, &s)| i as isize * s)
+                .sum();
+            // SAFETY: an index inside the view of the owned buffer.
+            bf16::from_bits(unsafe { *(t.ptr as *const u16).offset(off) }).to_f32()
+        };
+        // (shape, strides, offset, kept): a 4 x 6 matrix and its transpose, a batch-permuted
+        // 2 x 3 x 4, a row expanded to 5 x 6, a column slice (strided), a 0-size view.
+        let cases: [(&[usize], &[isize], usize, bool); 6] = [
+            (&[4, 6], &[6, 1], 0, true),
+            (&[6, 4], &[1, 6], 0, true),
+            (&[2, 3, 4], &[4, 8, 1], 0, true),
+            (&[5, 6], &[0, 1], 3, true),
+            (&[4, 3], &[6, 2], 1, false),
+            (&[0, 3], &[1, 4], 0, false),
+        ];
+        for (shape, strides, offset, kept) in cases {
+            let t = TensorRef {
+                ptr: bits[offset..].as_ptr() as *const u8,
+                shape: shape.into(),
+                strides: strides.into(),
+                dtype: DType::BF16,
+            };
+            let mut buf = vec![f32::NAN; widened_len(&t)];
+            let out_strides = widen_into(&t, &mut buf).unwrap();
+            assert_eq!(
+                out_strides.as_slice() == strides,
+                kept,
+                "{shape:?} {strides:?}"
+            );
+            let wide = TensorRef {
+                ptr: buf.as_ptr() as *const u8,
+                strides: out_strides,
+                ..t.clone()
+            };
+            let numel: usize = shape.iter().product();
+            for flat in 0..numel {
+                let mut idx = vec![0; shape.len()];
+                let mut rest = flat;
+                for d in (0..shape.len()).rev() {
+                    idx[d] = rest % shape[d];
+                    rest /= shape[d];
+                }
+                let off: isize = idx
+                    .iter()
+                    .zip(wide.strides.iter())
+                    .map(|(&i, &s)| i as isize * s)
+                    .sum();
+                assert_eq!(
+                    buf[off as usize],
+                    value(&t, &idx),
+                    "{shape:?} {strides:?} at {idx:?}"
+                );
+            }
+        }
+    }
+
     /// The elementwise loops' float16 conversions give `half`'s values: every float16 widened
     /// exactly, and float32 narrowed with its rounding over a sweep of all exponents (ties,
     /// overflow to inf, subnormals, zeros); NaN stays NaN.
