@@ -475,16 +475,23 @@ pub fn to_f32_vec(t: &TensorRef) -> FooResult<Vec<f32>> {
     match t.dtype {
         DType::F16 | DType::BF16 if t.is_contiguous() => widen_block(&mut buf, t.ptr, t.dtype),
         _ => {
-            let view = TensorMut {
-                ptr: buf.as_mut_ptr() as *mut u8,
-                shape: t.shape.clone(),
-                strides: contiguous_strides(&t.shape),
-                dtype: DType::F32,
-            };
-            super::copy::copy(&view, t)?;
+            copy_row_major(t, &mut buf)?;
         }
     }
     Ok(buf)
+}
+
+/// Copies `t` (any float dtype, any strides) into `dst` (`t.numel()` floats) in row-major order
+/// and returns those strides.
+fn copy_row_major(t: &TensorRef, dst: &mut [f32]) -> FooResult<Strides> {
+    let view = TensorMut {
+        ptr: dst.as_mut_ptr() as *mut u8,
+        shape: t.shape.clone(),
+        strides: contiguous_strides(&t.shape),
+        dtype: DType::F32,
+    };
+    super::copy::copy(&view, t)?;
+    Ok(view.strides)
 }
 
 /// The float32 copy of a float16/bfloat16 `t` that [`widen_into`] makes: `t`'s own layout where
@@ -504,14 +511,7 @@ pub fn widen_into(t: &TensorRef, dst: &mut [f32]) -> FooResult<Strides> {
         widen_block(dst, t.ptr, t.dtype);
         return Ok(t.strides.clone());
     }
-    let view = TensorMut {
-        ptr: dst.as_mut_ptr() as *mut u8,
-        shape: t.shape.clone(),
-        strides: contiguous_strides(&t.shape),
-        dtype: DType::F32,
-    };
-    super::copy::copy(&view, t)?;
-    Ok(view.strides)
+    copy_row_major(t, dst)
 }
 
 /// The length of the block a float16/bfloat16 `t` fills from its first element once broadcast
