@@ -130,18 +130,25 @@ WIDENED = [torch.float16] + ([] if foo_rs._C.native_bf16() else [BF])
 def test_widened_products_have_the_float32_products_bits(dtype: torch.dtype) -> None:
     # float16 (and bfloat16 without AVX512-BF16) widens the operands in their own layouts and
     # rounds the float32 product once: the bits of the float32 product of the same layouts on
-    # foo, whichever path each layout takes (in-place packing of a transposed `w`, a bias row
-    # added in the kernel, a contiguous copy of a strided operand).
+    # foo, whichever path each layout takes (`w` widened as the linear kernel packs it and the
+    # output rounded in its epilogue, in one depth piece or through a float32 matrix for more;
+    # a bias row added in the kernel; a contiguous copy of a strided operand).
     def x(*shape: int, seed: int) -> torch.Tensor:
         return to_foo(_x(shape, seed).to(dtype))
 
     a, w, bias = x(300, 96, seed=30), x(200, 96, seed=31), x(200, seed=32)
+    deep_a, deep_w = x(260, 600, seed=36), x(72, 600, seed=37)
+    tokens_x, tokens_g = x(64, 200, seed=38), x(64, 150, seed=39)
     a3, b3, p3 = x(3, 40, 70, seed=33), x(3, 70, 50, seed=34), x(40, 3, 70, seed=35)
     cases = {
         "a @ w.t()": lambda f: f(a) @ f(w).t(),
         "linear with bias": lambda f: F.linear(f(a), f(w), f(bias)),
         "addmm, expanded bias, alpha/beta": lambda f: torch.addmm(f(bias), f(a), f(w).t(), beta=0.5, alpha=2.0),
         "a.t() @ b": lambda f: f(a).t() @ f(a)[:, :40],
+        "a @ b, b row-major": lambda f: f(a) @ f(w).t().contiguous(),
+        "weight gradient x.t() @ g": lambda f: f(tokens_x).t() @ f(tokens_g),
+        "deeper than one piece, with bias": lambda f: F.linear(f(deep_a), f(deep_w), f(bias)[:72]),
+        "rows apart": lambda f: f(deep_a)[:, :90] @ f(w)[:, :90].t(),
         "strided operands": lambda f: f(a)[:, ::2] @ f(w)[:, :48].t(),
         "bmm, transposed": lambda f: torch.bmm(f(b3).transpose(1, 2), f(a3).transpose(1, 2)),
         "bmm, batch not outermost": lambda f: torch.bmm(f(p3).permute(1, 0, 2), f(b3)),

@@ -12,11 +12,11 @@
 
 use super::core::copy::copy;
 use super::core::element::Element;
-use super::core::gemm::{self, bf16, gemm_raw, GemmElem, Mat, GEMM_SPLIT_FLOPS};
+use super::core::gemm::{self, bf16, gemm_raw, GemmElem, Mat, GEMM_DEPTH, GEMM_SPLIT_FLOPS};
 use super::core::layout::GRAIN;
 use super::core::parallel::{par_chunks_mut, parallel_for, SendPtr};
 use super::core::reduced::{
-    convert_bits, par_convert, store_f32, widen_into, widened_len, Bf16Flushed,
+    convert_bits, dense_convert, par_convert, store_f32, widen_into, widened_len, Bf16Flushed,
 };
 use super::core::scratch::with_scratch;
 use crate::dtype::{DType, Kind};
@@ -232,12 +232,122 @@ fn widened(
     alpha: &Scalar,
 ) -> FooResult<()> {
     let use_c = c.filter(|_| f32::from_scalar(beta) != 0.0);
+    if widened_on_linear(out, a, b, use_c, beta, alpha)? {
+        return Ok(());
+    }
     with_widened(a, |a32| {
         with_widened(b, |b32| match use_c {
             Some(c) => with_widened(c, |c32| {
                 widened_product(out, &a32, &b32, Some(&c32), beta, alpha)
             }),
             None => widened_product(out, &a32, &b32, None, beta, alpha),
+        })
+    })
+}
+
+/// [`widened`] on the linear kernel where it takes the float32 product
+/// ([`gemm::linear_widened`]): `a` (rows dense) widened into scratch,
+/// `b` widened as the kernel packs it, a
+/// bias row (`c`, already dropped by the caller when `beta == 0`) widened into `n` floats and
+/// added in the epilogue, and the sums rounded into `out` there (for depths over one piece,
+/// through a float32 scratch matrix). The same bits as the float32 product of the widened
+/// operands rounded once. False, with nothing written, where the kernel does not take it.
+fn widened_on_linear(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> FooResult<bool> {
+    let (bs, m, k, n) = (a.shape[0], a.shape[1], a.shape[2], b.shape[2]);
+    let bias_row = c.map_or(true, |c| {
+        f32::from_scalar(beta) == 1.0
+            && (c.strides[1] == 0 || m == 1)
+            && (c.strides[2] == 1 || n == 1)
+    });
+    // A transposed `a` (the weight gradient's `x.t()`) stays on the unfused path: turning its
+    // widened copy row-major costs what fusing saves (measured on Zen 3, session 40).
+    let takes = bs == 1
+        && (a.strides[2] == 1 || k == 1)
+        && f32::from_scalar(alpha) == 1.0
+        && bias_row
+        && (out.strides[2] == 1 || n == 1)
+        && gemm::linear_takes(m, n, k, b.strides[1], b.strides[2]);
+    let half = |t: DType| match t {
+        DType::BF16 => Some(gemm::Half::Bf16),
+        DType::F16 => Some(gemm::Half::F16),
+        _ => None,
+    };
+    let (Some(rhs_half), Some(out_half), true) = (half(b.dtype), half(out.dtype), takes) else {
+        return Ok(false);
+    };
+    let rhs = Mat {
+        ptr: b.ptr as *const u16,
+        rs: b.strides[1],
+        cs: b.strides[2],
+    };
+    with_scratch::<f32, _>(c.map_or(0, |_| n), |bias| {
+        if let Some(c) = c {
+            let widen_c = dense_convert(DType::F32, c.dtype).expect("a 16-bit bias");
+            // SAFETY: the bias row holds `n` adjacent 16-bit elements (checked above), `bias`
+            // room for `n` floats.
+            unsafe { widen_c(bias.as_mut_ptr().cast(), c.ptr, n) };
+        }
+        let bias = match c {
+            Some(_) => bias.as_ptr(),
+            None => std::ptr::null(),
+        };
+        with_widened(a, |a32| {
+            // Widening keeps `a`'s rows dense (`widen_into` keeps block layouts).
+            debug_assert!(a32.strides[2] == 1 || k == 1);
+            let lhs = Mat {
+                ptr: a32.ptr as *const f32,
+                rs: a32.strides[1],
+                cs: 1,
+            };
+            if k <= GEMM_DEPTH {
+                // SAFETY: the operands are live tensors of `matmul`'s checked shapes, `out`
+                // (16-bit, rows dense) overlaps none of them; `bias` is null or `n` floats.
+                let done = unsafe {
+                    gemm::linear_widened(
+                        m,
+                        n,
+                        k,
+                        out.ptr,
+                        out.strides[1],
+                        Some(out_half),
+                        lhs,
+                        rhs,
+                        rhs_half,
+                        bias,
+                        true,
+                    )
+                };
+                assert!(done, "linear_widened refused a product linear_takes took");
+                return Ok(true);
+            }
+            with_scratch::<f32, _>(m * n, |acc| {
+                // SAFETY: as above, into the float32 scratch `acc` of `m x n`.
+                let done = unsafe {
+                    gemm::linear_widened(
+                        m,
+                        n,
+                        k,
+                        acc.as_mut_ptr().cast(),
+                        n as isize,
+                        None,
+                        lhs,
+                        rhs,
+                        rhs_half,
+                        bias,
+                        true,
+                    )
+                };
+                assert!(done, "linear_widened refused a product linear_takes took");
+                store_f32(out, acc)?;
+                Ok(true)
+            })
         })
     })
 }

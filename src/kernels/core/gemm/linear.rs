@@ -10,13 +10,21 @@
 //! Each output element is one fused multiply-add chain per [`GEMM_DEPTH`] piece of the depth,
 //! in order, then `+ bias`, then added to the running total: the bits of [`super::gemm_raw`]'s
 //! `gemm` path, whatever the split over threads.
+//!
+//! float16/bfloat16 products (on CPUs without bfloat16 arithmetic) run here too: a 16-bit `w`
+//! is widened as it is packed, and a 16-bit output is rounded into from the tile's float32 sums
+//! in the epilogue, so neither goes through a float32 copy of its own (a bf16 256 x 256 @ 256
+//! x 768 had spent an eighth of its time widening `w` and rounding a float32 output matrix).
 
 use super::rows::{product_avx2, product_avx512};
-use super::{depth_pieces, GEMM_SPLIT_FLOPS};
+use super::{depth_pieces, GEMM_DEPTH, GEMM_SPLIT_FLOPS};
 use crate::kernels::core::parallel::parallel_for;
+use crate::kernels::core::reduced::{f16_run_from_f32, f16_run_to_f32, Bits32};
 use crate::kernels::core::scratch::with_scratch;
 use crate::kernels::core::simd;
+use crate::kernels::core::simd::Isa;
 use crate::kernels::core::transpose::transpose8x8_32;
+use half::{bf16, f16};
 
 /// Rows of `a` per kernel call on AVX-512, in sub-tiles of 4 rows x 2 vectors (the LSTM's
 /// choice, see `kernels::rnn`).
@@ -34,7 +42,8 @@ const ROWS_BYTES: usize = 256 << 10;
 
 /// A product `dst = a @ w.t() (+ bias) (+ dst)`: `a` is `m x k` (rows `lda` apart), `w` is
 /// `n x k` (rows `ldw` apart), `dst` is `m x n` (rows `ldd` apart); the elements of each row
-/// are adjacent.
+/// are adjacent. `w` and `dst` hold float32 unless `w_half` or `dst_half` say otherwise;
+/// strides count elements of the type they hold.
 #[derive(Clone, Copy)]
 pub struct Linear {
     pub m: usize,
@@ -51,8 +60,59 @@ pub struct Linear {
     pub ldd: isize,
     /// `n` floats added to every row, or null.
     pub bias: *const f32,
-    /// The product is added to what `dst` holds.
+    /// The product is added to what `dst` holds (float32 `dst` only).
     pub add_dst: bool,
+    /// `w` holds 16-bit floats of this kind, widened as they are packed.
+    pub w_half: Option<Half>,
+    /// `dst` holds 16-bit floats of this kind, rounded into (nearest even) from the float32
+    /// sums; the depth is then one piece (`k <= GEMM_DEPTH`: no partial sums to keep).
+    pub dst_half: Option<Half>,
+}
+
+/// A 16-bit float type an operand or the output holds (see [`Linear`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Half {
+    Bf16,
+    F16,
+}
+
+impl Half {
+    /// `n` elements at `src` widened into `dst`, inlined into the packing's AVX2 code (the
+    /// conversions' multiversioned entry points cost a call per run of 32).
+    ///
+    /// # Safety
+    /// `src` holds `n` elements, `dst` room for `n`; the CPU has AVX2, FMA and F16C.
+    #[inline(always)]
+    unsafe fn widen_run(self, dst: *mut f32, src: *const u16, n: usize) {
+        match self {
+            Half::Bf16 => {
+                for i in 0..n {
+                    // SAFETY: i < n (the caller's contract).
+                    unsafe { *dst.add(i) = bf16::from_bits(*src.add(i)).widen() };
+                }
+            }
+            // SAFETY: forwarded; the CPU has F16C.
+            Half::F16 => unsafe { f16_run_to_f32(Isa::FMA, dst, src.cast::<f16>(), n) },
+        }
+    }
+
+    /// `n` floats at `src` rounded into `dst` as `x.to(dtype)` rounds them.
+    ///
+    /// # Safety
+    /// As [`Half::widen_run`], the other way round.
+    #[inline(always)]
+    unsafe fn round_run(self, dst: *mut u16, src: *const f32, n: usize) {
+        match self {
+            Half::Bf16 => {
+                for i in 0..n {
+                    // SAFETY: i < n (the caller's contract).
+                    unsafe { *dst.add(i) = <bf16 as Bits32>::narrow(*src.add(i)).to_bits() };
+                }
+            }
+            // SAFETY: forwarded; the CPU has F16C.
+            Half::F16 => unsafe { f16_run_from_f32(Isa::FMA, dst.cast::<f16>(), src, n) },
+        }
+    }
 }
 
 /// The panel width: 32 columns (2 AVX-512 vectors, 4 AVX2 ones); none without AVX2 and FMA.
@@ -67,6 +127,10 @@ pub fn panel_width() -> Option<usize> {
 /// The three matrices (and the bias) must be live memory of the given extents; `dst` must not
 /// overlap the operands nor itself; the CPU must have a [`panel_width`].
 pub unsafe fn product(p: Linear, parallel: bool) {
+    assert!(
+        p.dst_half.is_none() || (p.k <= GEMM_DEPTH && !p.add_dst),
+        "linear::product: a 16-bit output takes one depth piece and no running total"
+    );
     let threads = crate::runtime::pool::num_threads();
     let in_pool = rayon::current_thread_index().is_some();
     let parts = match parallel && !in_pool && p.m * p.n * p.k >= GEMM_SPLIT_FLOPS {
@@ -161,7 +225,11 @@ unsafe fn block_product<const TR: usize>(
                             let row = (t + j.min(tile - 1)) as isize;
                             p.a.wrapping_offset(row * p.lda).wrapping_add(k0)
                         });
-                        let dst = p.dst.wrapping_offset(t as isize * p.ldd).wrapping_add(c);
+                        let at = t as isize * p.ldd + c as isize;
+                        let dst = match p.dst_half {
+                            Some(half) => Out::Half(p.dst.cast::<u16>().wrapping_offset(at), half),
+                            None => Out::F32(p.dst.wrapping_offset(at)),
+                        };
                         // SAFETY: the tile's rows of `a` hold depths k0..k1, the panel
                         // `depth * width` floats, dst rows t..t + tile at columns c..c + n.
                         unsafe {
@@ -175,17 +243,26 @@ unsafe fn block_product<const TR: usize>(
     }
 }
 
+/// Where a tile's results go: float32, or 16-bit floats of a kind, at a pointer.
+#[derive(Clone, Copy)]
+enum Out {
+    F32(*mut f32),
+    Half(*mut u16, Half),
+}
+
 /// One kernel call: `tile` rows of `n <= width` columns at `dst`; a panel of fewer columns
-/// than its width goes through a tile-sized buffer (the kernel writes whole vectors).
+/// than its width, or a 16-bit output, goes through a tile-sized buffer (the kernel writes
+/// whole float32 vectors).
 ///
 /// # Safety
-/// As [`block_product`]'s calls: `bias`, if not null, holds `n` floats.
+/// As [`block_product`]'s calls: `bias`, if not null, holds `n` floats; `add` only with a
+/// float32 `dst`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile_product<const TR: usize>(
     rows: &[*const f32; TR],
     depth: usize,
     panel: &[f32],
-    dst: *mut f32,
+    dst: Out,
     ldd: isize,
     tile: usize,
     n: usize,
@@ -201,14 +278,16 @@ unsafe fn tile_product<const TR: usize>(
             false => product_avx2::<TR, 3, 4>(rows, depth, w, dst, ld, 8, tile, bias, add),
         }
     };
-    if n == width {
-        kernel(dst, ldd as usize, bias);
-        return;
+    if let Out::F32(dst) = dst {
+        if n == width {
+            kernel(dst, ldd as usize, bias);
+            return;
+        }
     }
     let mut buf = [0f32; TILE_ROWS_MAX * 32];
     let mut padded = [0f32; 32];
-    for r in 0..tile {
-        if add {
+    if let (Out::F32(dst), true) = (dst, add) {
+        for r in 0..tile {
             // SAFETY: row r of the tile's dst, n floats.
             let src = unsafe { std::slice::from_raw_parts(dst.offset(r as isize * ldd), n) };
             buf[r * width..r * width + n].copy_from_slice(src);
@@ -223,10 +302,40 @@ unsafe fn tile_product<const TR: usize>(
         false => padded.as_ptr(),
     };
     kernel(buf.as_mut_ptr(), width, bias);
+    match dst {
+        Out::F32(dst) => {
+            for r in 0..tile {
+                // SAFETY: row r of the tile's dst, n floats, written only here.
+                let out =
+                    unsafe { std::slice::from_raw_parts_mut(dst.offset(r as isize * ldd), n) };
+                out.copy_from_slice(&buf[r * width..r * width + n]);
+            }
+        }
+        // SAFETY: rows 0..tile of the tile's dst, n 16-bit elements each, written only here;
+        // the CPU has the linear kernel's features.
+        Out::Half(dst, half) => unsafe { round_rows(half, &buf, width, tile, n, dst, ldd) },
+    }
+}
+
+/// Rows `0..tile` of `n` floats, `width` apart in `buf`, rounded into the 16-bit rows of `dst`
+/// (`ldd` apart): AVX2 code, 8 lanes at a time (a quarter of a tile's time as baseline code).
+///
+/// # Safety
+/// `dst` holds those rows; the CPU has AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn round_rows(
+    half: Half,
+    buf: &[f32],
+    width: usize,
+    tile: usize,
+    n: usize,
+    dst: *mut u16,
+    ldd: isize,
+) {
     for r in 0..tile {
-        // SAFETY: row r of the tile's dst, n floats, written only here.
-        let out = unsafe { std::slice::from_raw_parts_mut(dst.offset(r as isize * ldd), n) };
-        out.copy_from_slice(&buf[r * width..r * width + n]);
+        let row = &buf[r * width..r * width + n];
+        // SAFETY: row r of dst, n elements (the caller's contract).
+        unsafe { half.round_run(dst.offset(r as isize * ldd), row.as_ptr(), n) };
     }
 }
 
@@ -244,6 +353,10 @@ unsafe fn pack(
     width: usize,
     out: &mut [f32],
 ) {
+    if let Some(half) = p.w_half {
+        // SAFETY: forwarded.
+        return unsafe { pack_widened(p, half, cols, k0, depth, width, out) };
+    }
     if p.wk != 1 {
         // `w` read along its columns (`b` of a row-major `a @ b`): a run of `n` floats per depth.
         for (i, panel) in out.chunks_exact_mut(width * depth).enumerate() {
@@ -309,6 +422,93 @@ unsafe fn pack(
                 };
             }
         }
+    }
+}
+
+/// [`pack`] for a 16-bit `w` of kind `half`: a row-major `b` (`w = b.t()`) straight into
+/// the panels' rows; `nn.Linear`'s layout through a panel's rows widened into a float32 stage
+/// that [`pack`] then turns as it turns a float32 `w` (the 16-bit rows cannot go through the
+/// 8 x 8 float32 transposes as they lie).
+///
+/// # Safety
+/// As [`pack`], with `w` holding 16-bit elements.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_widened(
+    p: &Linear,
+    half: Half,
+    cols: std::ops::Range<usize>,
+    k0: usize,
+    depth: usize,
+    width: usize,
+    out: &mut [f32],
+) {
+    let w = p.w.cast::<u16>();
+    let at =
+        |col: usize, k: usize| w.wrapping_offset(col as isize * p.ldw + (k0 + k) as isize * p.wk);
+    if p.wk != 1 {
+        for (i, panel) in out.chunks_exact_mut(width * depth).enumerate() {
+            let c = cols.start + i * width;
+            let n = (cols.end - c).min(width);
+            for k in 0..depth {
+                let dst = &mut panel[k * width..(k + 1) * width];
+                dst[n..].fill(0.0);
+                match p.ldw == 1 {
+                    // SAFETY: elements (c..c + n, k0 + k) of `w`, adjacent, into n floats.
+                    true => unsafe { half.widen_run(dst.as_mut_ptr(), at(c, k), n) },
+                    false => {
+                        for (j, d) in dst[..n].iter_mut().enumerate() {
+                            // SAFETY: element (c + j, k0 + k) of `w`, into one float.
+                            unsafe { half.widen_run(d, at(c + j, k), 1) };
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
+    with_scratch::<f32, _>(width * depth, |stage| {
+        // SAFETY: forwarded; the stage holds a panel's rows.
+        unsafe { pack_staged(p, half, cols, k0, depth, width, out, stage) }
+    });
+}
+
+/// [`pack_widened`] for `nn.Linear`'s layout: each panel's rows of `w` widened into `stage`
+/// (`width * depth` floats), then packed from there by [`pack`].
+///
+/// # Safety
+/// As [`pack_widened`].
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pack_staged(
+    p: &Linear,
+    half: Half,
+    cols: std::ops::Range<usize>,
+    k0: usize,
+    depth: usize,
+    width: usize,
+    out: &mut [f32],
+    stage: &mut [f32],
+) {
+    for (i, panel) in out.chunks_exact_mut(width * depth).enumerate() {
+        let c = cols.start + i * width;
+        let n = (cols.end - c).min(width);
+        for j in 0..n {
+            let row =
+                p.w.cast::<u16>()
+                    .wrapping_offset((c + j) as isize * p.ldw)
+                    .wrapping_add(k0);
+            // SAFETY: row c + j of `w` at depths k0..k0 + depth, into `depth` floats.
+            unsafe { half.widen_run(stage[j * depth..].as_mut_ptr(), row, depth) };
+        }
+        let staged = Linear {
+            w: stage.as_ptr(),
+            ldw: depth as isize,
+            wk: 1,
+            w_half: None,
+            ..*p
+        };
+        // SAFETY: the stage holds rows 0..n of `depth` floats; one panel.
+        unsafe { pack(&staged, 0..n, 0, depth, width, panel) };
     }
 }
 
@@ -395,6 +595,8 @@ mod tests {
                             false => std::ptr::null(),
                         },
                         add_dst,
+                        w_half: None,
+                        dst_half: None,
                     };
                     // SAFETY: owned matrices of the product's extents.
                     unsafe { split_product(p, parts) };
@@ -407,6 +609,92 @@ mod tests {
                                 exp.to_bits(),
                                 "{m}x{n}x{k} bias {with_bias} add {add_dst} in {parts}, wk {wk} ({i}, {j})"
                             );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// With `w` and `dst` in 16-bit floats the product has the bits of the float32 product of
+    /// the widened `w`, rounded once as `x.to(dtype)` rounds, for both kinds, `w` stored
+    /// either way round, a bias row, ragged shapes and any split over threads.
+    #[test]
+    fn half_operands_match_the_widened_product_rounded() {
+        if panel_width().is_none() {
+            return;
+        }
+        let val = |i: usize, s: usize| ((i * 7919 + s * 104729) % 1000) as f32 * 1e-2 - 5.0;
+        for half in [Half::Bf16, Half::F16] {
+            let to_bits = |x: f32| match half {
+                Half::Bf16 => bf16::from_f32(x).to_bits(),
+                Half::F16 => f16::from_f32(x).to_bits(),
+            };
+            let widen = |b: u16| match half {
+                Half::Bf16 => bf16::from_bits(b).to_f32(),
+                Half::F16 => f16::from_bits(b).to_f32(),
+            };
+            for (m, n, k) in [(37, 45, 19), (5, 70, 300), (66, 33, 1)] {
+                let (lda, ldd) = (k + 3, n + 5);
+                let a: Vec<f32> = (0..m * lda).map(|i| val(i, 1)).collect();
+                let w16: Vec<u16> = (0..n * k).map(|i| to_bits(val(i, 2))).collect();
+                let w32: Vec<f32> = w16.iter().map(|&b| widen(b)).collect();
+                let wt16: Vec<u16> = (0..k * n).map(|e| w16[(e % n) * k + e / n]).collect();
+                let bias: Vec<f32> = (0..n).map(|i| val(i, 3)).collect();
+                for with_bias in [false, true] {
+                    let bias_ptr = match with_bias {
+                        true => bias.as_ptr(),
+                        false => std::ptr::null(),
+                    };
+                    let mut want = vec![0f32; m * ldd];
+                    let f32_product = Linear {
+                        m,
+                        n,
+                        k,
+                        a: a.as_ptr(),
+                        lda: lda as isize,
+                        w: w32.as_ptr(),
+                        ldw: k as isize,
+                        wk: 1,
+                        dst: want.as_mut_ptr(),
+                        ldd: ldd as isize,
+                        bias: bias_ptr,
+                        add_dst: false,
+                        w_half: None,
+                        dst_half: None,
+                    };
+                    // SAFETY: owned matrices of the product's extents.
+                    unsafe { split_product(f32_product, 1) };
+                    let layouts = [
+                        (w16.as_ptr(), k as isize, 1),
+                        (wt16.as_ptr(), 1, n as isize),
+                    ];
+                    for (parts, (wp, ldw, wk)) in [1, 2, 3].into_iter().zip(layouts.iter().cycle())
+                    {
+                        let mut dst = vec![0xAAAAu16; m * ldd];
+                        let p = Linear {
+                            w: wp.cast(),
+                            ldw: *ldw,
+                            wk: *wk,
+                            dst: dst.as_mut_ptr().cast(),
+                            w_half: Some(half),
+                            dst_half: Some(half),
+                            ..f32_product
+                        };
+                        // SAFETY: owned matrices of the product's extents; 16-bit `w`, `dst`.
+                        unsafe { split_product(p, parts) };
+                        for i in 0..m {
+                            for j in 0..ldd {
+                                let exp = match j < n {
+                                    true => to_bits(want[i * ldd + j]),
+                                    false => 0xAAAA,
+                                };
+                                assert_eq!(
+                                    dst[i * ldd + j],
+                                    exp,
+                                    "{half:?} {m}x{n}x{k} bias {with_bias} in {parts}, wk {wk} ({i}, {j})"
+                                );
+                            }
                         }
                     }
                 }

@@ -5,6 +5,7 @@
 
 pub mod bf16;
 pub mod linear;
+pub use linear::Half;
 pub mod nt;
 pub mod rows;
 pub mod skinny;
@@ -202,17 +203,10 @@ fn linear_product<T: GemmElem>(p: &Product<T>, bias: *const f32) -> Option<linea
     let Product {
         m, n, k, lhs, rhs, ..
     } = *p;
-    let shape = (m >= NT_PACK_ROWS && n * k < NT_PACK_ELEMENTS
-        || m >= 2 * NT_PACK_ROWS && n * k <= 2 * NT_PACK_ELEMENTS)
-        && 8 * n >= m;
     let fits = T::DTYPE == DType::F32
         && p.alpha == T::ONE
-        && p.dst_cs == 1
-        && lhs.cs == 1
-        && (rhs.rs == 1 || rhs.cs == 1 && simd::level() == 2)
-        && k > 1
-        && shape;
-    (fits && linear::panel_width().is_some()).then(|| linear::Linear {
+        && linear_fits(m, n, k, p.dst_cs, lhs.cs, rhs.rs, rhs.cs);
+    fits.then(|| linear::Linear {
         m,
         n,
         k,
@@ -225,7 +219,86 @@ fn linear_product<T: GemmElem>(p: &Product<T>, bias: *const f32) -> Option<linea
         ldd: p.dst_rs,
         bias,
         add_dst: p.read_dst,
+        w_half: None,
+        dst_half: None,
     })
+}
+
+/// Whether [`linear::product`] takes an `m x k` @ `k x n` product of these strides on this CPU
+/// (see [`linear_product`]).
+fn linear_fits(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst_cs: isize,
+    lhs_cs: isize,
+    rhs_rs: isize,
+    rhs_cs: isize,
+) -> bool {
+    let shape = (m >= NT_PACK_ROWS && n * k < NT_PACK_ELEMENTS
+        || m >= 2 * NT_PACK_ROWS && n * k <= 2 * NT_PACK_ELEMENTS)
+        && 8 * n >= m;
+    dst_cs == 1
+        && lhs_cs == 1
+        && (rhs_rs == 1 || rhs_cs == 1 && simd::level() == 2)
+        && k > 1
+        && shape
+        && linear::panel_width().is_some()
+}
+
+/// Whether [`linear_widened`] takes an `m x k` @ `k x n` product with a row-major `lhs` and
+/// `rhs` of these strides on this CPU.
+pub fn linear_takes(m: usize, n: usize, k: usize, rhs_rs: isize, rhs_cs: isize) -> bool {
+    linear_fits(m, n, k, 1, 1, rhs_rs, rhs_cs)
+}
+
+/// `dst = lhs @ rhs (+ bias)` with a float32 `lhs` and a 16-bit `rhs` of kind `rhs_half` (a
+/// float16/bfloat16 product with float32 arithmetic), on [`linear::product`] if it runs this
+/// product on this CPU (the float32 product's paths, [`linear_product`]): `rhs` is widened as
+/// it is packed, and with `dst_half` the float32 sums are rounded into a 16-bit `dst` in the
+/// epilogue (depths up to [`GEMM_DEPTH`]; `dst` is float32 without it). False otherwise, with
+/// nothing written.
+///
+/// # Safety
+/// As [`gemm_raw`], with `rhs` (and `dst` with `round`) holding 16-bit elements; `bias` is null
+/// or holds `n` floats.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn linear_widened(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut u8,
+    dst_rs: isize,
+    dst_half: Option<Half>,
+    lhs: Mat<f32>,
+    rhs: Mat<u16>,
+    rhs_half: Half,
+    bias: *const f32,
+    parallel: bool,
+) -> bool {
+    let depth_fits = dst_half.is_none() || k <= GEMM_DEPTH;
+    if m == 0 || n == 0 || !depth_fits || !linear_fits(m, n, k, 1, lhs.cs, rhs.rs, rhs.cs) {
+        return false;
+    }
+    let q = linear::Linear {
+        m,
+        n,
+        k,
+        a: lhs.ptr,
+        lda: lhs.rs,
+        w: rhs.ptr.cast(),
+        ldw: rhs.cs,
+        wk: rhs.rs,
+        dst: dst.cast(),
+        ldd: dst_rs,
+        bias,
+        add_dst: false,
+        w_half: Some(rhs_half),
+        dst_half,
+    };
+    // SAFETY: forwarded.
+    unsafe { linear::product(q, parallel) };
+    true
 }
 
 /// `dst = a @ w.t() + bias` (each row of `dst` gets the `n` floats at `bias`), if
