@@ -328,6 +328,24 @@ pub fn sum_zip<M: Math>(x: &[M], y: &[M], f: impl Fn(M, M) -> M) -> M {
     fold(acc, tail)
 }
 
+/// `(sum_zip(x, y, f), sum(x))` in one pass over both, with the bits of those two calls.
+#[inline(always)]
+pub fn sum_zip_and_sum<M: Math>(x: &[M], y: &[M], f: impl Fn(M, M) -> M) -> (M, M) {
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[..n], &y[..n]);
+    let (mut acc, mut acc_x) = ([M::zero(); LANES], [M::zero(); LANES]);
+    let ((cx, rx), (cy, ry)) = (lanes::<LANES, M>(x), lanes::<LANES, M>(y));
+    for (a, b) in cx.zip(cy) {
+        for j in 0..LANES {
+            acc[j] = acc[j] + f(a[j], b[j]);
+            acc_x[j] = acc_x[j] + a[j];
+        }
+    }
+    let tail = rx.iter().zip(ry).fold(M::zero(), |s, (&a, &b)| s + f(a, b));
+    let tail_x = rx.iter().fold(M::zero(), |s, &a| s + a);
+    (fold(acc, tail), fold(acc_x, tail_x))
+}
+
 #[inline(always)]
 fn fold<const L: usize, M: Math>(acc: [M; L], tail: M) -> M {
     // A barrier between the lanes' loop and this tree, as in `reduce::ops::fold_lanes_generic`:
@@ -434,6 +452,26 @@ pub fn exp_sub_into<M: FastExp>(isa: Isa, y: &mut [M], x: &[M], m: M) -> M {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fused pass gives the bits of the two sums it replaces, tails included.
+    #[test]
+    fn sum_zip_and_sum_has_the_separate_sums_bits() {
+        for n in [0, 1, 7, LANES, LANES + 3, 1000] {
+            let x: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
+                .collect();
+            let y: Vec<f32> = (0..n)
+                .map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.021)
+                .collect();
+            let (zip, plain) = sum_zip_and_sum(&x, &y, |p, q| p * q);
+            assert_eq!(
+                zip.to_bits(),
+                sum_zip(&x, &y, |p, q| p * q).to_bits(),
+                "{n}"
+            );
+            assert_eq!(plain.to_bits(), sum(&x).to_bits(), "{n}");
+        }
+    }
 
     #[test]
     fn fast_exp_accuracy() {

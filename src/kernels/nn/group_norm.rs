@@ -208,7 +208,8 @@ fn gn_bwd_body<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) {
     let Geom { n, c, s: hw, g, d } = a.geo;
     let len = d * hw;
     let scale = F::M::one() / F::M::from_f64c(len as f64);
-    let (mut gm, mut xm) = (vec![F::M::zero(); hw], vec![F::M::zero(); hw]);
+    let scratch = if F::as_math(&[]).is_some() { 0 } else { hw };
+    let (mut gm, mut xm) = (vec![F::M::zero(); scratch], vec![F::M::zero(); scratch]);
     for r in s..e {
         let (sample, c0) = (r / g, (r % g) * d);
         // SAFETY: row r of the contiguous [N, C, S] operands, read only.
@@ -227,12 +228,20 @@ fn gn_bwd_body<F: FloatStore>(a: &GnBwd<F::M>, s: usize, e: usize) {
         };
         for j in 0..d {
             let (gj, xj) = (&gy[j * hw..(j + 1) * hw], &x[j * hw..(j + 1) * hw]);
-            for ((gv, xv), (&gs, &xs)) in gm.iter_mut().zip(xm.iter_mut()).zip(gj.iter().zip(xj)) {
-                *gv = gs.load();
-                *xv = xs.load();
-            }
-            ds[j] = simd::sum_zip(&gm, &xm, |p, q| p * q);
-            db[j] = simd::sum(&gm);
+            // float32/float64 are read where they lie; 16-bit floats widened into gm, xm.
+            let (gj, xj): (&[F::M], &[F::M]) = match (F::as_math(gj), F::as_math(xj)) {
+                (Some(gj), Some(xj)) => (gj, xj),
+                _ => {
+                    for ((gv, xv), (&gs, &xs)) in
+                        gm.iter_mut().zip(xm.iter_mut()).zip(gj.iter().zip(xj))
+                    {
+                        *gv = gs.load();
+                        *xv = xs.load();
+                    }
+                    (&gm, &xm)
+                }
+            };
+            (ds[j], db[j]) = simd::sum_zip_and_sum(gj, xj, |p, q| p * q);
         }
         let Some(pdx) = a.pdx else { continue };
         let gamma = |j: usize| a.w.map_or(F::M::one(), |w| w[c0 + j]);
