@@ -1,4 +1,4 @@
-"""Runs the per-OpInfo checks (errors, noncontiguous, out, gradients, complex) on every op of PyTorch's op_db
+"""Runs the per-OpInfo checks (errors, noncontiguous, out, gradients, complex, fake) on every op of PyTorch's op_db
 and writes tests/conformance/{checks.json,checks.md}.
 
     python tests/conformance_checks_run.py --write          # regenerate baseline and report
@@ -29,6 +29,7 @@ from conformance_checks import (
     op_key,
     quiet,
 )
+from conformance_fake import FAKE_SAMPLES, check_fake
 from conformance_grad import check_complex, check_gradients
 from conformance_out import OUT_SAMPLES, check_out
 
@@ -38,6 +39,7 @@ CHECKS: dict[str, Callable[[Any], Result]] = {
     "out": check_out,
     "gradients": check_gradients,
     "complex": check_complex,
+    "fake": check_fake,
 }
 STATUSES = ("pass", "cpu-quirk", "fail", "error", "skip")
 GOOD = ("pass", "cpu-quirk")  # foo is right: no regression between them
@@ -116,6 +118,10 @@ def write(results: Results, seconds: float) -> None:
         "random cotangent) w.r.t. every input that requires grad; the forward outputs must agree too.",
         f"- complex: up to {MAX_SAMPLES} complex128 samples; forward values, and gradients where the CPU has a "
         "complex backward (conjugate views and complex kernels are only reached this way).",
+        f"- fake: up to {FAKE_SAMPLES} samples (as noncontiguous's dtype) on foo, forward and backward, under "
+        "PyTorch's CrossRefFakeMode: every aten op's fake outputs (what torch.compile plans with) have the real "
+        "foo outputs' sizes, strides, dtype, device and aliasing; cpu-quirk: PyTorch's fake misses the CPU's "
+        "own result the same way (see tests/conformance_fake.py).",
         "",
         "Repro notation: `T[2,3:f32 nc @1 rg]` is a tensor of shape (2, 3), float32, non-contiguous, storage "
         "offset 1, requires_grad; made on the CPU with the OpInfo's sample generator.",

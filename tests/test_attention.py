@@ -443,12 +443,13 @@ def test_same_bits_for_1_and_3_threads() -> None:
 
 
 def test_direct_calls() -> None:
-    # The overrideable op called directly: outputs, philox state as 0-dim int64, bad arguments.
+    # The overrideable op called directly: outputs, philox state as 0-dim int64 on foo, bad arguments.
     q = torch.randn(1, 2, 5, 8, device=FOO)
     res = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, q, q, None, 0.25)
     out, lse, _, _, max_q, max_k, seed, offset, _ = res
     assert out.shape == q.shape and lse.shape == (1, 2, 5) and lse.dtype == torch.float32
     assert (max_q, max_k) == (5, 5) and seed.dtype == torch.int64 and seed.dim() == 0
+    assert seed.device == offset.device == q.device  # where the op's fake kernel puts them
     with pytest.raises(RuntimeError, match="dropout_p"):
         torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, q, q, None, 1.0)
     with pytest.raises(RuntimeError, match="multiple"):

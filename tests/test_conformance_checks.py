@@ -1,4 +1,4 @@
-"""OpInfo checks beyond forward samples (errors, noncontiguous, out=, gradients, complex): no (op, check)
+"""OpInfo checks beyond forward samples (errors, noncontiguous, out=, gradients, complex, fake): no (op, check)
 that passed in the committed tests/conformance/checks.json may regress."""
 
 from __future__ import annotations

@@ -226,10 +226,13 @@ FwdResult fused_attention(const Tensor& query, const Tensor& key, const Tensor& 
             op);
     }
   }
-  // As CUDA's flash attention: the Philox seed and offset as 0-dim int64 CPU tensors (the
-  // backward takes them back), no cumulative lengths (no nested inputs), no debug mask.
-  Tensor philox_seed = at::scalar_tensor(static_cast<int64_t>(seed), at::TensorOptions().dtype(at::kLong));
-  Tensor philox_offset = at::scalar_tensor(static_cast<int64_t>(offset), at::TensorOptions().dtype(at::kLong));
+  // The Philox seed and offset as 0-dim int64 tensors on the query's device (the backward takes
+  // them back): the device PyTorch's fake kernel of this op predicts, so a compiled graph's plan
+  // holds (CUDA's flash attention keeps them on the CPU, an exception its fake checks list). No
+  // cumulative lengths (no nested inputs), no debug mask.
+  const auto state = query.options().dtype(at::kLong);
+  Tensor philox_seed = at::scalar_tensor(static_cast<int64_t>(seed), state);
+  Tensor philox_offset = at::scalar_tensor(static_cast<int64_t>(offset), state);
   return {out,         lse,           Tensor(), Tensor(), c10::SymInt(L), c10::SymInt(S), philox_seed, philox_offset,
           Tensor()};
 }

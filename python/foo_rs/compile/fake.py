@@ -19,10 +19,20 @@ every other device: a compiled foo graph then held the math decomposition (bmm, 
 choice asks foo's own kernel, on real foo tensors of the same dtypes and sizes whose elements all
 alias one (zero strides: no memory to speak of); the choice reads only that metadata. The graph
 then calls foo's fused attention (forward and backward) as an extern kernel, as eager foo does.
+
+Some of PyTorch's fake kernels give a non-CPU device CUDA's output shapes where the CPU's differ:
+batch norm in evaluation returns the running statistics as ``save_mean``/``save_invstd`` on CUDA
+and empty tensors on the CPU, and embedding_bag's ``offset2bag`` is empty on the CPU's sum fast
+path. foo's kernels give the CPU's (foo computes what the CPU computes), so for those ops
+(``_AS_ON_CPU_*``) the fake of a foo call is the fake of the same call on CPU tensors, moved to
+foo: through FakeTensorMode's table of op implementations, or, for ops whose fake result comes
+from their Python decomposition, through a wrapped decomposition (which only fake tensors reach
+this way: traced graphs see the decomposition's ops, whose fakes are the ordinary ones).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -108,11 +118,82 @@ def _sdp_choice(fake_mode: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
 _sdp_choice._foo_rs = True  # type: ignore[attr-defined]
 
 
+aten = torch.ops.aten
+# Fake kernels in FakeTensorMode's table of op implementations (consulted for ops with a meta).
+_AS_ON_CPU_IMPLS = (aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
+# Ops whose fake result is their Python decomposition's (FakeTensorMode prefers it to the table).
+_AS_ON_CPU_DECOMPOSITIONS = (
+    aten.native_batch_norm.default,
+    aten._native_batch_norm_legit.default,
+    aten._native_batch_norm_legit_no_training.default,
+)
+
+
+def _moved(t: Any, device: torch.device) -> Any:
+    """A fresh fake tensor of t's fake mode with t's sizes, strides and dtype on `device` (these
+    ops' outputs are fresh tensors, so nothing aliases)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+    return FakeTensor(t.fake_mode, meta, device)
+
+
+def _run_as_on_cpu(fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """fn on CPU copies of the fake foo tensors in args/kwargs, its outputs moved to foo;
+    NotImplemented where no argument is a fake foo tensor."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._pytree import tree_leaves, tree_map_only
+
+    leaves = tree_leaves((args, kwargs))
+    on_foo = [t for t in leaves if isinstance(t, FakeTensor) and t.fake_device.type == BACKEND]
+    if not on_foo:
+        return NotImplemented
+    device, fake_mode = on_foo[0].fake_device, on_foo[0].fake_mode
+    args, kwargs = tree_map_only(FakeTensor, lambda t: _moved(t, torch.device("cpu")), (args, kwargs))
+    with fake_mode:
+        out = fn(*args, **kwargs)
+    return tree_map_only(FakeTensor, lambda t: _moved(t, device), out)
+
+
+def _impl_as_on_cpu(original: Callable[..., Any] | None) -> Callable[..., Any]:
+    def impl(fake_mode: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+        out = _run_as_on_cpu(func, args, kwargs)
+        if out is NotImplemented and original is not None:
+            return original(fake_mode, func, *args, **kwargs)  # PyTorch's fake kernel, as before
+        return out
+
+    impl._foo_rs = True  # type: ignore[attr-defined]
+    return impl
+
+
+def _decomposition_as_on_cpu(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def decomposition(*args: Any, **kwargs: Any) -> Any:
+        # Only FakeTensorMode computing an op's fake result: tracers (make_fx, AOTAutograd with
+        # inductor's decompositions) decompose with this table too, with their proxy mode on,
+        # and must record the decomposition's own ops, not fresh tensors made here.
+        if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY) is not None:
+            return original(*args, **kwargs)
+        out = _run_as_on_cpu(original, args, kwargs)
+        return original(*args, **kwargs) if out is NotImplemented else out
+
+    decomposition._foo_rs = True  # type: ignore[attr-defined]
+    return decomposition
+
+
 def install(fake_impls: ModuleType) -> None:
     """Idempotent."""
     table = fake_impls.op_implementations_dict
     if not getattr(table.get(_SDP_CHOICE), "_foo_rs", False):
         table[_SDP_CHOICE] = _sdp_choice
+    for op in _AS_ON_CPU_IMPLS:
+        if not getattr(table.get(op), "_foo_rs", False):
+            table[op] = _impl_as_on_cpu(table.get(op))
+    from torch._decomp import decomposition_table
+
+    for op in _AS_ON_CPU_DECOMPOSITIONS:
+        if not getattr(decomposition_table[op], "_foo_rs", False):
+            decomposition_table[op] = _decomposition_as_on_cpu(decomposition_table[op])
     for op in _FORWARD:
         impl = table.get(op)
         if impl is not None and not getattr(impl, "_foo_rs", False):
