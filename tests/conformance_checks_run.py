@@ -118,10 +118,10 @@ def write(results: Results, seconds: float) -> None:
         "random cotangent) w.r.t. every input that requires grad; the forward outputs must agree too.",
         f"- complex: up to {MAX_SAMPLES} complex128 samples; forward values, and gradients where the CPU has a "
         "complex backward (conjugate views and complex kernels are only reached this way).",
-        f"- fake: up to {FAKE_SAMPLES} samples (as noncontiguous's dtype) on foo, forward and backward, under "
-        "PyTorch's CrossRefFakeMode: every aten op's fake outputs (what torch.compile plans with) have the real "
-        "foo outputs' sizes, strides, dtype, device and aliasing; cpu-quirk: PyTorch's fake misses the CPU's "
-        "own result the same way (see tests/conformance_fake.py).",
+        f"- fake: up to {FAKE_SAMPLES} samples in noncontiguous's dtype and {FAKE_SAMPLES} in bfloat16 on foo, "
+        "forward and backward, under PyTorch's CrossRefFakeMode: every aten op's fake outputs (what torch.compile "
+        "plans with) have the real foo outputs' sizes, strides, dtype, device and aliasing; cpu-quirk: PyTorch's "
+        "fake misses the CPU's own result the same way (see tests/conformance_fake.py).",
         "",
         "Repro notation: `T[2,3:f32 nc @1 rg]` is a tensor of shape (2, 3), float32, non-contiguous, storage "
         "offset 1, requires_grad; made on the CPU with the OpInfo's sample generator.",

@@ -24,7 +24,7 @@ from conformance_checks import PASS, Result, cpu_samples, outcome, repro
 from conformance_grad import _on_foo, _requiring_grad
 from torch._subclasses.fake_utils import CrossRefFakeMode
 
-FAKE_SAMPLES = 8
+FAKE_SAMPLES = 8  # per dtype: float32 (else as the forward check) and bfloat16
 aten = torch.ops.aten
 # As in PyTorch's crossref test: bookkeeping ops whose fake twins say nothing about a kernel.
 IGNORED = frozenset({aten.detach.default, aten.empty_strided.default, aten.copy_.default,
@@ -60,10 +60,15 @@ def check_fake(op: Any) -> Result:
     dtype = _dtype_for(op)
     if dtype is None:
         return Result("skip", "no supported dtype on CPU")
-    grad = op.supports_autograd and dtype.is_floating_point
-    samples = cpu_samples(op, dtype, grad, FAKE_SAMPLES)
-    if isinstance(samples, Result):
-        return samples
+    # bfloat16 too: what autocast compiles, and where the CPU's kernels keep statistics in the
+    # input's dtype (CUDA's in float32).
+    dtypes = [dtype] + [torch.bfloat16] * (torch.bfloat16 in op.supported_dtypes("cpu") and dtype != torch.bfloat16)
+    samples: list[Any] = []
+    for d in dtypes:
+        some = cpu_samples(op, d, op.supports_autograd and d.is_floating_point, FAKE_SAMPLES)
+        if isinstance(some, Result):
+            return some
+        samples += some
     compared = 0
     quirk = None
     for s in samples:

@@ -20,10 +20,12 @@ choice asks foo's own kernel, on real foo tensors of the same dtypes and sizes w
 alias one (zero strides: no memory to speak of); the choice reads only that metadata. The graph
 then calls foo's fused attention (forward and backward) as an extern kernel, as eager foo does.
 
-Some of PyTorch's fake kernels give a non-CPU device CUDA's output shapes where the CPU's differ:
-batch norm in evaluation returns the running statistics as ``save_mean``/``save_invstd`` on CUDA
-and empty tensors on the CPU, and embedding_bag's ``offset2bag`` is empty on the CPU's sum fast
-path. foo's kernels give the CPU's (foo computes what the CPU computes), so for those ops
+Some of PyTorch's fake kernels give a non-CPU device CUDA's output metadata where the CPU's
+differ: batch norm in evaluation returns the running statistics as ``save_mean``/``save_invstd``
+on CUDA and empty tensors on the CPU, batch and layer norm's saved statistics of bfloat16/float16
+inputs are float32 on CUDA and the input's dtype on the CPU, embedding_bag's ``offset2bag`` is
+empty on the CPU's sum fast path, and max_unpool2d keeps a channels-last input's layout on the
+CPU only. foo's kernels give the CPU's (foo computes what the CPU computes), so for those ops
 (``_AS_ON_CPU_*``) the fake of a foo call is the fake of the same call on CPU tensors, moved to
 foo: through FakeTensorMode's table of op implementations, or, for ops whose fake result comes
 from their Python decomposition, through a wrapped decomposition (which only fake tensors reach
@@ -120,12 +122,19 @@ _sdp_choice._foo_rs = True  # type: ignore[attr-defined]
 
 aten = torch.ops.aten
 # Fake kernels in FakeTensorMode's table of op implementations (consulted for ops with a meta).
-_AS_ON_CPU_IMPLS = (aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
-# Ops whose fake result is their Python decomposition's (FakeTensorMode prefers it to the table).
+_AS_ON_CPU_IMPLS = (aten._embedding_bag.default, aten._embedding_bag_forward_only.default,
+                    aten.native_layer_norm.default)
+# Ops whose fake result is their Python decomposition's (FakeTensorMode prefers it to the table
+# for ops without a meta kernel; native_layer_norm is in both tables).
 _AS_ON_CPU_DECOMPOSITIONS = (
     aten.native_batch_norm.default,
     aten._native_batch_norm_legit.default,
     aten._native_batch_norm_legit_no_training.default,
+    aten._batch_norm_with_update.default,
+    aten._batch_norm_with_update_functional.default,
+    aten._batch_norm_no_update.default,
+    aten.native_layer_norm.default,
+    aten.max_unpool2d.default,
 )
 
 
@@ -187,8 +196,11 @@ def install(fake_impls: ModuleType) -> None:
     if not getattr(table.get(_SDP_CHOICE), "_foo_rs", False):
         table[_SDP_CHOICE] = _sdp_choice
     for op in _AS_ON_CPU_IMPLS:
-        if not getattr(table.get(op), "_foo_rs", False):
-            table[op] = _impl_as_on_cpu(table.get(op))
+        impl = table.get(op)
+        if impl is None:
+            fake_impls.register_op_impl(op)(_impl_as_on_cpu(None))
+        elif not getattr(impl, "_foo_rs", False):
+            table[op] = _impl_as_on_cpu(impl)
     from torch._decomp import decomposition_table
 
     for op in _AS_ON_CPU_DECOMPOSITIONS:
