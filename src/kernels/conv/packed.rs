@@ -1360,9 +1360,9 @@ enum TileOut<'a> {
     Pixels(&'a [*mut f32; R], *const f32),
 }
 
-/// The tile of `a` and `w` plus `bias` into `valid` channels of each non-null pixel: on AVX2
-/// with whole blocks straight from the registers (through the tile and [`write_tile`] the
-/// copy took 5% of a [32,16,32,32] -> 32 forward on a Zen 3), else through `tile`.
+/// The tile of `a` and `w` plus `bias` into `valid` channels of each non-null pixel: whole
+/// blocks straight from the registers (through the tile and [`write_tile`] the copy took 5%
+/// of a [32,16,32,32] -> 32 forward on a Zen 3, 7% on a Zen 4), else through `tile`.
 ///
 /// # Safety
 /// As [`tile_kernel_any`] and [`write_tile`].
@@ -1379,7 +1379,7 @@ unsafe fn tile_into_pixels(
 ) {
     // SAFETY: the caller's contract.
     unsafe {
-        if simd::level() < 3 && valid == width {
+        if valid == width {
             let b = bias.unwrap_or(std::ptr::null());
             tile_kernel_any(width, lanes, a, w, TileOut::Pixels(pixels, b));
         } else {
@@ -1390,8 +1390,8 @@ unsafe fn tile_into_pixels(
 }
 
 /// [`tile_kernel`] for a block of `width` (16 or 32) output channels and `lanes` k's per
-/// pointer of `a` (16, or a narrow [`PaddedGrid`]'s 1, 2, 3, 4 or 8); rows into pixels on
-/// the AVX2 kernel, which AVX-512 CPUs also run (the same bits).
+/// pointer of `a` (16, or a narrow [`PaddedGrid`]'s 1, 2, 3, 4 or 8), on AVX-512 or AVX2
+/// (the same bits).
 ///
 /// # Safety
 /// As [`tile_kernel`]; each non-null pixel of `out` writable for `width` floats, the bias
@@ -1413,12 +1413,8 @@ unsafe fn tile_kernel_any(
         // SAFETY: the caller's contract; the level says which features the CPU has.
         unsafe {
             match (out, width == 32) {
-                (TileOut::Tile(tile), true) if simd::level() >= 3 => {
-                    tile_kernel::<2, L>(a, w, tile)
-                }
-                (TileOut::Tile(tile), false) if simd::level() >= 3 => {
-                    tile_kernel::<1, L>(a, w, tile)
-                }
+                (out, true) if simd::level() >= 3 => tile_kernel::<2, L>(a, w, out),
+                (out, false) if simd::level() >= 3 => tile_kernel::<1, L>(a, w, out),
                 (out, true) => tile_kernel_avx2::<2, L>(a, w, out),
                 (out, false) => tile_kernel_avx2::<1, L>(a, w, out),
             }
@@ -1564,16 +1560,20 @@ unsafe fn tile_kernel_avx2_32<const L: usize>(a: &[*const f32], w: *const f32, o
 
 /// `tile[r * 16V + j] = sum_k w[k * 16V + j] * a[k / L][r * L + k % L]` for `r < R`,
 /// `j < 16V`, over `a.len() * L` k's: `a` holds one pointer per block of `L` k's, to `R` rows
-/// of `L` floats (a packed panel's block, or 12 consecutive pixels of the blocked grid).
+/// of `L` floats (a packed panel's block, or 12 consecutive pixels of the blocked grid);
+/// or row `r` plus the bias (unless null) straight from the registers into pixel `r` unless
+/// null ([`TileOut::Pixels`]: through the tile and [`write_tile`] the copy took 7% of a
+/// [32,16,32,32] -> 32 forward on a Zen 4).
 ///
 /// # Safety
 /// The CPU must support AVX-512F; each `a[kb]` must be readable for `LR` floats, `w` for
-/// `a.len() * L * 16V` and `tile` writable for `R * 16V`.
+/// `a.len() * L * 16V`; a tile writable for `R * 16V`, each non-null pixel for `16V` floats,
+/// the bias (unless null) readable for `16V`.
 #[target_feature(enable = "avx512f")]
 unsafe fn tile_kernel<const V: usize, const L: usize>(
     a: &[*const f32],
     w: *const f32,
-    tile: *mut f32,
+    out: TileOut,
 ) {
     let mut acc = [[_mm512_setzero_ps(); V]; R];
     for (kb, &ab) in a.iter().enumerate() {
@@ -1594,10 +1594,33 @@ unsafe fn tile_kernel<const V: usize, const L: usize>(
             }
         }
     }
-    for (r, row) in acc.iter().enumerate() {
-        for (v, acc) in row.iter().enumerate() {
-            // SAFETY: the caller's contract.
-            unsafe { _mm512_storeu_ps(tile.add((r * V + v) * 16), *acc) };
+    match out {
+        TileOut::Tile(tile) => {
+            for (r, row) in acc.iter().enumerate() {
+                for (v, acc) in row.iter().enumerate() {
+                    // SAFETY: the caller's contract.
+                    unsafe { _mm512_storeu_ps(tile.add((r * V + v) * 16), *acc) };
+                }
+            }
+        }
+        TileOut::Pixels(pixels, bias) => {
+            for (row, &p) in acc.iter().zip(pixels) {
+                if p.is_null() {
+                    continue;
+                }
+                for (v, &x) in row.iter().enumerate() {
+                    // SAFETY: the caller's contract: 16V floats at p, and at the bias unless
+                    // null.
+                    unsafe {
+                        // As write_tile: `+ bias` only where there is one (-0.0 + 0.0 is 0.0).
+                        let x = match bias.is_null() {
+                            true => x,
+                            false => _mm512_add_ps(x, _mm512_loadu_ps(bias.add(16 * v))),
+                        };
+                        _mm512_storeu_ps(p.add(16 * v), x);
+                    }
+                }
+            }
         }
     }
 }
