@@ -16,7 +16,7 @@
 
 use super::Geometry;
 use crate::kernels::core::gemm::{gemm_raw, Mat};
-use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::parallel::{parallel_for, parallel_units, SendPtr};
 use crate::kernels::core::scratch::with_scratch;
 use crate::tensor::{TensorMut, TensorRef};
 
@@ -61,7 +61,7 @@ pub(super) fn weight_gradient(
     let go = SendPtr::<f32>::of(grad_output.ptr);
     with_scratch(blocks * o * k, |parts: &mut [f32]| {
         let partp = SendPtr::new(parts.as_mut_ptr());
-        parallel_for(blocks, 1, &|b0, b1| {
+        parallel_units(blocks, &|b0, b1| {
             with_scratch(piece.min(per_block) * k, |cols: &mut [f32]| {
                 for b in b0..b1 {
                     // SAFETY: block b's part, written by this task only.

@@ -22,7 +22,7 @@
 #![allow(clippy::incompatible_msrv)]
 
 use super::{depthwise, Geometry};
-use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::parallel::{parallel_for, parallel_units, SendPtr};
 use crate::kernels::core::scratch::{with_scratch, with_scratch2};
 use crate::kernels::core::simd;
 use crate::kernels::core::transpose::transpose_into;
@@ -232,7 +232,7 @@ pub(super) fn forward(
                 let samples = chunk.min(g.n - s0);
                 // SAFETY: xs holds chunk >= samples sample copies.
                 unsafe { copy_samples(g, &lay, input, s0, samples, xsp) };
-                parallel_for(samples * per_sample, 1, &|u0, u1| {
+                parallel_units(samples * per_sample, &|u0, u1| {
                     let mut tile = [0f32; 32 * R2];
                     for u in u0..u1 {
                         // Samples vary faster than channel blocks: a thread's run of units
@@ -434,7 +434,7 @@ pub(super) fn weight_gradient(
                         block[t * og16..t * og16 + og].copy_from_slice(row);
                     }
                 }
-                parallel_for(units, 1, &|u0, u1| {
+                parallel_units(units, &|u0, u1| {
                     for u in u0..u1 {
                         let (gi, rest) = (u / (otiles * ctiles), u % (otiles * ctiles));
                         let (ot, ct) = (rest / ctiles, rest % ctiles);

@@ -14,7 +14,7 @@
 //! making one GEMM with a deeper reduction.
 
 use crate::kernels::core::gemm::{gemm_raw, GemmElem, Mat};
-use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::parallel::{parallel_units, SendPtr};
 
 /// Unroll the width taps too when the rows of one GEMM would be fewer than this (a shallow
 /// reduction re-reads the destination once per width tap).
@@ -477,7 +477,7 @@ impl Grid {
             };
         };
         if parallel {
-            parallel_for(jobs, 1, &|s, e| (s..e).for_each(&block));
+            parallel_units(jobs, &|s, e| (s..e).for_each(&block));
         } else {
             (0..jobs).for_each(&block);
         }

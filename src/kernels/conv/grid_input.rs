@@ -17,7 +17,7 @@
 
 use super::packed::{self, GridPass, OutPixels, PaddedGrid};
 use super::Geometry;
-use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::parallel::{parallel_units, SendPtr};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Whether [`input_gradient`] computes this convolution's input gradient: float32 on an
@@ -181,7 +181,7 @@ fn fill_pixels(
     bias: Option<&[f32]>,
 ) {
     let rows = n * size[0] * size[1];
-    parallel_for(rows, 1, &|r0, r1| {
+    parallel_units(rows, &|r0, r1| {
         for r in r0..r1 {
             let (ni, z, y) = (r / (size[0] * size[1]), r / size[1] % size[0], r % size[1]);
             let [sn, sz, sy, sx] = out.strides;

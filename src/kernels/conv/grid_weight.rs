@@ -25,7 +25,7 @@
 
 use super::packed::{copy_grid_row, PaddedGrid};
 use super::{direct, Geometry};
-use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::parallel::{parallel_for, parallel_units, SendPtr};
 use crate::kernels::core::scratch::with_scratch2;
 use crate::kernels::core::simd;
 use crate::tensor::{TensorMut, TensorRef};
@@ -110,7 +110,7 @@ pub(super) fn weight_gradient(
                 }
             });
             let pp = SendPtr::new(partial.as_mut_ptr());
-            parallel_for(chunks * otiles * ctiles, 1, &|u0, u1| {
+            parallel_units(chunks * otiles * ctiles, &|u0, u1| {
                 let mut sums = [[0f32; 32]; W];
                 for u in u0..u1 {
                     let (chunk, rest) = (u / (otiles * ctiles), u % (otiles * ctiles));

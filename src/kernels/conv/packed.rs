@@ -25,7 +25,7 @@
 
 use super::{depthwise, Geometry};
 use crate::kernels::core::gemm::rows;
-use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::parallel::{parallel_for, parallel_units, SendPtr};
 use crate::kernels::core::scratch::with_scratch;
 use crate::kernels::core::simd;
 use crate::kernels::core::transpose::transpose_into;
@@ -118,7 +118,7 @@ fn multiply_packed(
     let pointed = points_rows(g);
     // A tile's pointers to its positions' pixels, one per tap (`pointed`), or its packed panel.
     let per_tile = if pointed { kk * R } else { kp * R };
-    parallel_for(units, 1, &|u0, u1| {
+    parallel_units(units, &|u0, u1| {
         let mut panels = vec![0f32; if pointed { 0 } else { run * per_tile }];
         let mut rows = vec![std::ptr::null::<f32>(); if pointed { run * per_tile } else { 0 }];
         let mut tile = [0f32; R * 32];
@@ -546,7 +546,7 @@ pub(super) fn run_grid(
             for (pass, &(_, tile_runs)) in passes.iter().zip(&runs) {
                 first_unit.push(first_unit.last().unwrap() + pass.block_runs().1 * tile_runs);
             }
-            parallel_for(*first_unit.last().unwrap(), 1, &|u0, u1| {
+            parallel_units(*first_unit.last().unwrap(), &|u0, u1| {
                 let mut tile = [0f32; R * 32];
                 let mut blocks_of = Vec::new();
                 for u in u0..u1 {
