@@ -346,10 +346,12 @@ pub fn fork_join(n: usize, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
 
 /// Calls `f(start, end)` over ranges covering `0..n` that the threads claim as they go,
 /// shrinking from half of the work per thread to single units (guided): for few heavy units
-/// the threads end at most one unit apart, at a handful of claims per thread.
+/// the threads end at most one unit apart, at a handful of claims per thread. No call for `n` 0.
 pub fn fork_join_guided(n: usize, f: &(dyn Fn(usize, usize) + Sync)) {
     if n <= 1 {
-        f(0, n);
+        if n == 1 {
+            f(0, 1);
+        }
         return;
     }
     run_chunks(n, 0, f);
@@ -574,6 +576,45 @@ pub(crate) mod tests {
             covered.fetch_add(e - s, Ordering::Relaxed);
         });
         assert_eq!(covered.into_inner(), 1000);
+    }
+
+    #[test]
+    fn balanced_chunks_differ_by_at_most_one_unit() {
+        for (n, chunks) in [(43usize, 8usize), (7, 7), (100, 3), (5, 1), (1000, 64)] {
+            let sizes: Vec<usize> = (0..chunks)
+                .map(|c| chunk_start(n, chunks, c + 1) - chunk_start(n, chunks, c))
+                .collect();
+            assert_eq!(chunk_start(n, chunks, 0), 0);
+            assert_eq!(chunk_start(n, chunks, chunks), n);
+            let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{n} in {chunks}: {sizes:?}");
+        }
+    }
+
+    #[test]
+    fn guided_claims_cover_every_unit_once_and_end_in_single_units() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        for n in [0usize, 1, 2, 7, 43, 1000] {
+            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            let last = AtomicUsize::new(usize::MAX);
+            fork_join_guided(n, &|s, e| {
+                assert!(
+                    s < e && e <= n,
+                    "empty or out-of-range claim {s}..{e} of {n}"
+                );
+                for h in &hits[s..e] {
+                    h.fetch_add(1, Ordering::Relaxed);
+                }
+                if e == n {
+                    last.store(e - s, Ordering::Relaxed);
+                }
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "{n}");
+            if n > 0 && helpers().helpers > 0 {
+                // The tail is claimed unit by unit, so threads end at most one unit apart.
+                assert_eq!(last.into_inner(), 1, "{n}");
+            }
+        }
     }
 
     static WANTED: AtomicUsize = AtomicUsize::new(1);
