@@ -482,3 +482,55 @@ def test_conv_short_rows_gather_map(layout):
         grads_match(lambda x, w, b, kw=kw: F.conv2d(x, w, b, **kw), [x, w, b], dtype)
     x3, w3 = sample((2, 3, 4, 5, 3), dtype, seed=6), sample((4, 3, 3, 2, 3), dtype, seed=7)
     grads_match(lambda x, w: F.conv3d(x, w, None, stride=(1, 2, 1), padding=(1, 1, 2)), [x3, w3], dtype)
+
+
+WINOGRAD_CASES = [
+    # (N, C, (H, W), O, padding): 3x3 stride-1 layers of 96+ channels with 64+ output tiles of
+    # 2x2 over the batch take Winograd F(2x2, 3x3), forward and input gradient: resnet's 8x8
+    # stage, odd and non-square planes (half tiles at the edges), padding 0 and 2, 4x4 planes
+    # side by side.
+    (8, 128, (8, 8), 128, 1),
+    (8, 96, (9, 7), 112, 1),
+    (16, 128, (6, 6), 100, 0),
+    (4, 96, (7, 7), 96, 2),
+    (16, 256, (4, 4), 128, 1),
+]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "sliced"])
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=str)
+def test_conv_winograd_layers(case, layout):
+    n, c, (h, w), o, p = case
+    dtype = torch.float32
+    x = sample((n, c, h, w), dtype, seed=1)
+    if layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    elif layout == "sliced":
+        x = sample((n, c + 2, h + 1, w + 3), dtype, seed=1)[:, 1:-1, 1:, 2:-1]
+    wt, b = sample((o, c, 3, 3), dtype, seed=2), sample((o,), dtype, seed=3)
+    # Sums of up to 2304 products of magnitude up to 9 (outputs in the hundreds): the CPU's own
+    # error against float64 reaches 1.5e-4 there, Winograd's a few times that (see below).
+    grads_match(lambda x, w, b: F.conv2d(x, w, b, padding=p), [x, wt, b], dtype,
+                tolerance={"atol": 1e-3, "rtol": 1e-4})
+
+
+@pytest.mark.parametrize("case", WINOGRAD_CASES[:2] + WINOGRAD_CASES[-1:], ids=str)
+def test_conv_winograd_rounding(case):
+    # Winograd adds and subtracts inputs (and weights) before the products: its error against
+    # an exact (float64) convolution stays within a small multiple of the CPU's direct sum's.
+    n, c, (h, w), o, p = case
+    x, wt = sample((n, c, h, w), torch.float64, seed=1), sample((o, c, 3, 3), torch.float64, seed=2)
+    exact = F.conv2d(x, wt, padding=p)
+    x.requires_grad_(True)
+    gy = sample(exact.shape, torch.float64, seed=4)
+    F.conv2d(x, wt, padding=p).backward(gy)
+    exact_grad = x.grad
+    for dev in ("cpu", FOO):
+        xf = x.detach().float().to(dev).requires_grad_(True)
+        y = F.conv2d(xf, wt.float().to(dev), padding=p)
+        y.backward(gy.float().to(dev))
+        err = ((y.detach().cpu().double() - exact).abs().max() / exact.abs().max()).item()
+        gerr = ((xf.grad.cpu().double() - exact_grad).abs().max() / exact_grad.abs().max()).item()
+        if dev == "cpu":
+            cpu_err, cpu_gerr = err, gerr
+    assert err <= 4 * cpu_err + 1e-7 and gerr <= 4 * cpu_gerr + 1e-7, (err, cpu_err, gerr, cpu_gerr)

@@ -50,6 +50,11 @@ for dtype in (torch.float32, torch.bfloat16):
         y = F.conv2d(x, w, stride=stride, padding=1)
         y.square().sum().backward()
         digest(f"conv2d-channels-last-{c}/{tag}", y, x.grad, w.grad)
+    # Winograd F(2x2, 3x3): 96+ channels, 64+ tiles (forward and input gradient).
+    x, w = leaf(8, 96, 7, 9, dtype=dtype), leaf(112, 96, 3, 3, dtype=dtype, seed=1)
+    y = F.conv2d(x, w, padding=1)
+    y.square().sum().backward()
+    digest(f"conv2d-winograd/{tag}", y, x.grad, w.grad)
     x, w = leaf(512, 96, dtype=dtype), leaf(80, 96, dtype=dtype, seed=1)
     y = F.linear(x, w)
     y.square().sum().backward()

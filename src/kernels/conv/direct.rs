@@ -294,28 +294,8 @@ pub(super) fn forward(
     );
 }
 
-/// The input gradient of a stride-1 convolution as a forward one ([`input_gradient`]): the
-/// output gradient convolved with the flipped, transposed weight, padded by `(k - 1) * d - p`
-/// before (after, whatever reaches past it: the layout reads zeros there). `None` for other
-/// strides and for padding wider than the kernel's reach.
-pub(super) fn input_gradient_geometry(g: &Geometry) -> Option<Geometry> {
-    let lo = [0, 1, 2].map(|i| (g.ksp[i] as isize - 1) * g.dilation[i] - g.padding[i]);
-    (g.stride_one() && lo.iter().all(|&v| v >= 0)).then_some(Geometry {
-        n: g.n,
-        c: g.o,
-        o: g.c,
-        groups: g.groups,
-        isp: g.osp,
-        ksp: g.ksp,
-        osp: g.isp,
-        stride: [1; 3],
-        padding: lo,
-        dilation: g.dilation,
-    })
-}
-
 /// `grad_input = conv_transpose(grad_output, weight) (+ bias)` for a stride-1 convolution `g`
-/// whose [`input_gradient_geometry`] is `gt` (and [`applies`] to it): [`forward`] with the
+/// whose [`Geometry::input_gradient_geometry`] is `gt` (and [`applies`] to it): [`forward`] with the
 /// weight `w'[gi * cg + c, o, tap] = w[gi * og + o, c, flipped tap]`.
 pub(super) fn input_gradient(
     g: &Geometry,
@@ -778,7 +758,7 @@ mod tests {
             }
             // The input gradient, for stride 1 (with a bias per input channel, as the forward
             // of a transposed convolution has).
-            let Some(gt) = input_gradient_geometry(&g) else {
+            let Some(gt) = g.input_gradient_geometry() else {
                 continue;
             };
             let gy = Owned::new(ints(oshape.iter().product(), 4), &oshape);
