@@ -108,6 +108,7 @@ pub(super) fn applies(g: &Geometry) -> bool {
         && (1..3).all(|i| (0..=2).contains(&g.padding[i]))
         && g.c >= MIN_CHANNELS
         && g.o >= MIN_CHANNELS
+        && g.ip() > 0 // (an empty plane: the output is the bias; ATen refuses it anyway)
         && g.op() >= MIN_POSITIONS
         && g.op() <= MAX_POSITIONS
         && g.o * g.c <= MAX_POINT_MATRIX
