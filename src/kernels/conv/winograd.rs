@@ -40,7 +40,7 @@ const XI: usize = 16;
 /// against the previous paths: [32,64,8,8] level, [8,96,8,8] 0.88, [8,128,8,8] 0.78.
 const MIN_CHANNELS: usize = 96;
 
-/// Fewer tiles than this (over all samples): the weight transform, per channel pair, costs
+/// Fewer tiles than this (per chunk of samples): the weight transform, per channel pair, costs
 /// more than the products save ([1,256,4,4] 4x the time, [8,256,4,4] level on 2 threads,
 /// [16,128,4,4] 0.77).
 const MIN_TILES: usize = 64;
