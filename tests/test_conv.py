@@ -148,6 +148,11 @@ MOBILE_CASES = [
     (4, 36, 1, 48, 1, {"bias": True}),  # pointwise on 1x1 planes (contiguous and channels-last)
     (0, 40, 4, 40, 5, {"padding": 2, "groups": 40}),  # no samples: empty results, zero weight gradient
     (0, 12, 2, 36, 1, {}),
+    # One sample, stride 1, planes of 64 positions or fewer: one GEMM over the column matrix
+    # (not the padded grid or the packed kernel), with bias, padding and dilation.
+    (1, 24, 7, 40, 3, {"padding": 1, "bias": True}),
+    (1, 16, 8, 24, 3, {"padding": 2, "dilation": 2}),
+    (1, 32, 5, 16, 3, {"padding": 0}),
 ]
 
 
