@@ -490,15 +490,17 @@ def test_conv_short_rows_gather_map(layout):
 
 
 WINOGRAD_CASES = [
-    # (N, C, (H, W), O, padding): 3x3 stride-1 layers of 96+ channels with 64+ output tiles of
+    # (N, C, (H, W), O, padding): 3x3 stride-1 layers of 96+ channels with 32+ output tiles of
     # 2x2 over the batch take Winograd F(2x2, 3x3), forward and input gradient: resnet's 8x8
     # stage, odd and non-square planes (half tiles at the edges), padding 0 and 2, 4x4 planes
-    # side by side.
+    # side by side, one sample of 49 tiles, two of 32.
     (8, 128, (8, 8), 128, 1),
     (8, 96, (9, 7), 112, 1),
     (16, 128, (6, 6), 100, 0),
     (4, 96, (7, 7), 96, 2),
     (16, 256, (4, 4), 128, 1),
+    (1, 128, (14, 14), 96, 1),
+    (2, 96, (8, 8), 128, 1),
 ]
 
 

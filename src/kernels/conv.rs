@@ -772,7 +772,8 @@ fn forward_impl<T: depthwise::DwFloat>(
     // per-sample GEMMs are narrow there (80 positions for 8x8, a fifth of them padding), where
     // one deep GEMM over the samples side by side ran resnet18's [8,128,8,8] 3x3 forward in
     // 0.93-0.96 ms instead of 1.48-1.51 (2 threads, two runs each).
-    if g.batched() && (g.forward_grid().is_none() || g.op() <= SMALL_PLANE) || g.single_small_plane()
+    if g.batched() && (g.forward_grid().is_none() || g.op() <= SMALL_PLANE)
+        || g.single_small_plane()
     {
         forward_batched(g, out, input, weight, bias.as_deref());
         return Ok(());

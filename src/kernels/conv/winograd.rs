@@ -41,9 +41,12 @@ const XI: usize = 16;
 const MIN_CHANNELS: usize = 96;
 
 /// Fewer tiles than this (per chunk of samples): the weight transform, per channel pair, costs
-/// more than the products save ([1,256,4,4] 4x the time, [8,256,4,4] level on 2 threads,
-/// [16,128,4,4] 0.77).
-const MIN_TILES: usize = 64;
+/// more than the products save ([1,256,4,4]: 4 tiles, 4x the time). Zen 4, 1 thread, thread
+/// CPU time against the batched GEMM and padded-grid paths, forward / input gradient:
+/// [8,256,4,4] (32 tiles) 0.87 / 0.77-0.80, [2,128,8,8] (32) 0.86 / 0.76, [1,256,14,14] (49)
+/// 0.83-0.85 / 0.75-0.80, [12,256,4,4] (48) 0.75 / 0.64; 2 threads, forward, wall medians in a
+/// quiet spell: [8,256,4,4] 0.80 -> 0.65 ms, [1,256,14,14] 1.29 -> 0.99 ms.
+const MIN_TILES: usize = 32;
 
 /// Output planes below 4x4 positions are one tile per sample: left to the batched GEMM; above
 /// 32x32 the other kernels are not measured to lose.
@@ -319,10 +322,14 @@ fn transform_input(
     let xs = &input.strides;
     let xp = SendPtr::<f32>::of(input.ptr);
     let vp = SendPtr::new(v.as_mut_ptr());
-    parallel_for(samples.len() * c, 1, &|u0, u1| {
+    // Units channel by channel, a channel's samples side by side: a task then writes whole
+    // rows of V (sample by sample, tasks wrote interleaved pieces of each row's cache lines,
+    // and on 2 threads this transform took 7x its 1-thread CPU time).
+    let ns = samples.len();
+    parallel_for(ns * c, 1, &|u0, u1| {
         let mut plane = vec![0f32; ip + 1];
         for unit in u0..u1 {
-            let (nl, ci) = (unit / c, unit % c);
+            let (ci, nl) = (unit / ns, unit % ns);
             let ni = samples.start + nl;
             let x0 = ni as isize * xs[0] + ci as isize * xs[1];
             for (y, row) in plane[..ip].chunks_exact_mut(iw).enumerate() {
