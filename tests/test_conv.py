@@ -128,6 +128,10 @@ def test_depthwise_channels_last_and_nonfinite_over_padding():
     w[1, 0, 0, 2] = float("inf")
     w[2, 0, 1, 1] = float("nan")
     check(lambda x, w: F.conv2d(x, w, padding=1, groups=3), x, w, atol=1e-12, rtol=1e-12)
+    # (A channels-last input with such a weight leaves the channels-last loops for the plane
+    # loops, which write that nan.)
+    check(lambda x, w: F.conv2d(x, w, padding=1, groups=3), x.to(memory_format=torch.channels_last), w,
+          atol=1e-12, rtol=1e-12)
     gy = sample((2, 3, 4, 5), torch.float64, seed=5)
     gy[0, 1, 0, 0] = float("inf")
     cpu = x.clone().requires_grad_()
@@ -196,7 +200,13 @@ CHANNELS_LAST_CASES = [
     # Stride 1 from 32 channels to 48 (a block of 32 and one of 16): pixels read through
     # pointers on AVX2 and AVX-512, forward and input gradient.
     (2, 32, 9, 48, 3, {"padding": 1}),
-    (2, 8, 6, 8, 3, {"padding": 1, "groups": 8}),  # depthwise: computed in NCHW, then laid out
+    # Depthwise from a channels-last input: computed channels-last, blocks of 16 channels (and
+    # a tail) by 4 pixels, taps over padding skipped; ConvNeXt's 7x7, strided, dilated.
+    (2, 8, 6, 8, 3, {"padding": 1, "groups": 8}),
+    (1, 40, 9, 40, 7, {"padding": 3, "groups": 40}),
+    (2, 16, 9, 16, 3, {"stride": 2, "padding": 1, "groups": 16}),
+    (1, 32, 11, 32, 5, {"padding": 4, "dilation": 2, "groups": 32}),
+    (2, 8, 6, 16, 3, {"padding": 1, "groups": 8}),  # two outputs per channel: the plane loops
 ]
 
 

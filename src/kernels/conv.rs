@@ -659,6 +659,21 @@ pub fn conv_forward(
         }
         return Ok(());
     }
+    if matches!(dtype, DType::F32 | DType::F64)
+        && depthwise::applies(&g)
+        && depthwise::channels_last::applies(&g, &input.strides)
+        && is_channels_last(&out.shape, &out.strides)
+    {
+        let (_keep, weight) = contiguous(weight);
+        let done = if dtype == DType::F32 {
+            depthwise_channels_last::<f32>(&g, out, input, &weight, bias)
+        } else {
+            depthwise_channels_last::<f64>(&g, out, input, &weight, bias)
+        };
+        if done {
+            return Ok(());
+        }
+    }
     #[cfg(target_arch = "x86_64")]
     if dtype == DType::F32 && native_f32(&g, out) {
         if out.numel() > 0 {
@@ -678,6 +693,34 @@ pub fn conv_forward(
             d.name()
         ),
     }
+}
+
+/// A depthwise convolution from channels-last input into a channels-last `out`
+/// ([`depthwise::channels_last`]), unless a weight is not finite (false, nothing written): the
+/// plane loops write nan where such a tap meets padding, as the CPU does.
+fn depthwise_channels_last<T: depthwise::DwFloat>(
+    g: &Geometry,
+    out: &TensorMut,
+    input: &TensorRef,
+    weight: &TensorRef,
+    bias: Option<&TensorRef>,
+) -> bool {
+    // SAFETY: the contiguous weight [o, 1, kd, kh, kw].
+    let wt = unsafe { std::slice::from_raw_parts(weight.ptr as *const T, g.o * g.kk()) };
+    if !wt.iter().all(|v| v.is_finite()) {
+        return false;
+    }
+    if out.numel() > 0 {
+        depthwise::channels_last::forward(
+            g,
+            SendPtr::of(out.ptr),
+            SendPtr::of(input.ptr),
+            &input.strides,
+            wt,
+            bias_values::<T>(bias).as_deref(),
+        );
+    }
+    true
 }
 
 /// Planes of fewer output positions than the direct kernel takes (4x4 and below), batched:

@@ -11,6 +11,7 @@
 //! CPU's float64 and `slow_conv2d` paths do. The direct loops skip padded taps, which is the
 //! same number for finite values, and then write nan where a non-finite factor meets padding.
 
+pub(super) mod channels_last;
 mod lanes;
 
 use super::{valid_range, Geometry};
