@@ -152,6 +152,11 @@ MOBILE_CASES = [
     (4, 36, 1, 48, 1, {"bias": True}),  # pointwise on 1x1 planes (contiguous and channels-last)
     (0, 40, 4, 40, 5, {"padding": 2, "groups": 40}),  # no samples: empty results, zero weight gradient
     (0, 12, 2, 36, 1, {}),
+    # Depthwise, stride 1, rows of 16+: float32 runs across channels through channels-last
+    # copies (rows under 32, or 5x5 kernels and up), else the plane loops.
+    (2, 20, 18, 20, 3, {"padding": 1, "groups": 20}),
+    (1, 8, 34, 8, 5, {"padding": 2, "groups": 8, "bias": True}),
+    (1, 8, 34, 8, 3, {"padding": 1, "groups": 8}),
     # One sample, stride 1, planes of 64 positions or fewer: one GEMM over the column matrix
     # (not the padded grid or the packed kernel), with bias, padding and dilation.
     (1, 24, 7, 40, 3, {"padding": 1, "bias": True}),

@@ -29,6 +29,12 @@ pub(super) fn applies(g: &Geometry) -> bool {
     g.groups > 1 && g.cg() == 1
 }
 
+/// Whether [`forward`] runs this convolution on its channels-innermost lanes (short or strided
+/// output rows) rather than the plane loops.
+pub(super) fn forward_takes_lanes(g: &Geometry) -> bool {
+    lanes::applies(g)
+}
+
 /// Planes per parallel chunk: about 32k multiply-adds each.
 fn grain(per_plane: usize) -> usize {
     (32768 / per_plane.max(1)).max(1)
