@@ -2291,6 +2291,62 @@ mod tests {
         }
     }
 
+    #[test]
+    fn depthwise_channels_last_forward_matches_naive() {
+        // Channels-last input and output: blocks of 16 channels and a tail by 4 pixels, taps
+        // over padding skipped, strided and dilated; on the calling thread and on 2 threads.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for case in [
+            Case::d2(2, 20, 9, 9, 20, 7, 1, 3, 1, 20),
+            Case::d2(1, 16, 7, 10, 16, 3, 2, 1, 1, 16),
+            Case::d2(2, 8, 11, 11, 8, 5, 1, 4, 2, 8),
+        ] {
+            let run = || {
+                let [n, c, _, ih, iw] = case.x;
+                let [_, oh, ow] = case.osp();
+                let (ip, op) = (ih * iw, oh * ow);
+                let x = data(n * c * ip, 1);
+                let [_, kh, kw] = case.k;
+                let wt = Owned::new(data(c * kh * kw, 2), &[c, 1, 1, kh, kw]);
+                let want = case.naive(&x, &wt.data);
+                let mut xcl = vec![0f64; x.len()];
+                for (i, &v) in x.iter().enumerate() {
+                    let (ni, ch, pos) = (i / (c * ip), i / ip % c, i % ip);
+                    xcl[(ni * ip + pos) * c + ch] = v;
+                }
+                let cl = |p: usize, w: usize| -> Strides {
+                    [p * c, 1, p * c, w * c, c]
+                        .map(|s| s as isize)
+                        .to_vec()
+                        .into()
+                };
+                let xr = TensorRef {
+                    ptr: xcl.as_ptr() as *const u8,
+                    shape: case.x.to_vec().into(),
+                    strides: cl(ip, iw),
+                    dtype: DType::F64,
+                };
+                let mut out = vec![0f64; n * c * op];
+                let om = TensorMut {
+                    ptr: out.as_mut_ptr() as *mut u8,
+                    shape: vec![n, c, 1, oh, ow].into(),
+                    strides: cl(op, ow),
+                    dtype: DType::F64,
+                };
+                conv_forward(&om, &xr, &wt.r(), None, &case.params()).unwrap();
+                for (i, &v) in want.iter().enumerate() {
+                    let (ni, ch, pos) = (i / (c * op), i / op % c, i % op);
+                    assert_eq!(out[(ni * op + pos) * c + ch], v, "{case:?}");
+                }
+            };
+            run();
+            pool.install(run);
+        }
+    }
+
     /// `strided`: the input is a view with W and H exchanged in memory.
     fn forward_and_grads_case(case: Case, strided: bool) {
         let [n, c, id, ih, iw] = case.x;

@@ -69,13 +69,14 @@ pub(in crate::kernels::conv) fn forward<T: DwFloat>(
     });
 }
 
-crate::unsafe_multiversion!(unsafe fn row<T: DwFloat>(g: &Geometry, tp: &Taps, wt: &[T], bias: &[T], dst: *mut T, x: *const T, xs: [isize; 5], r: usize) => row_body);
+crate::unsafe_multiversion!(#[allow(clippy::too_many_arguments)] unsafe fn row<T: DwFloat>(g: &Geometry, tp: &Taps, wt: &[T], bias: &[T], dst: *mut T, x: *const T, xs: [isize; 5], r: usize) => row_body);
 
 /// Output row `r` (flat over N, D, H) of [`forward`]: `ow * c` elements at `dst`.
 ///
 /// # Safety
 /// `dst` holds the row; `x` is the input (strides `xs`, channels dense).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn row_body<T: DwFloat>(
     g: &Geometry,
     tp: &Taps,
@@ -108,7 +109,7 @@ unsafe fn row_body<T: DwFloat>(
     }
     let iw =
         |ow: usize, e: usize| ow as isize * g.stride[2] + e as isize * g.dilation[2] - g.padding[2];
-    let step = g.stride[2] as isize * xs[4];
+    let step = g.stride[2] * xs[4];
     for cb in (0..c).step_by(LANES) {
         let n = LANES.min(c - cb);
         for ow in (0..ow_n).step_by(PIX) {
