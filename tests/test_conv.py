@@ -209,6 +209,7 @@ CHANNELS_LAST_CASES = [
     # a tail) by 4 pixels, taps over padding skipped; ConvNeXt's 7x7, strided, dilated.
     (2, 8, 6, 8, 3, {"padding": 1, "groups": 8}),
     (1, 40, 9, 40, 7, {"padding": 3, "groups": 40}),
+    (1, 32, 14, 32, 7, {"padding": 3, "groups": 32}),  # untested 4-pixel blocks inside the rows
     (2, 16, 9, 16, 3, {"stride": 2, "padding": 1, "groups": 16}),
     (1, 32, 11, 32, 5, {"padding": 4, "dilation": 2, "groups": 32}),
     (2, 8, 6, 16, 3, {"padding": 1, "groups": 8}),  # two outputs per channel: the plane loops

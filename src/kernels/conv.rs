@@ -2303,6 +2303,9 @@ mod tests {
             Case::d2(2, 20, 9, 9, 20, 7, 1, 3, 1, 20),
             Case::d2(1, 16, 7, 10, 16, 3, 2, 1, 1, 16),
             Case::d2(2, 8, 11, 11, 8, 5, 1, 4, 2, 8),
+            // Rows with untested blocks of 4 pixels inside, tested pixels at the edges.
+            Case::d2(1, 32, 6, 20, 32, 3, 1, 1, 1, 32),
+            Case::d2(2, 16, 9, 16, 16, 7, 1, 3, 1, 16),
         ] {
             let run = || {
                 let [n, c, _, ih, iw] = case.x;

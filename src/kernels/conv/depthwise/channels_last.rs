@@ -2,9 +2,11 @@
 //! permuted view, and any depthwise layer after `.to(memory_format=torch.channels_last)`). The
 //! plane loops of the parent module read one channel at a time, which here is a walk at the
 //! stride of the channel count (and the output went through NCHW copies): ConvNeXt-T's
-//! [1,192,28,28] 7x7 forward took 5.5x the CPU's time. Here the channels are the vector: a
-//! block of [`LANES`] channels of [`PIX`] output pixels stays in registers across all the taps,
-//! each tap one weight vector (the taps stored tap-major) and one input vector per pixel.
+//! [1,192,28,28] 7x7 forward took 5.5x the CPU's time. Here the channels are the vector: where
+//! every tap reads real input, a block of [`LANES`] channels of [`PIX`] output pixels stays in
+//! registers across all the taps, each tap one weight vector (the taps stored tap-major) and
+//! one input vector per pixel; pixels whose taps reach into padding go one at a time, testing
+//! each tap (with those tests in the block loop the accumulators spilled: 1.6x the time).
 //!
 //! Summation order: an output element adds the bias, then its taps in (depth, row, column)
 //! order, the parent's plane loops' order, so both layouts give the same bits on any thread
@@ -19,6 +21,8 @@ const LANES: usize = 16;
 
 /// Output pixels per register block.
 const PIX: usize = 4;
+// (`block_inside` names its four accumulators.)
+const _: () = assert!(PIX == 4);
 
 /// Whether [`forward`] takes this depthwise convolution: one output channel per input channel
 /// and the input's channels dense (element strides `xs` for N, C, D, H, W).
@@ -109,65 +113,125 @@ unsafe fn row_body<T: DwFloat>(
     }
     let iw =
         |ow: usize, e: usize| ow as isize * g.stride[2] + e as isize * g.dilation[2] - g.padding[2];
-    let step = g.stride[2] * xs[4];
-    for cb in (0..c).step_by(LANES) {
-        let n = LANES.min(c - cb);
-        for ow in (0..ow_n).step_by(PIX) {
-            let np = PIX.min(ow_n - ow);
-            let mut acc = [[T::ZERO; LANES]; PIX];
-            for a in acc.iter_mut() {
-                a[..n].copy_from_slice(&bias[cb..cb + n]);
-            }
-            for &(t0, xrow) in &rows {
-                for (e, &(lo, hi)) in rw.iter().enumerate() {
-                    let w = wt.as_ptr().wrapping_add((t0 + e) * c + cb);
-                    let x0 = xrow.wrapping_offset(iw(ow, e) * xs[4] + cb as isize);
-                    // Pixel p reads a real input column (the tap's valid range); a constant
-                    // trip count, so the accumulators stay in registers.
-                    let valid = |p: usize| p < np && (lo..hi).contains(&(ow + p));
-                    if n == LANES {
-                        // SAFETY: LANES tap-major weights of channels cb.. (n == LANES).
-                        let wv = unsafe { std::ptr::read_unaligned(w as *const [T; LANES]) };
-                        // Inside the plane (every pixel of the block real): no tests.
-                        let inside = np == PIX && ow >= lo && ow + PIX <= hi;
-                        for (p, a) in acc.iter_mut().enumerate() {
-                            if inside || valid(p) {
-                                // SAFETY: channels cb..cb + LANES of a real input pixel.
-                                let xv = unsafe {
-                                    std::ptr::read_unaligned(
-                                        x0.wrapping_offset(p as isize * step) as *const [T; LANES]
-                                    )
-                                };
-                                for l in 0..LANES {
-                                    a[l] = a[l] + wv[l] * xv[l];
-                                }
-                            }
-                        }
-                    } else {
-                        for (p, a) in acc.iter_mut().enumerate() {
-                            if valid(p) {
-                                for (l, v) in a.iter_mut().enumerate().take(n) {
-                                    // SAFETY: weight cb + l of the tap, channel cb + l of a
-                                    // real input pixel.
-                                    *v = *v
-                                        + unsafe {
-                                            *w.add(l)
-                                                * *x0
-                                                    .wrapping_offset(p as isize * step + l as isize)
-                                        };
-                                }
-                            }
-                        }
+    let (step, ed) = (g.stride[2] * xs[4], g.dilation[2] * xs[4]);
+    // Output columns where every tap column reads a real input column: blocks of PIX pixels
+    // there take no tests (and keep their accumulators in registers); the other pixels, and
+    // the channels past the last whole block, go one pixel at a time.
+    let (in_lo, in_hi) = rw
+        .iter()
+        .fold((0, ow_n), |(l, h), &(lo, hi)| (l.max(lo), h.min(hi)));
+    let whole = c - c % LANES;
+    let pixel = |ow: usize, cb: usize, n: usize| {
+        let mut acc = [T::ZERO; LANES];
+        acc[..n].copy_from_slice(&bias[cb..cb + n]);
+        for &(t0, xrow) in &rows {
+            for (e, &(lo, hi)) in rw.iter().enumerate() {
+                if (lo..hi).contains(&ow) {
+                    let w = &wt[(t0 + e) * c + cb..][..n];
+                    // SAFETY: channels cb..cb + n of a real input pixel (the tap's range).
+                    let xv = unsafe {
+                        std::slice::from_raw_parts(
+                            xrow.wrapping_offset(iw(ow, e) * xs[4] + cb as isize),
+                            n,
+                        )
+                    };
+                    for ((a, &wl), &xl) in acc.iter_mut().zip(w).zip(xv) {
+                        *a = *a + wl * xl;
                     }
                 }
             }
-            for (p, a) in acc.iter().enumerate().take(np) {
-                // SAFETY: pixel ow + p of the row, channels cb..cb + n.
+        }
+        // SAFETY: pixel ow of the row, channels cb..cb + n.
+        unsafe {
+            std::slice::from_raw_parts_mut(dst.add(ow * c + cb), n).copy_from_slice(&acc[..n])
+        };
+    };
+    for cb in (0..whole).step_by(LANES) {
+        let mut ow = 0;
+        while ow < ow_n {
+            if ow >= in_lo && ow + PIX <= in_hi {
+                // SAFETY: every tap of the block's pixels reads a real input pixel; the
+                // weights and bias hold channels cb..cb + LANES; the row holds the block.
                 unsafe {
-                    std::slice::from_raw_parts_mut(dst.add((ow + p) * c + cb), n)
-                        .copy_from_slice(&a[..n])
+                    block_inside(
+                        &rows,
+                        wt.as_ptr().add(cb),
+                        bias.as_ptr().add(cb),
+                        c,
+                        kw,
+                        iw(ow, 0) * xs[4] + cb as isize,
+                        ed,
+                        step,
+                        dst.add(ow * c + cb),
+                    )
                 };
+                ow += PIX;
+            } else {
+                pixel(ow, cb, LANES);
+                ow += 1;
             }
         }
+    }
+    if whole < c {
+        for ow in 0..ow_n {
+            pixel(ow, whole, c - whole);
+        }
+    }
+}
+
+/// [`PIX`] output pixels (`c` elements apart at `dst`) of [`LANES`] channels whose every tap
+/// reads a real input pixel: bias plus the taps, in the rows' order and then by column, each
+/// pixel's input `step` after the previous one's, tap columns `ed` apart, from `xoff` past
+/// each row's address.
+///
+/// # Safety
+/// `wt + t * c` and `bias` hold [`LANES`] readable elements for every tap `t` of `rows`; each
+/// row's `xoff + e * ed + p * step` does for every tap column `e < kw` and pixel `p < PIX`;
+/// `dst + p * c` holds [`LANES`] writable elements for `p < PIX`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block_inside<T: DwFloat>(
+    rows: &[(usize, *const T)],
+    wt: *const T,
+    bias: *const T,
+    c: usize,
+    kw: usize,
+    xoff: isize,
+    ed: isize,
+    step: isize,
+    dst: *mut T,
+) {
+    // SAFETY: the caller's contract, throughout.
+    unsafe {
+        let b = std::ptr::read_unaligned(bias as *const [T; LANES]);
+        let (mut a0, mut a1, mut a2, mut a3) = (b, b, b, b);
+        for &(t0, xrow) in rows {
+            let (mut w, mut x) = (wt.add(t0 * c), xrow.wrapping_offset(xoff));
+            for _ in 0..kw {
+                let wv = std::ptr::read_unaligned(w as *const [T; LANES]);
+                madd(&mut a0, &wv, x);
+                madd(&mut a1, &wv, x.wrapping_offset(step));
+                madd(&mut a2, &wv, x.wrapping_offset(2 * step));
+                madd(&mut a3, &wv, x.wrapping_offset(3 * step));
+                w = w.add(c);
+                x = x.wrapping_offset(ed);
+            }
+        }
+        for (p, a) in [a0, a1, a2, a3].iter().enumerate() {
+            std::ptr::write_unaligned(dst.add(p * c) as *mut [T; LANES], *a);
+        }
+    }
+}
+
+/// `acc += w * x[..LANES]`.
+///
+/// # Safety
+/// `x` holds [`LANES`] readable elements.
+#[inline(always)]
+unsafe fn madd<T: DwFloat>(acc: &mut [T; LANES], w: &[T; LANES], x: *const T) {
+    // SAFETY: the caller's contract.
+    let xv = unsafe { std::ptr::read_unaligned(x as *const [T; LANES]) };
+    for l in 0..LANES {
+        acc[l] = acc[l] + w[l] * xv[l];
     }
 }
