@@ -75,6 +75,14 @@ CONV2D_CASES = [
     ((2, 8, 12, 11), (40, 8, 3, 3), {"padding": 2, "dilation": 2}),
     ((2, 32, 9, 10), (64, 16, 3, 3), {"padding": 1, "groups": 2}),
     ((1, 8, 20, 20), (16, 8, 7, 7), {"stride": 2, "padding": 3}),
+    # Patches (kernel == stride, no padding: ViT's and ConvNeXt's stems, Swin's merges): the
+    # column matrix is the input de-interleaved, one GEMM per chunk of samples; rows and columns
+    # left over past the last patch, non-square patches, and a shape the direct kernel took.
+    ((4, 3, 16, 16), (32, 3, 4, 4), {"stride": 4}),
+    ((3, 3, 35, 34), (48, 3, 8, 8), {"stride": 8}),
+    ((2, 5, 9, 10), (20, 5, 2, 3), {"stride": (2, 3)}),
+    ((2, 4, 36, 36), (32, 4, 4, 4), {"stride": 4}),
+    ((1, 3, 24, 24), (16, 3, 4, 4), {"stride": 4}),
     # Depthwise (groups == C: direct loops per plane): MobileNet's 3x3/5x5 at stride 1 and 2,
     # a channel multiplier of 2, tiny planes, dilation.
     ((4, 16, 16, 16), (16, 1, 3, 3), {"stride": 2, "padding": 1, "groups": 16}),
@@ -115,6 +123,9 @@ def test_conv2d_noncontiguous_inputs():
     w = sample((32, 16, 3, 3), dtype, seed=7)
     for stride in (1, 2):
         check(lambda x, w, s=stride: F.conv2d(x, w, padding=1, stride=s), xcl, w, **tol(dtype))
+    # Patches read in place from a permuted input.
+    grads_match(lambda x, w: F.conv2d(x, w, stride=4), [xcl[:, :, 1:, :9], sample((24, 16, 4, 4), dtype, seed=8)],
+                dtype)
 
 
 def test_depthwise_channels_last_and_nonfinite_over_padding():
@@ -273,6 +284,10 @@ def test_conv3d():
     # Stride 1 (padded grid over depth, height and width).
     x, w, b = sample((2, 8, 5, 6, 7), dtype, seed=1), sample((8, 8, 3, 2, 3), dtype, seed=2), sample((8,), dtype)
     grads_match(lambda x, w, b: F.conv3d(x, w, b, padding=(1, 0, 2), dilation=(1, 2, 1)), [x, w, b], dtype)
+    # Patches in three dims (the column matrix is the input de-interleaved), float32 too.
+    for dt in (dtype, torch.float32):
+        x, w = sample((3, 2, 8, 9, 10), dt, seed=3), sample((16, 2, 2, 3, 2), dt, seed=4)
+        grads_match(lambda x, w: F.conv3d(x, w, stride=(2, 3, 2)), [x, w], dt)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
