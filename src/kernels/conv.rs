@@ -29,6 +29,7 @@ mod grid_input;
 mod grid_weight;
 #[cfg(target_arch = "x86_64")]
 mod packed;
+mod patches;
 mod winograd;
 
 use super::core::gemm::skinny::SKINNY_ROWS;
@@ -272,36 +273,8 @@ unsafe fn im2col_ld<T: GemmElem>(
     let [kd, kh, kw] = g.ksp;
     let p = g.op();
     if g.patchify() {
-        // Every input element lands in one place at most: rows of the input, de-interleaved.
-        let mut row = 0;
-        for ci in 0..g.cg() {
-            let xc = (c0 + ci) as isize * xs[0];
-            for a in 0..kd {
-                for b in 0..kh {
-                    for e in 0..kw {
-                        // SAFETY: row `row` of the caller's matrix (the function's contract).
-                        let dst = unsafe {
-                            std::slice::from_raw_parts_mut(col.at((row * ld) as isize), p)
-                        };
-                        row += 1;
-                        for (zdh, out) in dst.chunks_exact_mut(ow).enumerate() {
-                            let (zd, zh) = (zdh / oh, zdh % oh);
-                            let at = xc
-                                + (zd * kd + a) as isize * xs[1]
-                                + (zh * kh + b) as isize * xs[2]
-                                + e as isize * xs[3];
-                            let src = x.at(at) as *const T;
-                            let step = (kw as isize) * xs[3];
-                            for (zw, d) in out.iter_mut().enumerate() {
-                                // SAFETY: element (zd * kd + a, zh * kh + b, zw * kw + e) of
-                                // channel c0 + ci: inside the input, as the output's size says.
-                                *d = unsafe { *src.offset(zw as isize * step) };
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        // SAFETY: the function's contract, for a convolution in patches.
+        unsafe { patches::columns(g, x, xs, c0, col, ld) };
         return;
     }
     // (The plane copy costs at most what the gather does.)
@@ -813,7 +786,7 @@ fn finite_weights<T: depthwise::DwFloat>(g: &Geometry, weight: &TensorRef) -> bo
 #[cfg(target_arch = "x86_64")]
 fn tiny_planes(g: &Geometry) -> bool {
     (g.batched() || g.single_small_plane()) && !g.is_pointwise() && g.op() < direct::MIN_POSITIONS
-        || g.batched() && g.patchify()
+        || g.patchify()
 }
 
 /// Whether [`forward_f32`] takes this float32 convolution into `out`.
@@ -899,8 +872,9 @@ fn forward_impl<T: depthwise::DwFloat>(
     // per-sample GEMMs are narrow there (80 positions for 8x8, a fifth of them padding), where
     // one deep GEMM over the samples side by side ran resnet18's [8,128,8,8] 3x3 forward in
     // 0.93-0.96 ms instead of 1.48-1.51 (2 threads, two runs each).
-    if g.batched() && (g.forward_grid().is_none() || g.op() <= SMALL_PLANE || g.patchify())
+    if g.batched() && (g.forward_grid().is_none() || g.op() <= SMALL_PLANE)
         || g.single_small_plane()
+        || g.patchify()
     {
         forward_batched(g, out, input, weight, bias.as_deref());
         return Ok(());
@@ -1467,7 +1441,7 @@ pub fn conv_backward_weight(
         && !grid
         && direct::applies(&g)
         && !(cl_gemm_suits && g.c >= CL_GEMM_MIN_CHANNELS)
-        && !(g.batched() && g.patchify());
+        && !g.patchify();
     #[cfg(not(target_arch = "x86_64"))]
     let (grid, direct) = (false, false);
     let gemm_cl = !grid && !direct && cl_gemm_suits;
@@ -1676,7 +1650,7 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
         );
         return Ok(());
     }
-    if g.batched() {
+    if g.batched() || g.patchify() {
         backward_weight_batched(g, gw, input, go_t);
         return Ok(());
     }
