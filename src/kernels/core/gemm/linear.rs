@@ -26,8 +26,15 @@ use crate::kernels::core::simd::Isa;
 use crate::kernels::core::transpose::transpose8x8_32;
 use half::{bf16, f16};
 
-/// Rows of `a` per kernel call on AVX-512, in sub-tiles of 4 rows x 2 vectors (the LSTM's
-/// choice, see `kernels::rnn`).
+/// Rows of `a` per kernel call on AVX-512, in sub-tiles of 8 rows x 2 vectors: 16
+/// accumulators, 8 broadcasts and 2 weight vectors per depth index, each panel read twice per
+/// tile. The 4 x 2 sub-tile (the LSTM's) read each panel four times and, past a depth whose
+/// panel leaves L1, from L2: on an Intel Xeon with two AVX-512 FMA units (1 thread, foo/CPU
+/// against MKL), 256 x 768 -> 256 1.70 -> 1.10, 256 x 1024 -> 256 1.68 -> 1.09, 256 x 256 ->
+/// 256 1.18 -> 1.06-1.14. 6 x 2 in 24-row tiles ran as 8 x 2, and so did 12 x 2 once the
+/// kernel broadcast one row at a time (with all of a depth index's broadcasts first, 12 x 2
+/// spilled: 1.7x the time). 64-column panels in 6 x 4 sub-tiles (24 accumulators, as `gemm`'s
+/// 4 x 6) lost 1.1-1.5x to this.
 const TILE_ROWS_AVX512: usize = 16;
 /// Rows of `a` per kernel call on AVX2, in sub-tiles of 3 rows x 4 vectors: 12 accumulators,
 /// 3 broadcasts and a weight in the 16 ymm registers (the channels-last convolution's AVX2
@@ -274,7 +281,7 @@ unsafe fn tile_product<const TR: usize>(
     // SAFETY: the CPU has the kernel's features (panel_width); the caller's contract.
     let kernel = |dst: *mut f32, ld: usize, bias: *const f32| unsafe {
         match simd::level() >= 3 {
-            true => product_avx512::<TR, 4, 2>(rows, depth, w, dst, ld, 16, tile, bias, add),
+            true => product_avx512::<TR, 8, 2>(rows, depth, w, dst, ld, 16, tile, bias, add),
             false => product_avx2::<TR, 3, 4>(rows, depth, w, dst, ld, 8, tile, bias, add),
         }
     };

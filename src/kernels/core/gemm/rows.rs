@@ -19,22 +19,24 @@ use std::arch::x86_64::*;
 /// Depth indices per unrolled block of the inner loop.
 const UNROLL: usize = 16;
 
-/// One depth index `k` of a sub-tile: its rows' elements `k` times the packed weights of `k`.
+/// One depth index `k` of a sub-tile: its rows' elements `k` times the packed weights of `k`,
+/// one row's broadcast at a time (`J` weight vectors and one broadcast live beside the
+/// accumulators: with all `S` broadcasts first, a 12 x 2 sub-tile spilled).
 /// A macro, not a closure: a closure is not compiled with the kernel's target features, and
 /// was not inlined.
 macro_rules! depth_step {
     ($acc:ident, $pixels:ident, $wt:ident, $k:expr, $v:ty, $w:literal, $splat:expr, $load:ident,
      $fma:ident) => {{
         let k = $k;
-        let xv: [$v; S] = std::array::from_fn(|r| {
-            // SAFETY: element k < depth of row r (the caller's contract).
-            $splat(unsafe { &*$pixels[r].add(k) })
-        });
-        for j in 0..J {
+        let wv: [$v; J] = std::array::from_fn(|j| {
             // SAFETY: k's packed weights of columns $w j.. $w (j + 1).
-            let wv = unsafe { $load($wt.add((k * J + j) * $w)) };
-            for (row, &x) in $acc.iter_mut().zip(&xv) {
-                row[j] = $fma(wv, x, row[j]);
+            unsafe { $load($wt.add((k * J + j) * $w)) }
+        });
+        for (row, px) in $acc.iter_mut().zip(&$pixels) {
+            // SAFETY: element k < depth of row r (the caller's contract).
+            let x = $splat(unsafe { &*px.add(k) });
+            for j in 0..J {
+                row[j] = $fma(wv[j], x, row[j]);
             }
         }
     }};
