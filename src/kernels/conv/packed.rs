@@ -933,18 +933,50 @@ unsafe fn tile_kernel_rows_any(
     // SAFETY: the caller's contract.
     unsafe {
         match (simd::level() >= 3, width == 32) {
-            (true, true) => {
-                rows::product_avx512::<R, R2, 2>(rows, depth, w, dst, ld, 16, n, bias, false)
-            }
-            (true, false) => {
-                rows::product_avx512::<R, R2, 1>(rows, depth, w, dst, ld, 16, n, bias, false)
-            }
-            (false, true) => {
-                rows::product_avx2::<R, R3, 4>(rows, depth, w, dst, ld, 8, n, bias, false)
-            }
-            (false, false) => {
-                rows::product_avx2::<R, R2, 2>(rows, depth, w, dst, ld, 8, n, bias, false)
-            }
+            (true, true) => rows::product_avx512::<R, R2, 2>(
+                rows,
+                depth,
+                w,
+                dst,
+                ld,
+                16,
+                n,
+                bias,
+                rows::Dst::Write,
+            ),
+            (true, false) => rows::product_avx512::<R, R2, 1>(
+                rows,
+                depth,
+                w,
+                dst,
+                ld,
+                16,
+                n,
+                bias,
+                rows::Dst::Write,
+            ),
+            (false, true) => rows::product_avx2::<R, R3, 4>(
+                rows,
+                depth,
+                w,
+                dst,
+                ld,
+                8,
+                n,
+                bias,
+                rows::Dst::Write,
+            ),
+            (false, false) => rows::product_avx2::<R, R2, 2>(
+                rows,
+                depth,
+                w,
+                dst,
+                ld,
+                8,
+                n,
+                bias,
+                rows::Dst::Write,
+            ),
         }
     }
 }

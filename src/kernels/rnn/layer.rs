@@ -19,7 +19,7 @@ use super::bias_vec;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::core::float::Math;
-use crate::kernels::core::gemm::rows::{product_avx2, product_avx512};
+use crate::kernels::core::gemm::rows::{product_avx2, product_avx512, Dst};
 use crate::kernels::core::gemm::{gemm_plain, GemmElem, Mat, GEMM_DEPTH, GEMM_SPLIT_FLOPS};
 use crate::kernels::core::parallel::SendPtr;
 use crate::kernels::core::simd::{self, Isa};
@@ -346,22 +346,51 @@ impl<F: LayerFloat> RecurrentProduct<F> {
                 let dst = sums.cast::<f32>();
                 let null = std::ptr::null();
                 for (i, panel) in packed.chunks_exact(h * cols).enumerate() {
-                    let w = panel.as_ptr();
-                    for (t, tile) in state_rows.chunks_exact(rows).enumerate() {
-                        let r0 = t * rows;
-                        let d = dst.wrapping_add(r0 * ld + i * lanes);
-                        // SAFETY: F is f32 and the CPU has the kernel's features (panel_lanes);
-                        // the tile's pointers address H floats each, the panel H * cols, and d
-                        // `lanes` columns of each gate of rows r0.. of sums (within the sums'
-                        // rows, whose gates are whole blocks wide).
-                        unsafe {
-                            match lanes {
-                                16 => product_avx512::<4, 4, 4>(
-                                    tile, h, w, d, ld, gs, rows, null, false,
-                                ),
-                                _ => product_avx2::<3, 3, 4>(
-                                    tile, h, w, d, ld, gs, rows, null, false,
-                                ),
+                    for k0 in (0..h).step_by(DEPTH_BLOCK) {
+                        let depth = DEPTH_BLOCK.min(h - k0);
+                        let w = panel[k0 * cols..].as_ptr();
+                        let mode = match k0 {
+                            0 => Dst::Write,
+                            _ => Dst::Resume,
+                        };
+                        for (t, tile) in state_rows.chunks_exact(rows).enumerate() {
+                            let r0 = t * rows;
+                            let d = dst.wrapping_add(r0 * ld + i * lanes);
+                            let mut at = [null; 4];
+                            for (a, &r) in at.iter_mut().zip(tile) {
+                                *a = r.wrapping_add(k0);
+                            }
+                            // SAFETY: F is f32 and the CPU has the kernel's features
+                            // (panel_lanes); the tile's pointers address the depths k0..k0 +
+                            // depth of H floats each, `w` those depths of the panel, and d
+                            // `lanes` columns of each gate of rows r0.. of sums (within the
+                            // sums' rows, whose gates are whole blocks wide), which the block
+                            // before wrote when resuming.
+                            unsafe {
+                                match lanes {
+                                    16 => product_avx512::<4, 4, 4>(
+                                        &at[..rows],
+                                        depth,
+                                        w,
+                                        d,
+                                        ld,
+                                        gs,
+                                        rows,
+                                        null,
+                                        mode,
+                                    ),
+                                    _ => product_avx2::<3, 3, 4>(
+                                        &at[..rows],
+                                        depth,
+                                        w,
+                                        d,
+                                        ld,
+                                        gs,
+                                        rows,
+                                        null,
+                                        mode,
+                                    ),
+                                }
                             }
                         }
                     }
@@ -401,6 +430,12 @@ impl<F: LayerFloat> RecurrentProduct<F> {
         }
     }
 }
+
+/// Depth indices per pass of [`RecurrentProduct::Panels`] over the batch's tiles: a panel's
+/// block (64 x 64 floats, 16 KB) stays in L1 while every tile reads it, the tiles resuming
+/// their chains from the sums between blocks ([`Dst::Resume`], the same bits). Each 4-row
+/// tile had streamed the whole panel (64 KB at H = 256) from L2.
+const DEPTH_BLOCK: usize = 64;
 
 /// Batch rows per register sub-tile of [`RecurrentProduct::Panels`]: 4 rows x 4 vectors of 16
 /// floats on AVX-512 (16 accumulators: 8 loads per 16 multiply-adds), 3 x 4 of 8 on AVX2 (12

@@ -16,7 +16,7 @@
 //! in the epilogue, so neither goes through a float32 copy of its own (a bf16 256 x 256 @ 256
 //! x 768 had spent an eighth of its time widening `w` and rounding a float32 output matrix).
 
-use super::rows::{product_avx2, product_avx512};
+use super::rows::{product_avx2, product_avx512, Dst};
 use super::{depth_pieces, GEMM_DEPTH, GEMM_SPLIT_FLOPS};
 use crate::kernels::core::parallel::parallel_for;
 use crate::kernels::core::reduced::{f16_run_from_f32, f16_run_to_f32, Bits32};
@@ -224,7 +224,10 @@ unsafe fn block_product<const TR: usize>(
                         true => std::ptr::null(),
                         false => p.bias.wrapping_add(c),
                     };
-                    let add = p.add_dst || k0 > 0;
+                    let add = match p.add_dst || k0 > 0 {
+                        true => Dst::Add,
+                        false => Dst::Write,
+                    };
                     for t in (r..r_end).step_by(TR) {
                         let tile = (r_end - t).min(TR);
                         // Rows past the block's end read its last row; their results are dropped.
@@ -274,7 +277,7 @@ unsafe fn tile_product<const TR: usize>(
     tile: usize,
     n: usize,
     bias: *const f32,
-    add: bool,
+    add: Dst,
 ) {
     let width = panel.len() / depth;
     let w = panel.as_ptr();
@@ -293,7 +296,7 @@ unsafe fn tile_product<const TR: usize>(
     }
     let mut buf = [0f32; TILE_ROWS_MAX * 32];
     let mut padded = [0f32; 32];
-    if let (Out::F32(dst), true) = (dst, add) {
+    if let (Out::F32(dst), Dst::Add) = (dst, add) {
         for r in 0..tile {
             // SAFETY: row r of the tile's dst, n floats.
             let src = unsafe { std::slice::from_raw_parts(dst.offset(r as isize * ldd), n) };

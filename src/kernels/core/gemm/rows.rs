@@ -19,6 +19,21 @@ use std::arch::x86_64::*;
 /// Depth indices per unrolled block of the inner loop.
 const UNROLL: usize = 16;
 
+/// What a kernel call does with the output rows it computes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Dst {
+    /// Writes the sums (plus the bias).
+    Write,
+    /// Adds the sums (plus the bias) to what the rows hold: a product summed over depth in
+    /// pieces, each piece its own chain.
+    Add,
+    /// Continues the chains that the rows hold (a call over the depth before wrote them):
+    /// the accumulators start from the rows instead of zero, so a product cut into depth
+    /// blocks this way has the bits of one call over the whole depth (storing and reloading a
+    /// float32 is exact), while a block of the packed operand stays in L1 across the tiles.
+    Resume,
+}
+
 /// One depth index `k` of a sub-tile: its rows' elements `k` times the packed weights of `k`,
 /// one row's broadcast at a time (`J` weight vectors and one broadcast live beside the
 /// accumulators: with all `S` broadcasts first, a 12 x 2 sub-tile spilled).
@@ -59,7 +74,7 @@ macro_rules! rows_product {
             vec_ld: usize,
             n: usize,
             bias: *const f32,
-            add_dst: bool,
+            mode: Dst,
         ) {
             let has_bias = !bias.is_null();
             let bias: [$v; J] = std::array::from_fn(|j| match bias.is_null() {
@@ -73,6 +88,14 @@ macro_rules! rows_product {
                     break;
                 }
                 let mut acc = [[$zero(); J]; S];
+                if mode == Dst::Resume {
+                    for (r, row) in acc.iter_mut().enumerate().take(n - r0) {
+                        for (j, a) in row.iter_mut().enumerate() {
+                            // SAFETY: row r0 + r < n of dst, vector j (the caller's contract).
+                            *a = unsafe { $load(dst.add((r0 + r) * ld + vec_ld * j)) };
+                        }
+                    }
+                }
                 for (tap, taps) in rows.chunks_exact(R).enumerate() {
                     let pixels: [*const f32; S] = std::array::from_fn(|r| taps[r0 + r]);
                     // SAFETY: tap `tap`'s packed weights (the caller's contract).
@@ -92,7 +115,7 @@ macro_rules! rows_product {
                         // SAFETY: row r0 + r < n of dst (the caller's contract).
                         let at = unsafe { dst.add((r0 + r) * ld + vec_ld * j) };
                         // SAFETY: as above; read before it is written.
-                        let v = if add_dst { $add(unsafe { $load(at) }, v) } else { v };
+                        let v = if mode == Dst::Add { $add(unsafe { $load(at) }, v) } else { v };
                         // SAFETY: as above.
                         unsafe { $store(at, v) };
                     }
@@ -105,7 +128,7 @@ macro_rules! rows_product {
 rows_product!(
     /// `dst[r][c] = sum over taps and k < depth of rows[tap * R + r][k] *
     /// w[(tap * depth + k) * 8J + c]` for `c < 8J`, plus `bias[c]` unless `bias` is null,
-    /// added to what `dst` holds if `add_dst` (a product summed over depth in pieces), written to
+    /// added to what `dst` holds or continuing its chains as `mode` says ([`Dst`]), written to
     /// rows `r < n` at `dst + r * ld`, a row's vector `j` (columns `8j..8j + 8`) at `vec_ld * j`
     /// (`8` for dense rows; more to scatter them, as the LSTM layer puts its gates apart); on
     /// AVX2 (8-float vectors).
@@ -114,7 +137,7 @@ rows_product!(
     /// The CPU must support AVX2 and FMA; `R` is a multiple of `S` and `n <= R`; `rows.len()`
     /// is a multiple of `R`, each pointer readable for `depth` floats (also those of rows
     /// `n..R`, whose results are dropped); `w` readable for `rows.len() / R * depth * 8J`
-    /// floats; `dst` writable (and readable if `add_dst`) for 8 floats at each vector of its
+    /// floats; `dst` writable (and readable unless `mode` is `Write`) for 8 floats at each vector of its
     /// `n` rows; `bias` readable for `8J` floats unless null.
     product_avx2, "avx2,fma", __m256, 8,
     _mm256_setzero_ps, _mm256_loadu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
@@ -166,14 +189,14 @@ mod tests {
                 .collect();
             let ld = cols + 3;
             // Each kernel runs twice: into a fresh output, then adding to the values it holds.
-            let run = |f: &dyn Fn(*mut f32, bool)| {
+            let run = |f: &dyn Fn(*mut f32, Dst)| {
                 for add in [false, true] {
                     let old = |e: usize| val(e + 17);
                     let mut dst: Vec<f32> = match add {
                         true => (0..n * ld).map(old).collect(),
                         false => vec![f32::NAN; n * ld],
                     };
-                    f(dst.as_mut_ptr(), add);
+                    f(dst.as_mut_ptr(), if add { Dst::Add } else { Dst::Write });
                     let same = (0..n * cols).all(|e| {
                         let at = e / cols * ld + e % cols;
                         let want = if add { old(at) + want[e] } else { want[e] };
@@ -208,6 +231,65 @@ mod tests {
                         }),
                     }
                 }
+            }
+        }
+    }
+
+    /// A product over two depth blocks, the second resuming the first's chains, has the bits
+    /// of one call over the whole depth, on every kernel copy the callers use.
+    #[test]
+    fn resumed_chains_match_one_call() {
+        const TILE: usize = 24;
+        let (depth, split, n, cols) = (37, 16, 21, 32);
+        let val = |i: usize| ((i * 7919 % 1000) as f32 - 500.0) / 250.0;
+        let x: Vec<f32> = (0..TILE * depth).map(val).collect();
+        let w: Vec<f32> = (0..depth * cols).map(|i| val(i + 5)).collect();
+        let bias: Vec<f32> = (0..cols).map(|i| val(i + 9)).collect();
+        let rows_at = |k: usize| -> Vec<*const f32> {
+            (0..TILE).map(|r| x[r * depth + k..].as_ptr()).collect()
+        };
+        let (whole, head, tail) = (rows_at(0), rows_at(0), rows_at(split));
+        let ld = cols + 1;
+        type Kernel<'a> = &'a dyn Fn(&[*const f32], usize, *const f32, *mut f32, *const f32, Dst);
+        let check = |f: Kernel| {
+            let (mut one, mut two) = (vec![f32::NAN; n * ld], vec![f32::NAN; n * ld]);
+            let b = bias.as_ptr();
+            f(&whole, depth, w.as_ptr(), one.as_mut_ptr(), b, Dst::Write);
+            f(
+                &head,
+                split,
+                w.as_ptr(),
+                two.as_mut_ptr(),
+                std::ptr::null(),
+                Dst::Write,
+            );
+            let w_tail = w[split * cols..].as_ptr();
+            f(
+                &tail,
+                depth - split,
+                w_tail,
+                two.as_mut_ptr(),
+                b,
+                Dst::Resume,
+            );
+            let same = (0..n * cols).all(|e| {
+                let at = e / cols * ld + e % cols;
+                one[at].to_bits() == two[at].to_bits()
+            });
+            assert!(same);
+        };
+        // SAFETY: the level guards the CPU features; the buffers have the extents above.
+        unsafe {
+            if simd::level() >= 2 {
+                check(&|r, d, w, o, b, m| product_avx2::<TILE, 3, 4>(r, d, w, o, ld, 8, n, b, m));
+            }
+            if simd::level() >= 3 {
+                check(&|r, d, w, o, b, m| {
+                    product_avx512::<TILE, 8, 2>(r, d, w, o, ld, 16, n, b, m)
+                });
+                check(&|r, d, w, o, b, m| {
+                    product_avx512::<TILE, 4, 2>(r, d, w, o, ld, 16, n, b, m)
+                });
             }
         }
     }
