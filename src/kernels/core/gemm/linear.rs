@@ -210,42 +210,60 @@ unsafe fn block_product<const TR: usize>(
     let panels = cols.len().div_ceil(width);
     for (k0, k1) in depth_pieces(p.k) {
         let depth = k1 - k0;
+        let block_rows = (ROWS_BYTES / (4 * depth)).next_multiple_of(TR);
+        // Panel `i` (packed) times rows r..r_end of `a`.
+        let multiply = |i: usize, panel: &[f32], r: usize, r_end: usize| {
+            let c = cols.start + i * width;
+            let n = (cols.end - c).min(width);
+            let bias = match p.bias.is_null() || k0 > 0 {
+                true => std::ptr::null(),
+                false => p.bias.wrapping_add(c),
+            };
+            let add = match p.add_dst || k0 > 0 {
+                true => Dst::Add,
+                false => Dst::Write,
+            };
+            for t in (r..r_end).step_by(TR) {
+                let tile = (r_end - t).min(TR);
+                // Rows past the block's end read its last row; their results are dropped.
+                let ptrs: [*const f32; TR] = std::array::from_fn(|j| {
+                    let row = (t + j.min(tile - 1)) as isize;
+                    p.a.wrapping_offset(row * p.lda).wrapping_add(k0)
+                });
+                let at = t as isize * p.ldd + c as isize;
+                let dst = match p.dst_half {
+                    Some(half) => Out::Half(p.dst.cast::<u16>().wrapping_offset(at), half),
+                    None => Out::F32(p.dst.wrapping_offset(at)),
+                };
+                // SAFETY: the tile's rows of `a` hold depths k0..k1, the panel `depth *
+                // width` floats, dst rows t..t + tile at columns c..c + n.
+                unsafe { tile_product(&ptrs, depth, panel, dst, p.ldd, tile, n, bias, add) };
+            }
+        };
+        if rows.len() <= block_rows {
+            // One pass over the rows: each panel is packed just before its only use, while
+            // it is still in L1/L2 (all of a wide `w` packed first, 2 MB for 2048 x 256,
+            // went out to L3 and came back).
+            with_scratch::<f32, _>(width * depth, |panel| {
+                for i in 0..panels {
+                    let c = cols.start + i * width;
+                    let panel_cols = c..(c + width).min(cols.end);
+                    // SAFETY: rows panel_cols of `w`, depths k0..k1, exist (the caller's
+                    // contract).
+                    unsafe { pack(p, panel_cols, k0, depth, width, panel) };
+                    multiply(i, panel, rows.start, rows.end);
+                }
+            });
+            continue;
+        }
         with_scratch::<f32, _>(panels * width * depth, |packed| {
             // SAFETY: rows cols of `w`, depths k0..k1, exist (the caller's contract).
             unsafe { pack(p, cols.clone(), k0, depth, width, packed) };
-            let block_rows = (ROWS_BYTES / (4 * depth)).next_multiple_of(TR);
             let mut r = rows.start;
             while r < rows.end {
                 let r_end = (r + block_rows).min(rows.end);
                 for (i, panel) in packed.chunks_exact(width * depth).enumerate() {
-                    let c = cols.start + i * width;
-                    let n = (cols.end - c).min(width);
-                    let bias = match p.bias.is_null() || k0 > 0 {
-                        true => std::ptr::null(),
-                        false => p.bias.wrapping_add(c),
-                    };
-                    let add = match p.add_dst || k0 > 0 {
-                        true => Dst::Add,
-                        false => Dst::Write,
-                    };
-                    for t in (r..r_end).step_by(TR) {
-                        let tile = (r_end - t).min(TR);
-                        // Rows past the block's end read its last row; their results are dropped.
-                        let ptrs: [*const f32; TR] = std::array::from_fn(|j| {
-                            let row = (t + j.min(tile - 1)) as isize;
-                            p.a.wrapping_offset(row * p.lda).wrapping_add(k0)
-                        });
-                        let at = t as isize * p.ldd + c as isize;
-                        let dst = match p.dst_half {
-                            Some(half) => Out::Half(p.dst.cast::<u16>().wrapping_offset(at), half),
-                            None => Out::F32(p.dst.wrapping_offset(at)),
-                        };
-                        // SAFETY: the tile's rows of `a` hold depths k0..k1, the panel
-                        // `depth * width` floats, dst rows t..t + tile at columns c..c + n.
-                        unsafe {
-                            tile_product(&ptrs, depth, panel, dst, p.ldd, tile, n, bias, add)
-                        };
-                    }
+                    multiply(i, panel, r, r_end);
                 }
                 r = r_end;
             }
