@@ -929,54 +929,22 @@ unsafe fn tile_kernel_rows_any(
     n: usize,
     bias: *const f32,
 ) {
-    let depth = c16 * KB;
+    let (depth, to) = (c16 * KB, rows::Dst::Write);
     // SAFETY: the caller's contract.
     unsafe {
         match (simd::level() >= 3, width == 32) {
-            (true, true) => rows::product_avx512::<R, R2, 2>(
-                rows,
-                depth,
-                w,
-                dst,
-                ld,
-                16,
-                n,
-                bias,
-                rows::Dst::Write,
-            ),
-            (true, false) => rows::product_avx512::<R, R2, 1>(
-                rows,
-                depth,
-                w,
-                dst,
-                ld,
-                16,
-                n,
-                bias,
-                rows::Dst::Write,
-            ),
-            (false, true) => rows::product_avx2::<R, R3, 4>(
-                rows,
-                depth,
-                w,
-                dst,
-                ld,
-                8,
-                n,
-                bias,
-                rows::Dst::Write,
-            ),
-            (false, false) => rows::product_avx2::<R, R2, 2>(
-                rows,
-                depth,
-                w,
-                dst,
-                ld,
-                8,
-                n,
-                bias,
-                rows::Dst::Write,
-            ),
+            (true, true) => {
+                rows::product_avx512::<R, R2, 2>(rows, depth, w, dst, ld, 16, n, bias, to)
+            }
+            (true, false) => {
+                rows::product_avx512::<R, R2, 1>(rows, depth, w, dst, ld, 16, n, bias, to)
+            }
+            (false, true) => {
+                rows::product_avx2::<R, R3, 4>(rows, depth, w, dst, ld, 8, n, bias, to)
+            }
+            (false, false) => {
+                rows::product_avx2::<R, R2, 2>(rows, depth, w, dst, ld, 8, n, bias, to)
+            }
         }
     }
 }

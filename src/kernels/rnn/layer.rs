@@ -367,28 +367,13 @@ impl<F: LayerFloat> RecurrentProduct<F> {
                             // sums' rows, whose gates are whole blocks wide), which the block
                             // before wrote when resuming.
                             unsafe {
+                                let t = &at[..rows];
                                 match lanes {
                                     16 => product_avx512::<4, 4, 4>(
-                                        &at[..rows],
-                                        depth,
-                                        w,
-                                        d,
-                                        ld,
-                                        gs,
-                                        rows,
-                                        null,
-                                        mode,
+                                        t, depth, w, d, ld, gs, rows, null, mode,
                                     ),
                                     _ => product_avx2::<3, 3, 4>(
-                                        &at[..rows],
-                                        depth,
-                                        w,
-                                        d,
-                                        ld,
-                                        gs,
-                                        rows,
-                                        null,
-                                        mode,
+                                        t, depth, w, d, ld, gs, rows, null, mode,
                                     ),
                                 }
                             }
