@@ -496,6 +496,24 @@ def test_binary_rows_with_dense_insides(dtype):
     check(lambda a, v: a[:-1:2] - a[1::2], a, v)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32])
+def test_rows_indexed_by_several_dims(dtype):
+    # Dense rows whose offsets take several dims (a rotary embedding's `q * cos`: `q` a
+    # transposed view [B, heads, T, D] of [B, T, heads * D], `cos` [1, 1, T, D]) run in runs of
+    # rows along the innermost of those dims: every row lands where the CPU puts it, in
+    # parallel chunks that start inside a run, and the stride of the output matches the CPU's.
+    x = sample((4, 97, 7 * 32), dtype, seed=1)
+    cos, s = sample((1, 1, 97, 32), dtype, seed=2), sample((1, 7, 1, 1), dtype, seed=3)
+
+    def q(x: torch.Tensor) -> torch.Tensor:
+        return x.view(4, 97, 7, 32).transpose(1, 2)
+    check(lambda x, c: q(x) * c, x, cos, check_stride=True)
+    check(lambda x, c: c - q(x)[..., 5:21], x, cos[..., :16], check_stride=True)
+    check(lambda x, v: q(x) + v, x, s, check_stride=True)  # one value per row
+    check(lambda x: -q(x)[..., 16:], x, check_stride=True)
+    check(lambda x, c: q(x).clone().mul_(c), x, cos)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32])
 def test_binary_rows_with_one_value_per_row(dtype):
     # A per-channel operand ([N, C, 1, 1] against [N, C, H, W]) is one value per dense row: all

@@ -10,9 +10,9 @@
 //! [`map1_isa`]/[`map2_isa`] with the per-element conversions.
 
 use super::float::{FloatStore, LANES};
-use super::layout::{coalesce, Layout, GRAIN};
-use super::map::{map1_isa, map2_isa};
-use super::parallel::{parallel_for, SendPtr};
+use super::layout::coalesce;
+use super::map::{drive_dense_rows, map1_isa, map2_isa};
+use super::parallel::SendPtr;
 use super::simd::{level, Isa};
 use crate::error::FooResult;
 use crate::tensor::{TensorMut, TensorRef};
@@ -149,47 +149,6 @@ fn widens<F: FloatStore>(out: &TensorMut, inputs: &[&TensorRef]) -> bool {
         && inputs
             .iter()
             .all(|a| a.dtype == F::DTYPE && a.shape == out.shape)
-}
-
-/// Runs `body(first row's offsets, rows, len, row strides)` over chunks of `l` in parallel when
-/// `l` is one run or rows of runs along which the output is dense and each input dense or
-/// constant (inner strides 1 or 0: the callers pick the patterns they handle); returns whether
-/// it did.
-fn drive_dense_rows<const N: usize>(
-    l: &Layout<N>,
-    body: &(dyn Fn([isize; N], usize, usize, [isize; N]) + Sync),
-) -> bool {
-    let inner: [isize; N] = std::array::from_fn(|k| l.strides[k].last().copied().unwrap_or(0));
-    if inner[0] != 1 || inner.iter().any(|&s| s != 0 && s != 1) {
-        return false;
-    }
-    match l.shape.len() {
-        1 => {
-            parallel_for(l.shape[0], GRAIN, &|s, e| {
-                body(
-                    std::array::from_fn(|k| s as isize * inner[k]),
-                    1,
-                    e - s,
-                    [0; N],
-                )
-            });
-            true
-        }
-        2 => {
-            let (rows, len) = (l.shape[0], l.shape[1]);
-            let outer: [isize; N] = std::array::from_fn(|k| l.strides[k][0]);
-            parallel_for(rows, (GRAIN / len.max(1)).max(1), &|s, e| {
-                body(
-                    std::array::from_fn(|k| s as isize * outer[k]),
-                    e - s,
-                    len,
-                    outer,
-                )
-            });
-            true
-        }
-        _ => false,
-    }
 }
 
 /// `o[i] = store(g(load(x[i])))` over one dense run, a block at a time.
