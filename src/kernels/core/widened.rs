@@ -348,6 +348,7 @@ crate::unsafe_multiversion!(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::core::layout::GRAIN;
     use crate::kernels::core::map::testing::{uniform, Owned};
     use half::f16;
 
