@@ -291,7 +291,7 @@ fn float_unary<F: FloatStore>(
             zero
         }),
         Exp => m!(|x, isa| x.vexp(isa)),
-        Exp2 => m!(|x| x.exp2()),
+        Exp2 => m!(|x, isa| x.vexp2(isa)),
         Expm1 => m!(|x| x.exp_m1()),
         Log => m!(|x, isa| x.vln(isa)),
         Log2 => m!(|x| x.log2()),

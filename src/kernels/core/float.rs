@@ -25,6 +25,8 @@ pub trait Math: Float + Send + Sync + Copy + std::fmt::Debug + 'static {
     /// (`kernels::core::vmath` for f32, with FMA where `isa` has it; f64 keeps libm's
     /// correctly rounded scalar versions).
     fn vexp(self, isa: Isa) -> Self;
+    /// `2^x`, as [`Math::vexp`] (`vmath::exp2` for f32, libm for f64).
+    fn vexp2(self, isa: Isa) -> Self;
     /// `erf` for GELU, in the CPU's vectorized form (`vmath::erf_gelu`) for f32; libm for f64.
     fn verf_gelu(self, isa: Isa) -> Self;
     fn vln(self, isa: Isa) -> Self;
@@ -87,6 +89,10 @@ impl Math for f32 {
     #[inline(always)]
     fn vexp(self, isa: Isa) -> f32 {
         super::vmath::exp(isa, self)
+    }
+    #[inline(always)]
+    fn vexp2(self, isa: Isa) -> f32 {
+        super::vmath::exp2(isa, self)
     }
     #[inline(always)]
     fn verf_gelu(self, isa: Isa) -> f32 {
@@ -169,6 +175,10 @@ impl Math for f64 {
     #[inline(always)]
     fn vexp(self, _: Isa) -> f64 {
         self.exp()
+    }
+    #[inline(always)]
+    fn vexp2(self, _: Isa) -> f64 {
+        self.exp2()
     }
     #[inline(always)]
     fn verf_gelu(self, _: Isa) -> f64 {
