@@ -676,6 +676,18 @@ def test_dense_operands_without_the_iterator(dtype):
                 check(lambda p: p.exp(), x, check_stride=True)
                 check(lambda p: p * 2.5 - 3, x, check_stride=True)
                 check(lambda p: p.clone().mul_(3).add_(True), x, check_stride=True)
+                check(torch.relu, x, check_stride=True)
+                check(lambda p: p.clone().relu_(), x, check_stride=True)
+            if dtype.is_floating_point:
+                # The activations with parameters take the same dense path.
+                check(F.gelu, x, check_stride=True)
+                check(lambda p: F.gelu(p.clone(), approximate="tanh"), x, check_stride=True)
+                check(lambda p: torch.ops.aten.gelu_(p.clone()), x, check_stride=True)
+                check(lambda p: F.leaky_relu(p, 0.2), x, check_stride=True)
+                check(lambda p: F.leaky_relu(p.clone(), 0.2, inplace=True), x, check_stride=True)
+                check(lambda p: F.elu(p, alpha=0.5), x, check_stride=True)
+                check(lambda p: F.elu(p.clone(), alpha=0.5, inplace=True), x, check_stride=True)
+                check(lambda p: F.softplus(p, beta=2.0, threshold=1.0), x, check_stride=True)
     # A Python int rounds straight to float32, as the CPU's: 2**60 + 2**36 + 1 rounds up to
     # 2**60 + 2**37, where a double first would round it to the tie 2**60 + 2**36 and that to 2**60.
     check(lambda p: p * (2**60 + 2**36 + 1), sample((4,), torch.float32))
@@ -695,3 +707,12 @@ def test_dense_operands_keep_the_iterators_errors():
             torch.add(t.long(), t.long(), alpha=0.5)
         with pytest.raises(RuntimeError, match="Negation"):
             torch.neg(t > 2)
+        # An activation's parameter must fit its math type (the iterator's check, kept without it).
+        with pytest.raises(RuntimeError, match="without overflow"):
+            F.leaky_relu(t, 1e40)
+        with pytest.raises(RuntimeError, match="without overflow"):
+            F.elu(t.clone(), alpha=1e40, inplace=True)
+        with pytest.raises(RuntimeError, match="approximate argument"):
+            F.gelu(t, approximate="bad")
+        with pytest.raises(NotImplementedError):
+            F.gelu(t.int())
