@@ -61,11 +61,15 @@ pub unsafe extern "C" fn foo_fused_adam(
         } else {
             None
         };
+        let mut updates = Vec::with_capacity(p.len());
         for (i, step) in steps.get(n)?.iter().enumerate() {
             let vmax = vmax.as_ref().map(|l| &l[i]);
             let step = optim::read_step(&step.as_ref())?;
-            optim::adam(&p[i], &g[i], &m[i], &v[i], vmax, step, &a, scale)?;
+            updates.push(optim::adam(
+                &p[i], &g[i], &m[i], &v[i], vmax, step, &a, scale,
+            )?);
         }
+        optim::run_updates(&updates);
         Ok(())
     })
 }
@@ -95,9 +99,10 @@ pub unsafe extern "C" fn foo_fused_sgd(
         } else {
             None
         };
-        for (i, (p, g)) in params.get(n)?.iter().zip(&grads.get(n)?).enumerate() {
-            optim::sgd(p, g, bufs.as_ref().map(|l| &l[i]), &a, scale)?;
-        }
+        let updates = (params.get(n)?.iter().zip(&grads.get(n)?).enumerate())
+            .map(|(i, (p, g))| optim::sgd(p, g, bufs.as_ref().map(|l| &l[i]), &a, scale))
+            .collect::<FooResult<Vec<_>>>()?;
+        optim::run_updates(&updates);
         Ok(())
     })
 }
@@ -125,10 +130,12 @@ pub unsafe extern "C" fn foo_fused_adagrad(
             return Ok(());
         }
         let (p, g, sums) = (params.get(n)?, grads.get(n)?, state_sums.get(n)?);
+        let mut updates = Vec::with_capacity(p.len());
         for (i, step) in steps.get(n)?.iter().enumerate() {
             let step = optim::read_step(&step.as_ref())?;
-            optim::adagrad(&p[i], &g[i], &sums[i], step, &a, scale)?;
+            updates.push(optim::adagrad(&p[i], &g[i], &sums[i], step, &a, scale)?);
         }
+        optim::run_updates(&updates);
         Ok(())
     })
 }

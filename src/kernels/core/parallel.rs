@@ -44,6 +44,32 @@ pub fn parallel_for(n: usize, grain: usize, f: &(dyn Fn(usize, usize) + Sync)) {
     });
 }
 
+/// Calls `f(i, start, end)` over parts `start..end` of segments `i` of lengths `lens`, as
+/// [`parallel_for`] splits their concatenation: one fork-join for a list of tensors (a fused
+/// optimizer step over a model's parameters) instead of one per tensor, and chunks that balance
+/// over the whole list. A chunk that spans several segments makes a call for each.
+pub fn parallel_segments(lens: &[usize], grain: usize, f: &(dyn Fn(usize, usize, usize) + Sync)) {
+    // starts[i]..starts[i + 1] is segment i in the concatenation.
+    let mut starts = Vec::with_capacity(lens.len() + 1);
+    starts.push(0usize);
+    for &len in lens {
+        starts.push(starts[starts.len() - 1] + len);
+    }
+    parallel_for(starts[lens.len()], grain, &|s, e| {
+        // The last segment starting at or before `s` (empty segments before it share its start).
+        let mut i = starts.partition_point(|&b| b <= s) - 1;
+        let mut pos = s;
+        while pos < e {
+            let end = starts[i + 1].min(e);
+            if end > pos {
+                f(i, pos - starts[i], end - starts[i]);
+                pos = end;
+            }
+            i += 1;
+        }
+    });
+}
+
 /// Calls `f(start, end)` over ranges of units covering `0..n`, in parallel, claimed as the
 /// threads go, from large to single units ([`pool::fork_join_guided`]): for kernels whose units
 /// are heavy (tens of microseconds: tiles of a convolution times a block of channels), where
@@ -206,6 +232,32 @@ mod tests {
                 }
             });
             assert!(v.iter().enumerate().all(|(i, &x)| x == i));
+        }
+    }
+
+    #[test]
+    fn segments_are_covered_once_in_parts_of_one_segment() {
+        for lens in [
+            vec![],
+            vec![0],
+            vec![5, 0, 0, 100_000, 3, 0],
+            vec![40_000; 7],
+            vec![1; 1000],
+        ] {
+            let seen: Vec<Vec<AtomicUsize>> = lens
+                .iter()
+                .map(|&n| (0..n).map(|_| AtomicUsize::new(0)).collect())
+                .collect();
+            parallel_segments(&lens, 1000, &|i, s, e| {
+                assert!(s < e && e <= lens[i]);
+                for x in &seen[i][s..e] {
+                    x.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            assert!(seen
+                .iter()
+                .flatten()
+                .all(|x| x.load(Ordering::Relaxed) == 1));
         }
     }
 
