@@ -68,6 +68,8 @@ for dtype in (torch.float32, torch.bfloat16):
 x = leaf(4096, 37)
 digest("sum", x.sum(), x.sum(0), x.sum(1), x.mean(), x.var(0), x.std(1), x.norm(), x.prod(1), x.cumsum(0))
 digest("logsumexp", x.logsumexp(0), x.logsumexp(1), x.amax(0), x.argmax(1))
+x = leaf(100003, 8)  # short dense rows, folded 32 rows per run (reduce::ops::sum_short_rows)
+digest("sum-short-rows", x.sum(0), x.mean(0), x.view(100003, 2, 4).sum((0, 1)))
 digest("softmax", F.softmax(x, 0), F.log_softmax(x, 1))
 x, w, b = leaf(64, 300), leaf(300, seed=1), leaf(300, seed=2)
 y = F.layer_norm(x, (300,), w, b)

@@ -637,3 +637,21 @@ def test_outer_reductions_short_and_long(rows, dtype):
         check(fn, x, **tol)
     check(lambda t: t.prod(0), x[:, :40].clamp(-1.5, 1.5) if dtype != torch.int64 else x[:, :40] % 3, **tol)
     check(lambda t: t.sum(1), x.reshape(rows, 3, 500).transpose(0, 1).contiguous(), **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("cols", [1, 3, 8, 37, 48, 63])
+def test_column_sums_of_short_dense_rows(dtype, cols):
+    # Rows of fewer than 64 columns that follow each other are folded 256 / cols rows at a time
+    # (one dense run per step), then the runs' partial sums per column in order; rows left over
+    # take the per-row path. 100003 rows: cascades of 128 rows, a remainder in each, and a last
+    # partial cascade; 70 rows: fewer than two runs for the short widths.
+    tol = {"atol": 5e-2, "rtol": 2e-2} if dtype in (torch.float16, torch.bfloat16) else {"atol": 1e-3, "rtol": 1e-5}
+    for rows in (70, 1000, 100_003):
+        x = sample((rows, cols), dtype, seed=rows + cols)
+        check(lambda t: t.sum(0), x, **tol)
+        check(lambda t: t.mean(0), x, **tol)
+        check(lambda t: t.sum((0, 1)), x.reshape(rows, 1, cols), **tol)
+    exact = (torch.arange(100_003 * cols, dtype=torch.float64) % 7).reshape(100_003, cols)
+    got = to_foo(exact).sum(0).cpu()  # small integers: every order gives the same sum
+    assert torch.equal(got, exact.sum(0))

@@ -47,7 +47,7 @@ fn par_grain(total: usize, grain: usize) -> usize {
 /// Columns per task in the outer pattern (the accumulator block stays in L1).
 const COLS: usize = 1024;
 /// Rows folded into a temporary block before it is merged (a two-level cascade for accuracy).
-const CASCADE: usize = 128;
+pub const CASCADE: usize = 128;
 
 /// One reduction op over one element type.
 pub trait Reducer: Sync {
@@ -65,6 +65,13 @@ pub trait Reducer: Sync {
     /// # Safety
     /// `p[0..accs.len()]` must be readable.
     unsafe fn cols(&self, accs: &mut [Self::Acc], p: *const Self::In, idx: usize);
+    /// Input rows folded into a temporary block of `cols` accumulators before it is merged
+    /// (see [`CASCADE`]) when rows are `rs` elements apart. A reducer that folds several short
+    /// rows into one accumulator each takes proportionally more.
+    fn cascade_rows(&self, cols: usize, rs: isize) -> usize {
+        let _ = (cols, rs);
+        CASCADE
+    }
     /// [`Reducer::cols`] over `rows` input rows, row k at `p + k * rs` (reduction index
     /// `idx + k`). Reducers override it to keep a block of accumulators in registers across
     /// the rows instead of loading and storing `accs` once per row.
@@ -330,6 +337,7 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
         1
     };
     let per = p.m.div_ceil(splits);
+    let cascade = r.cascade_rows(l.min(COLS), rs);
     // Folds reduction indices r0..r1 of kept row `row`, columns c0..c1, into `accs` (freshly
     // initialised), through `tmp` when the range needs more than one cascade.
     let work = |row: usize,
@@ -339,7 +347,7 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
                 accs: &mut [R::Acc],
                 tmp: &mut Vec<R::Acc>| {
         let io = kept_offsets(&p.kept, row * l)[0] + c0 as isize;
-        if r1 - r0 <= CASCADE {
+        if r1 - r0 <= cascade {
             // One cascade: fold straight into `accs`, which start at the identity (a short
             // reduction, [4, 250000].sum(0), spent most of its time on the temporary block).
             let mut pos = r0;
@@ -357,13 +365,13 @@ fn run_outer<R: Reducer>(r: &R, p: &Plan, at: impl Fn(isize) -> *const R::In + S
         for_each_row(&p.red, r0, r1, &mut |off, len| {
             let mut k = 0;
             while k < len {
-                let n = (len - k).min(CASCADE - count);
+                let n = (len - k).min(cascade - count);
                 let row = at(io + off[0] + k as isize * rs);
                 // SAFETY: n input rows of `accs.len()` contiguous kept elements, `rs` apart.
                 unsafe { cols_fast(r, tmp, row, n, rs, pos + k) };
                 count += n;
                 k += n;
-                if count == CASCADE {
+                if count == cascade {
                     for (a, t) in accs.iter_mut().zip(tmp.iter_mut()) {
                         *a = r.merge(*a, *t);
                         *t = r.init();
