@@ -936,8 +936,10 @@ unsafe fn tile_kernel_rows_any(
             (true, true) => {
                 rows::product_avx512::<R, R2, 2>(rows, depth, w, dst, ld, 16, n, bias, to)
             }
+            // All 12 positions in one sub-tile: 12 accumulators (6 left the two FMA units
+            // idle for part of each multiply-add's latency).
             (true, false) => {
-                rows::product_avx512::<R, R2, 1>(rows, depth, w, dst, ld, 16, n, bias, to)
+                rows::product_avx512::<R, R, 1>(rows, depth, w, dst, ld, 16, n, bias, to)
             }
             (false, true) => {
                 rows::product_avx2::<R, R3, 4>(rows, depth, w, dst, ld, 8, n, bias, to)
