@@ -216,6 +216,11 @@ CHANNELS_LAST_CASES = [
     # Stride 1 from 32 channels to 48 (a block of 32 and one of 16): pixels read through
     # pointers on AVX2 and AVX-512, forward and input gradient.
     (2, 32, 9, 48, 3, {"padding": 1}),
+    # 16 output channels from blocks of 16: the weight gradient's tile of 8 output channels x 3
+    # vectors of 16 ks (4 vectors of a 2x2 kernel: the last tile holds one), dilated too.
+    (3, 32, 9, 16, 3, {"padding": 1}),
+    (2, 16, 10, 16, 2, {}),
+    (2, 32, 12, 16, 3, {"padding": 2, "dilation": 2}),
     # Depthwise from a channels-last input: computed channels-last, blocks of 16 channels (and
     # a tail) by 4 pixels, taps over padding skipped; ConvNeXt's 7x7, strided, dilated.
     (2, 8, 6, 8, 3, {"padding": 1, "groups": 8}),
