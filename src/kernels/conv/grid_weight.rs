@@ -10,7 +10,10 @@
 //! channels in one run, and the copy's pixel its 16 channels of a block, so a register tile
 //! of 32 output channels x 12 columns does 24 FMAs per pixel from 2 vector loads and 12
 //! broadcasts, at constant offsets, with no dropped grid columns and no copy of the gradient
-//! (the planar kernel, `super::direct`, transposed both operands first).
+//! (the planar kernel, `super::direct`, transposed both operands first). On AVX-512, with
+//! 16-channel input blocks and output channels in blocks of 8, the tile is turned around
+//! ([`tile_turned`]): 8 output channels x 3 vectors of 16 `k`s (a block's 16 channels at one
+//! tap are one vector of the copy's pixel), 24 FMAs per pixel from 3 loads and 8 broadcasts.
 //!
 //! A contiguous output gradient is transposed to channels-last by the caller first: over 9
 //! resnet/unet-sized 3x3 shapes this took 0.68-1.00 of the direct kernel's time in NCHW, and
@@ -110,7 +113,7 @@ pub(super) fn weight_gradient(
                 }
             });
             let pp = SendPtr::new(partial.as_mut_ptr());
-            if narrow_tiles(g, lanes_in) {
+            if turned_tiles(g, lanes_in) {
                 let vtiles = (kp / 16).div_ceil(CV);
                 let otiles = o / 8;
                 parallel_units(chunks * otiles * vtiles, &|u0, u1| {
@@ -127,12 +130,12 @@ pub(super) fn weight_gradient(
                             (v, (v / kk * grid.plane + grid.taps[v % kk]) * 16)
                         });
                         let dst = pp.at(((chunk * o + o0) * kp) as isize);
-                        // SAFETY: the CPU has AVX-512 (narrow_tiles); the copy holds samples
+                        // SAFETY: the CPU has AVX-512 (turned_tiles); the copy holds samples
                         // n0..n1 and every column vector's pixels; the gradient is dense
                         // channels-last with 8 channels from o0 on; rows o0..o0 + 8 of the
                         // chunk's partial ([o][kp]) are this unit's to write at its vectors.
                         unsafe {
-                            tile_narrow(
+                            tile_turned(
                                 g,
                                 &grid,
                                 xsp.get(),
@@ -301,15 +304,17 @@ unsafe fn tile<const V: usize>(
     }
 }
 
-/// Column vectors (16 `k`s each) of [`tile_narrow`]'s register tile.
+/// Column vectors (16 `k`s each) of [`tile_turned`]'s register tile.
 const CV: usize = 3;
 
-/// Whether [`weight_gradient`] runs [`tile_narrow`]: AVX-512, 16-channel input blocks and 16
-/// output channels (the fewest it takes from inputs of more than 8, [`direct::suits`]), where
-/// [`tile`] holds 12 columns x one vector of output channels, 13 loads per 12 multiply-adds:
-/// [32,32,32,32] -> 16 3x3 took 1.7x the CPU's time on an Intel Xeon (AVX-512, 1 thread).
-fn narrow_tiles(g: &Geometry, lanes_in: usize) -> bool {
-    simd::level() >= 3 && lanes_in == 16 && g.o == 16
+/// Whether [`weight_gradient`] runs [`tile_turned`]: AVX-512, 16-channel input blocks and
+/// output channels in blocks of 8. [`tile`]'s 12 columns x 1 or 2 vectors of output channels
+/// load 13 floats per 12 multiply-adds (16 channels) or 14 per 24; measured on an Intel Xeon
+/// (AVX-512, 1 thread, channels-last 3x3), [`tile`] / turned: [32,32,32,32] -> 16 3.50 / 2.47
+/// ms (CPU 2.05), -> 32 4.82 / 4.43 (CPU 3.97), [8,32,56,56] -> 48 5.87 / 4.84 (CPU 4.52),
+/// [8,64,28,28] -> 128 7.57 / 6.52 (CPU 5.77), [8,128,14,14] -> 256 8.51 / 7.29 (CPU 6.13).
+fn turned_tiles(g: &Geometry, lanes_in: usize) -> bool {
+    simd::level() >= 3 && lanes_in == 16 && g.o % 8 == 0
 }
 
 /// [`tile`] turned around, for 8 of the output channels: the register tile is 8 channels x [`CV`]
@@ -326,7 +331,7 @@ fn narrow_tiles(g: &Geometry, lanes_in: usize) -> bool {
 /// 8 rows of `ld` floats with room for the vectors.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile_narrow(
+unsafe fn tile_turned(
     g: &Geometry,
     grid: &PaddedGrid,
     xs: *const f32,
