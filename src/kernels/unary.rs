@@ -6,6 +6,7 @@ use super::core::float::{FloatStore, Math};
 use super::core::int::IntElem;
 use super::core::map::{any1, map1};
 use super::core::simd::Isa;
+use super::core::vmath_avx512::{self as avx512, VecOp};
 use super::core::widened::{map1_float, Blocks, Vectors};
 use crate::error::{FooError, FooResult};
 use crate::not_implemented;
@@ -264,6 +265,17 @@ fn float_unary<F: FloatStore>(
             )
         };
     }
+    // Float32 with an AVX-512 form of its math (`core::vmath_avx512`, the same bits) takes
+    // that; the rest, and other CPUs, the scalar form.
+    macro_rules! v {
+        ($op:ident, |$x:ident, $isa:ident| $e:expr) => {
+            if avx512::map1(VecOp::$op, out, a) {
+                Ok(())
+            } else {
+                m!(|$x, $isa| $e)
+            }
+        };
+    }
     // Arithmetic: float16 in vectors (`core::widened::Vectors`).
     macro_rules! mv {
         (|$x:ident| $e:expr) => {
@@ -290,7 +302,7 @@ fn float_unary<F: FloatStore>(
         } else {
             zero
         }),
-        Exp => m!(|x, isa| x.vexp(isa)),
+        Exp => v!(Exp, |x, isa| x.vexp(isa)),
         Exp2 => m!(|x, isa| x.vexp2(isa)),
         Expm1 => m!(|x| x.exp_m1()),
         Log => m!(|x, isa| x.vln(isa)),
@@ -308,7 +320,7 @@ fn float_unary<F: FloatStore>(
         Sin => m!(|x, isa| x.vsin(isa)),
         Cos => m!(|x, isa| x.vcos(isa)),
         Tan => m!(|x| x.tan()),
-        Tanh => m!(|x, isa| x.vtanh(isa)),
+        Tanh => v!(Tanh, |x, isa| x.vtanh(isa)),
         Asin => m!(|x| x.asin()),
         Acos => m!(|x| x.acos()),
         Atan => m!(|x| x.atan()),
@@ -317,7 +329,7 @@ fn float_unary<F: FloatStore>(
         Asinh => m!(|x| x.asinh_wide()),
         Acosh => m!(|x| x.acosh_wide()),
         Atanh => m!(|x| x.atanh_accurate()),
-        Sigmoid => m!(|x, isa| x.vsigmoid(isa)),
+        Sigmoid => v!(Sigmoid, |x, isa| x.vsigmoid(isa)),
         // As the CPU: NaN and -0.0 fail `x < 0` and pass through. Vectorized as a max and a
         // blend. NaN has an arm of its own (`x + 0` keeps it): where every arm but one returns
         // `x`, `relu_` writes only the other arm, a conditional store, which AVX2 does with
@@ -334,14 +346,16 @@ fn float_unary<F: FloatStore>(
             let k = c((2.0 / std::f64::consts::PI).sqrt());
             let k1 = c(0.044715);
             let half = c(0.5);
-            m!(|x, isa| half * x * (one + (k * (x + k1 * x * x * x)).vtanh(isa)))
+            v!(GeluTanh, |x, isa| half
+                * x
+                * (one + (k * (x + k1 * x * x * x)).vtanh(isa)))
         }
         Gelu => {
             let r = c(std::f64::consts::FRAC_1_SQRT_2);
             let half = c(0.5);
-            m!(|x, isa| half * x * (one + (x * r).verf_gelu(isa)))
+            v!(Gelu, |x, isa| half * x * (one + (x * r).verf_gelu(isa)))
         }
-        Silu => m!(|x, isa| x * x.vsigmoid(isa)),
+        Silu => v!(Silu, |x, isa| x * x.vsigmoid(isa)),
         Mish => m!(|x| x * x.exp().ln_1p().tanh()),
         Softplus => {
             let beta = c(pf(p, 0, 1.0));
@@ -353,7 +367,7 @@ fn float_unary<F: FloatStore>(
             })
         }
         Erf => m!(|x, isa| x.verf(isa)),
-        Erfc => m!(|x, isa| x.verfc(isa)),
+        Erfc => v!(Erfc, |x, isa| x.verfc(isa)),
         Erfinv => m!(|x| Mf::<F>::from_f64c(erfinv(x.to_f64c()))),
         // The CPU's formula: 1 at 0, else sin(pi x) / (pi x) in the math type.
         Sinc => {

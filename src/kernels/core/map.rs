@@ -173,6 +173,80 @@ crate::unsafe_multiversion!(
     unsafe fn dense2<A: Copy, B: Copy, O: Sized, F: Fn(A, B, Isa) -> O>(o: *mut O, x: *const A, y: *const B, len: usize, f: &F) => isa dense2_body
 );
 
+/// `o[i so] = f(x[i sx])` over `len` elements: a row of any strides (a stride-0 input is one
+/// value, computed once when the output is dense). Multiversioned as the dense loops, so that
+/// a strided row gets the same bits as a dense one (`vmath` with FMA where the CPU has it).
+///
+/// # Safety
+/// `o + i so` and `x + i sx` address elements for every `i < len`; output elements are
+/// distinct and overlap the input only elementwise.
+#[inline(always)]
+unsafe fn strided1_body<A: Copy, O: Copy, F: Fn(A, Isa) -> O>(
+    isa: Isa,
+    o: *mut O,
+    so: isize,
+    x: *const A,
+    sx: isize,
+    len: usize,
+    f: &F,
+) {
+    // SAFETY: (the whole body) the caller's contract.
+    unsafe {
+        if so == 1 && sx == 0 {
+            std::slice::from_raw_parts_mut(o, len).fill(f(*x, isa));
+        } else {
+            for i in 0..len as isize {
+                *o.offset(i * so) = f(*x.offset(i * sx), isa);
+            }
+        }
+    }
+}
+
+/// [`strided1_body`] with a second input.
+///
+/// # Safety
+/// As [`strided1_body`], for `y + i sy` too.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn strided2_body<A: Copy, B: Copy, O: Copy, F: Fn(A, B, Isa) -> O>(
+    isa: Isa,
+    o: *mut O,
+    so: isize,
+    x: *const A,
+    sx: isize,
+    y: *const B,
+    sy: isize,
+    len: usize,
+    f: &F,
+) {
+    // SAFETY: (the whole body) the caller's contract.
+    unsafe {
+        if so == 1 && sx == 0 && sy == 0 {
+            std::slice::from_raw_parts_mut(o, len).fill(f(*x, *y, isa));
+        } else {
+            for i in 0..len as isize {
+                *o.offset(i * so) = f(*x.offset(i * sx), *y.offset(i * sy), isa);
+            }
+        }
+    }
+}
+
+crate::unsafe_multiversion!(
+    /// `o[i so] = f(x[i sx])` over `len` elements.
+    ///
+    /// # Safety
+    /// As [`strided1_body`].
+    unsafe fn strided1<A: Copy, O: Copy, F: Fn(A, Isa) -> O>(o: *mut O, so: isize, x: *const A, sx: isize, len: usize, f: &F) => isa strided1_body
+);
+crate::unsafe_multiversion!(
+    /// `o[i so] = f(x[i sx], y[i sy])` over `len` elements.
+    ///
+    /// # Safety
+    /// As [`strided2_body`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn strided2<A: Copy, B: Copy, O: Copy, F: Fn(A, B, Isa) -> O>(o: *mut O, so: isize, x: *const A, sx: isize, y: *const B, sy: isize, len: usize, f: &F) => isa strided2_body
+);
+
 /// [`rows1`]'s body.
 ///
 /// # Safety
@@ -365,13 +439,9 @@ pub fn map1_isa<A: Element, O: Element>(
         unsafe {
             if so == 1 && sa == 1 {
                 dense1(o, x as *const A, len, &f);
-            } else if so == 1 && sa == 0 {
-                // A broadcast row (`expand(...).contiguous()`, mean's backward): one value.
-                std::slice::from_raw_parts_mut(o, len).fill(f(*x, Isa::BASELINE));
             } else {
-                for i in 0..len as isize {
-                    *o.offset(i * so) = f(*x.offset(i * sa), Isa::BASELINE);
-                }
+                // Strided, or a broadcast row (`expand(...).contiguous()`, mean's backward).
+                strided1(o, so, x as *const A, sa, len, &f);
             }
         }
     });
@@ -463,13 +533,10 @@ pub fn map2_isa<A: Element, B: Element, O: Element>(
             } else if o_dense && sa == 0 && sb == 1 {
                 let x = *x;
                 dense1(o, y as *const B, len, &|y, isa| f(x, y, isa));
-            } else if o_dense && sa == 0 && sb == 0 {
-                // Both inputs broadcast along the row (an expanded tensor times a scalar).
-                std::slice::from_raw_parts_mut(o, len).fill(f(*x, *y, Isa::BASELINE));
             } else {
-                for i in 0..len as isize {
-                    *o.offset(i * so) = f(*x.offset(i * sa), *y.offset(i * sb), Isa::BASELINE);
-                }
+                // Strided, or both inputs broadcast along the row (an expanded tensor times a
+                // scalar).
+                strided2(o, so, x as *const A, sa, y as *const B, sb, len, &f);
             }
         }
     });

@@ -37,4 +37,5 @@ pub mod simd;
 pub mod tiles;
 pub mod transpose;
 pub mod vmath;
+pub mod vmath_avx512;
 pub mod widened;

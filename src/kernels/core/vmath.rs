@@ -36,12 +36,65 @@ fn round_int(t: f32) -> (f32, i32) {
     (n, (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32))
 }
 
-const MAGIC: f32 = 12_582_912.0;
+pub(super) const MAGIC: f32 = 12_582_912.0;
+
+/// `expm1_kernel`'s `P`.
+pub(super) const EXPM1_P: [f32; 5] = [
+    1.381_419_1e-3,
+    8.368_914e-3,
+    4.166_840_8e-2,
+    1.666_652e-1,
+    4.999_999_4e-1,
+];
+
+/// `erf_gelu`'s polynomial in `t` (Abramowitz and Stegun 7.1.26).
+pub(super) const ERF_GELU_P: [f32; 5] = [
+    1.061_405_4,
+    -1.453_152,
+    1.421_413_7,
+    -0.284_496_74,
+    0.254_829_6,
+];
+
+/// `erf_small`'s polynomial in `x²`.
+pub(super) const ERF_SMALL_P: [f32; 7] = [
+    7.889_122e-5,
+    -8.020_842e-4,
+    5.189_535e-3,
+    -2.685_444_4e-2,
+    1.128_36e-1,
+    -3.761_262_6e-1,
+    1.283_791_7e-1,
+];
+
+/// `erfc_big`'s `Q`.
+pub(super) const ERFC_Q: [f32; 11] = [
+    -439.070_7,
+    311.669_56,
+    -53.161_564,
+    -26.437_054,
+    22.208_9,
+    -7.965_756_4,
+    7.844_869e-2,
+    2.086_126_1,
+    -1.574_387_7,
+    1.489_750_3e-1,
+    2.489_335_1e-1,
+];
+
+/// `tanh`'s Cephes polynomial in `x²`, below 0.625.
+pub(super) const TANH_P: [f32; 5] = [
+    -5.704_988_7e-3,
+    2.063_908_9e-2,
+    -5.373_971_6e-2,
+    1.333_144_2e-1,
+    -3.333_328_2e-1,
+];
 
 /// ln 2 split for Cody-Waite reduction: `LN2_HI` has 9 significant bits, so `n * LN2_HI` is
 /// exact for |n| < 2^15.
-const LN2_HI: f32 = 0.693_359_375;
-const LN2_LO: f32 = -2.121_944_4e-4;
+pub(super) const LN2_HI: f32 = 0.693_359_375;
+pub(super) const LN2_LO: f32 = -2.121_944_4e-4;
 
 /// `x = n ln 2 + r`, |r| <= ln(2)/2 (|x| < 2^15): `(r, n)`.
 #[inline(always)]
@@ -60,17 +113,7 @@ fn pow2(n: i32) -> f32 {
 /// `e^r` (3.1e-9; Cephes' `expf` has one degree more).
 #[inline(always)]
 fn expm1_kernel(isa: Isa, r: f32) -> f32 {
-    let p = poly(
-        isa,
-        r,
-        [
-            1.381_419_1e-3,
-            8.368_914e-3,
-            4.166_840_8e-2,
-            1.666_652e-1,
-            4.999_999_4e-1,
-        ],
-    );
+    let p = poly(isa, r, EXPM1_P);
     isa.mul_add(p, r * r, r)
 }
 
@@ -189,17 +232,7 @@ pub fn ln(isa: Isa, x: f32) -> f32 {
 pub fn erf_gelu(isa: Isa, x: f32) -> f32 {
     let a = x.abs();
     let t = 1.0 / isa.mul_add(0.327_591_1, a, 1.0);
-    let r = poly(
-        isa,
-        t,
-        [
-            1.061_405_4,
-            -1.453_152,
-            1.421_413_7,
-            -0.284_496_74,
-            0.254_829_6,
-        ],
-    );
+    let r = poly(isa, t, ERF_GELU_P);
     // e^{-x²} below 1.2e-38 does not change 1 - t e r: flushing it is exact here.
     let nx2 = -(x * x);
     let e = exp_normal(isa, if nx2 < -87.0 { -87.0 } else { nx2 });
@@ -210,19 +243,7 @@ pub fn erf_gelu(isa: Isa, x: f32) -> f32 {
 /// `erf(x) / x - 1` for |x| <= 1, as a polynomial in `x²` (minimax, absolute error 1.2e-9).
 #[inline(always)]
 fn erf_small(isa: Isa, x: f32) -> f32 {
-    poly(
-        isa,
-        x * x,
-        [
-            7.889_122e-5,
-            -8.020_842e-4,
-            5.189_535e-3,
-            -2.685_444_4e-2,
-            1.128_36e-1,
-            -3.761_262_6e-1,
-            1.283_791_7e-1,
-        ],
-    )
+    poly(isa, x * x, ERF_SMALL_P)
 }
 
 /// The error function, within 1.2 ulp on the whole range with FMA, 1.5 without (SLEEF's
@@ -259,42 +280,28 @@ pub fn erf(isa: Isa, x: f32) -> f32 {
 }
 
 /// Below this |x|, [`erfc`] is `1 - x - x P(x²)`; above, [`erfc_big`].
-const ERFC_SPLIT: f32 = 0.75;
+pub(super) const ERFC_SPLIT: f32 = 0.75;
+
+/// [`ERFC_Q`] is a polynomial in `t - ERFC_TM`.
+pub(super) const ERFC_TM: f32 = 0.223_674_24;
 
 /// Beyond this, `erfc` is below 2^-150 (rounds to 0).
-const ERFC_MAX: f32 = 10.06;
+pub(super) const ERFC_MAX: f32 = 10.06;
 
 /// `erfc(a)` for `a` in [[`ERFC_SPLIT`], [`ERFC_MAX`]] (callers clamp; NaN gives NaN), within
 /// 1.7 ulp, subnormal results included (0 above 10.0542). With `t = 1 / (1 + 2a)`,
-/// `erfc(a) = t e^{Q(t) - a²}`, `Q` a minimax polynomial in `t - TM` (absolute error 4e-9).
+/// `erfc(a) = t e^{Q(t) - a²}`, `Q` a minimax polynomial in `t - ERFC_TM` (absolute error 4e-9).
 /// The exponent is summed without losing bits (`a²` splits into an exact `z²` and a small
 /// `d`; `ln 2` into `LN2_HI + LN2_LO`), and `t` carries the rounding errors of `1 + 2a` and of
 /// the division as a correction `c`: no cancellation, and relative accuracy down to the
 /// smallest subnormal.
 #[inline(always)]
 fn erfc_big(isa: Isa, a: f32) -> f32 {
-    const TM: f32 = 0.223_674_24;
     let a2 = a + a;
     let den = a2 + 1.0;
     let den_lo = (a2 - den) + 1.0; // den + den_lo = 1 + 2a exactly (Fast2Sum: 2a >= 1)
     let t = 1.0 / den;
-    let q = poly(
-        isa,
-        t - TM,
-        [
-            -439.070_7,
-            311.669_56,
-            -53.161_564,
-            -26.437_054,
-            22.208_9,
-            -7.965_756_4,
-            7.844_869e-2,
-            2.086_126_1,
-            -1.574_387_7,
-            1.489_750_3e-1,
-            2.489_335_1e-1,
-        ],
-    );
+    let q = poly(isa, t - ERFC_TM, ERFC_Q);
     // a² = z² + d: z keeps a's top 12 significant bits, so z² is exact, and d is small.
     let z = f32::from_bits(a.to_bits() & 0xffff_f000);
     let d = (a - z) * (a + z);
@@ -335,30 +342,26 @@ pub fn erfc(isa: Isa, x: f32) -> f32 {
     }
 }
 
+/// Below this |x|, [`tanh`] is its odd polynomial ([`TANH_P`]).
+pub(super) const TANH_SPLIT: f32 = 0.625;
+
+/// Beyond this |x|, `tanh` rounds to ±1.
+pub(super) const TANH_MAX: f32 = 9.1;
+
 /// Hyperbolic tangent, within 1.3 ulp: Cephes' odd polynomial below |x| = 0.625,
 /// `1 - 2 / (e^{2|x|} + 1)` above (1 beyond 9.1).
 #[inline(always)]
 pub fn tanh(isa: Isa, x: f32) -> f32 {
     let a = x.abs();
     let z = x * x;
-    let p = poly(
-        isa,
-        z,
-        [
-            -5.704_988_7e-3,
-            2.063_908_9e-2,
-            -5.373_971_6e-2,
-            1.333_144_2e-1,
-            -3.333_328_2e-1,
-        ],
-    );
+    let p = poly(isa, z, TANH_P);
     // x (1 + z p) keeps tanh(-0) = -0.
     let small = x * isa.mul_add(z, p, 1.0);
     // e^{2a} + 1 = 2^n (1 + em1) + 1, n in [0, 26], without exp's range handling.
-    let (r, n) = exp_reduce(isa, 2.0 * if a > 9.1 { 9.1 } else { a }); // NaN stays
+    let (r, n) = exp_reduce(isa, 2.0 * if a > TANH_MAX { TANH_MAX } else { a }); // NaN stays
     let s = pow2(n);
     let big = (1.0 - 2.0 / isa.mul_add(s, expm1_kernel(isa, r), s + 1.0)).copysign(x);
-    if a < 0.625 {
+    if a < TANH_SPLIT {
         small
     } else {
         big
