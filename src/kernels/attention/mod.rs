@@ -7,9 +7,9 @@
 //! strides, so a `[L, S]` mask is never copied); a bool mask (true = attend) is accepted too.
 //!
 //! Forward: one task per (batch, query head, block of `BQ` queries). Scores of a block of `BK`
-//! keys are one small product `Q K^T` on packed blocks, masked, and folded into the output with
-//! an online softmax (running max `m`, running sum `l`, rescaling the accumulated output when
-//! the max grows). Blocks that a causal mask hides entirely are skipped. The log-sum-exp of
+//! keys (and of a last block of at most `PAD` keys with it) are one small product `Q K^T` on
+//! packed blocks, masked, and folded into the output with an online softmax (running max `m`,
+//! running sum `l`, rescaling the accumulated output when the max grows). Blocks that a causal mask hides entirely are skipped. The log-sum-exp of
 //! each row is saved for the backward, which recomputes the probabilities block by block.
 //!
 //! Backward: one task per (batch, key/value head): it packs that head's keys and values once,
@@ -43,6 +43,9 @@ pub const BQ: usize = 64;
 pub const BK: usize = 64;
 /// Column padding of packed rows (the product tiles are 64, 32 or 16 columns wide).
 const PAD: usize = 16;
+/// The widest span of keys the forward scores at once: a block, and a last block of at most
+/// `PAD` keys with it.
+const SPAN: usize = BK + PAD;
 
 /// The math type of the kernels: f32 or f64.
 pub trait AttnMath: Math + FastExp {
@@ -365,9 +368,9 @@ unsafe fn store_row<M: Math>(v: &View, off: isize, src: &[M], mul: M) {
     }, _ => unreachable!("attention outputs are floating point (checked)"))
 }
 
-/// The Philox words of elements `idx .. idx + n` (n <= BK) of the probability matrix.
+/// The Philox words of elements `idx .. idx + n` (n <= SPAN) of the probability matrix.
 #[inline(always)]
-fn dropout_words(d: &Dropout, idx: u64, n: usize, buf: &mut [u32; BK + 8]) -> usize {
+fn dropout_words(d: &Dropout, idx: u64, n: usize, buf: &mut [u32; SPAN + 8]) -> usize {
     let w0 = d.offset.wrapping_add(idx);
     let lane0 = (w0 % 4) as usize;
     let blocks = (lane0 + n).div_ceil(4);
@@ -842,8 +845,11 @@ impl<M: AttnMath> Job<M> {
     }
 }
 
-/// Rows `0..Sp` of head (b, h) of `x` (zero past row `s`) transposed per block of `BK` rows
-/// into `[kb][rows_per_blk][BK]`, columns `cols..rows_per_blk` zero. Writes every element.
+/// Rows `0..Sw` of head (b, h) of `x` (zero past row `s`) transposed per block of `BK` rows
+/// into `[kb][rows_per_blk][BK]`, columns `cols..rows_per_blk` zero. `Sw` is `s` rounded up to
+/// [`PAD`]: the block products read a last block's columns up to its keys' whole tiles only
+/// (packing and zeroing up to `Sp`, 65 keys took 63 rows of zeros, had cost 1/3 of the
+/// forward's extra time over 64 keys).
 /// Eight rows at a time: loaded into `rows` (`[8][cols]`), then written as runs of 8 per
 /// column, 8 x 8 blocks through registers for float32. One row at a time scattered every
 /// element to a cache line of its own, and the packing took as long as the block products
@@ -870,8 +876,9 @@ unsafe fn pack_t<M: Math>(
     #[cfg(not(target_arch = "x86_64"))]
     let registers = false;
     let rows = &mut rows[..G * cols];
-    // Sp is a multiple of BK, so groups of G rows never straddle a block.
-    for j0 in (0..g.sp).step_by(G) {
+    // PAD and BK are multiples of G, so groups of G rows never straddle a block.
+    const { assert!(PAD % G == 0) };
+    for j0 in (0..g.s.next_multiple_of(PAD)).step_by(G) {
         for (r, row) in rows.chunks_exact_mut(cols).enumerate() {
             if j0 + r < g.s {
                 // SAFETY: row j0 + r of head (b, h).
@@ -911,8 +918,8 @@ unsafe fn pack_t<M: Math>(
     }
 }
 
-/// Rows `0..Sp` of head (b, h) of `x` as a `[Sp][ld]` buffer, zero past row `s` and column
-/// `cols`. Writes every element.
+/// Rows `0..s` of head (b, h) of `x` as rows of a `[Sp][ld]` buffer, zero past column `cols`
+/// (the block products read a block's keys only, as in [`pack_t`]).
 ///
 /// # Safety
 /// `dst` holds `Sp * ld` elements; the view is live.
@@ -926,15 +933,11 @@ unsafe fn pack_rows<M: Math>(
     ld: usize,
     dst: &mut [M],
 ) {
-    for j in 0..g.sp {
+    for j in 0..g.s {
         let r = &mut dst[j * ld..(j + 1) * ld];
-        if j < g.s {
-            // SAFETY: row j of head (b, h).
-            unsafe { load_row(x, x.off(b, h, j), &mut r[..cols], M::one()) };
-            r[cols..].fill(M::zero());
-        } else {
-            r.fill(M::zero());
-        }
+        // SAFETY: row j of head (b, h).
+        unsafe { load_row(x, x.off(b, h, j), &mut r[..cols], M::one()) };
+        r[cols..].fill(M::zero());
     }
 }
 
@@ -976,11 +979,11 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
     let g = job.g;
     let (ktl, vrl) = (job.kt_len(), job.vr_len());
     let mut qb = vec![M::zero(); BQ * g.ep];
-    let mut sb = vec![M::zero(); BQ * BK];
+    let mut sb = vec![M::zero(); BQ * SPAN];
     let mut ob = vec![M::zero(); BQ * g.evp];
     let mut mx = [M::neg_infinity(); BQ];
     let mut sum = [M::zero(); BQ];
-    let mut words = [0u32; BK + 8];
+    let mut words = [0u32; SPAN + 8];
     let scale = M::from_f64c(job.p.scale);
     let drop = job
         .p
@@ -1009,20 +1012,35 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
         sum.fill(M::zero());
         let pk = &job.packed()[(b * g.hk + hk) * (ktl + vrl)..][..ktl + vrl];
         let (kt, vr) = pk.split_at(ktl);
-        for kb in 0..g.key_blocks(job.p.causal, i0, bq) {
+        let nkb = g.key_blocks(job.p.causal, i0, bq);
+        let mut kb = 0;
+        while kb < nkb {
             let j0 = kb * BK;
-            let kn = BK.min(g.s - j0);
+            // A last block of at most PAD keys joins the one before it: one pass of the
+            // softmax and one value product for both (65 keys as blocks of 64 and 1 took 1.5x
+            // the time of 64 keys). Block kb is whole when another follows it.
+            let merge = kb + 2 == nkb && g.s - (j0 + BK) <= PAD;
+            let kn = if merge { g.s - j0 } else { BK.min(g.s - j0) };
             // SAFETY: F and WIDE as dispatch_isa picked them (block_mm checks the extents).
-            // Scores of the block's keys only, in whole tiles (the rest of each row is set to
+            // Scores of the span's keys only, in whole tiles (the rest of each row is set to
             // -inf below): a last block of 1 key (65 keys) had cost a whole block.
             unsafe {
                 block_mm::<M, false, F, WIDE>(
-                    (bq, kn.next_multiple_of(PAD), g.e),
+                    (bq, kn.min(BK).next_multiple_of(PAD), g.e),
                     (&qb, g.ep),
                     (&kt[kb * g.e * BK..], BK),
-                    (&mut sb, BK),
+                    (&mut sb, SPAN),
                     false,
-                )
+                );
+                if merge {
+                    block_mm::<M, false, F, WIDE>(
+                        (bq, (kn - BK).next_multiple_of(PAD), g.e),
+                        (&qb, g.ep),
+                        (&kt[(kb + 1) * g.e * BK..], BK),
+                        (&mut sb[BK..], SPAN),
+                        false,
+                    );
+                }
             };
             // Row maxima first, for all rows: each is a chain of dependent instructions, and
             // rows next to each other let the core overlap them (per row, max, exp and the
@@ -1032,7 +1050,7 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
             let mut block_max = [M::neg_infinity(); BQ];
             for (r, bm) in block_max.iter_mut().enumerate().take(bq) {
                 let i = i0 + r;
-                let row = &mut sb[r * BK..(r + 1) * BK];
+                let row = &mut sb[r * SPAN..(r + 1) * SPAN];
                 if let Some(m) = &job.mask {
                     // SAFETY: mask row (b, h, i), keys j0 .. j0 + kn.
                     unsafe {
@@ -1044,7 +1062,7 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
             }
             for r in 0..bq {
                 let i = i0 + r;
-                let row = &mut sb[r * BK..(r + 1) * BK];
+                let row = &mut sb[r * SPAN..(r + 1) * SPAN];
                 let n = Geo::valid(job.p.causal, i, j0, kn);
                 let m_new = if block_max[r] > mx[r] {
                     block_max[r]
@@ -1066,7 +1084,7 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
                     (mx[r] - m_new).fexp(Isa::with_fma(F))
                 };
                 // Whole 16-lane chunks (the -inf keys in them give 0), zeros after.
-                let width = n.next_multiple_of(16).min(BK);
+                let width = n.next_multiple_of(16).min(SPAN);
                 let bs = simd::exp_sub_store_flushed(Isa::with_fma(F), &mut row[..width], m_new);
                 row[width..].fill(M::zero());
                 sum[r] = sum[r] * alpha + bs;
@@ -1092,12 +1110,13 @@ fn fwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
             unsafe {
                 block_mm::<M, false, F, WIDE>(
                     (bq, g.evp, kn),
-                    (&sb, BK),
+                    (&sb, SPAN),
                     (&vr[j0 * g.evp..], g.evp),
                     (&mut ob, g.evp),
                     true,
                 )
             };
+            kb += if merge { 2 } else { 1 };
         }
         for r in 0..bq {
             let i = i0 + r;
@@ -1164,7 +1183,7 @@ fn bwd_body<M: AttnMath, const F: bool, const WIDE: bool>(job: &Job<M>, s: usize
     let mut orow = vec![M::zero(); g.ev];
     let mut dvec = [M::zero(); BQ];
     let mut lse = [M::zero(); BQ];
-    let mut words = [0u32; BK + 8];
+    let mut words = [0u32; SPAN + 8];
     let scale = M::from_f64c(job.p.scale);
     let drop = job
         .p
@@ -2014,6 +2033,21 @@ mod tests {
                 l: 64,
                 s: 64,
                 hk: 1,
+                ..base
+            },
+            // The forward scores a last block of at most PAD keys with the one before it (80
+            // keys: 64 + 16), and a longer one on its own (81: 64 + 17).
+            Case {
+                s: 80,
+                l: 80,
+                causal: true,
+                mask: true,
+                dropout: Some(0.2),
+                ..base
+            },
+            Case {
+                s: 81,
+                mask: true,
                 ..base
             },
             Case {
