@@ -219,17 +219,18 @@ fn expm1_kernel(r: V) -> V {
     _mm512_fmadd_ps(poly(r, EXPM1_P), _mm512_mul_ps(r, r), r)
 }
 
-/// `vmath::exp`. The scalar form's `2 (1 + em1) 2^(n-1)` (its `fma(em1, 2, 2)` is twice
-/// `1 + em1` rounded) in one scaling.
+/// `vmath::exp`: [`exp_normal`] of `x` clamped to [-104, 89], where the scalar form scales
+/// `2 (1 + em1)` by `2^(n-1)` (its `fma(em1, 2, 2)` is twice `1 + em1` rounded), in two steps
+/// for subnormal results: one rounding either way.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn exp(x: V) -> V {
-    let (r, n) = exp_reduce(at_most(89.0, at_least(-104.0, x)));
-    _mm512_scalef_ps(_mm512_add_ps(expm1_kernel(r), splat(1.0)), n)
+    exp_normal(at_most(89.0, at_least(-104.0, x)))
 }
 
-/// `vmath::exp_normal`.
+/// `vmath::exp_normal` (`(1 + em1) 2^n`), whose one `vscalefps` rounding also gives [`exp`]'s
+/// subnormal and overflowing results.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx512f")]
