@@ -22,9 +22,28 @@ pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
     dst: &mut [T],
     parallel: bool,
 ) {
-    const B: usize = 8;
     assert!(dst.len() >= rows * cols);
-    let (s, d) = (SendPtr::of(src), SendPtr::new(dst.as_mut_ptr()));
+    // SAFETY: the caller's contract for src; dst holds the dense cols x rows result (checked).
+    unsafe { transpose_strided(src, ld, rows, cols, dst.as_mut_ptr(), rows, parallel) }
+}
+
+/// [`transpose_into`] with the result's rows `dld` apart: `dst[j * dld + i] = src[i * ld + j]`
+/// (a block of a wider matrix, such as a GEMM operand's packed panel).
+///
+/// # Safety
+/// `src` addresses every element of the `rows x cols` matrix, `dst` every `j * dld + i`;
+/// `dld >= rows`.
+pub unsafe fn transpose_strided<T: Copy + Default + Send + Sync>(
+    src: *const T,
+    ld: isize,
+    rows: usize,
+    cols: usize,
+    dst: *mut T,
+    dld: usize,
+    parallel: bool,
+) {
+    const B: usize = 8;
+    let (s, d) = (SendPtr::of(src), SendPtr::new(dst));
     let size = std::mem::size_of::<T>();
     #[cfg(target_arch = "x86_64")]
     let registers = (size == 4 || size == 8) && avx2();
@@ -49,7 +68,7 @@ pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
                 let (sb, db) = unsafe {
                     (
                         src.offset(r0 as isize * ld + c0 as isize),
-                        dst.add(c0 * rows + r0),
+                        dst.add(c0 * dld + r0),
                     )
                 };
                 if full && registers {
@@ -58,26 +77,26 @@ pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
                     #[cfg(target_arch = "x86_64")]
                     unsafe {
                         if size == 4 {
-                            transpose8x8_32(sb as *const f32, ld, db as *mut f32, rows);
+                            transpose8x8_32(sb as *const f32, ld, db as *mut f32, dld);
                         } else {
-                            transpose4x4_64(sb as *const f64, ld, db as *mut f64, rows);
+                            transpose4x4_64(sb as *const f64, ld, db as *mut f64, dld);
                             transpose4x4_64(
                                 sb.offset(4 * ld) as *const f64,
                                 ld,
                                 db.add(4) as *mut f64,
-                                rows,
+                                dld,
                             );
                             transpose4x4_64(
                                 sb.add(4) as *const f64,
                                 ld,
-                                db.add(4 * rows) as *mut f64,
-                                rows,
+                                db.add(4 * dld) as *mut f64,
+                                dld,
                             );
                             transpose4x4_64(
                                 sb.offset(4 * ld + 4) as *const f64,
                                 ld,
-                                db.add(4 * rows + 4) as *mut f64,
-                                rows,
+                                db.add(4 * dld + 4) as *mut f64,
+                                dld,
                             );
                         }
                     }
@@ -92,7 +111,7 @@ pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
                     for cc in 0..B {
                         for (r, row) in blk.iter().enumerate() {
                             // SAFETY: as above.
-                            unsafe { *db.add(cc * rows + r) = row[cc] };
+                            unsafe { *db.add(cc * dld + r) = row[cc] };
                         }
                     }
                 } else {
@@ -100,7 +119,7 @@ pub unsafe fn transpose_into<T: Copy + Default + Send + Sync>(
                         for cc in 0..c1 - c0 {
                             // SAFETY: as above.
                             unsafe {
-                                *db.add(cc * rows + r) = *sb.offset(r as isize * ld + cc as isize)
+                                *db.add(cc * dld + r) = *sb.offset(r as isize * ld + cc as isize)
                             };
                         }
                     }
@@ -268,6 +287,27 @@ mod tests {
             for i in 0..r {
                 for j in 0..c {
                     assert_eq!(out[j * r + i], dense[i * c + j]);
+                }
+            }
+            // Into a block of a wider result (rows r + 5 apart), whose other columns stay.
+            let dld = r + 5;
+            let mut wide = vec![-1.0f32; c * dld];
+            // SAFETY: src32 holds r rows of c + 2 elements; wide holds c rows of dld.
+            unsafe {
+                transpose_strided(
+                    src32.as_ptr(),
+                    (c + 2) as isize,
+                    r,
+                    c,
+                    wide.as_mut_ptr(),
+                    dld,
+                    false,
+                )
+            };
+            for j in 0..c {
+                for i in 0..dld {
+                    let want = if i < r { src32[i * (c + 2) + j] } else { -1.0 };
+                    assert_eq!(wide[j * dld + i], want);
                 }
             }
         }
