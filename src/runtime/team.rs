@@ -81,7 +81,7 @@ pub fn region_counts() -> (u64, u64) {
 }
 
 /// Waits, spinning first and then yielding the core, until `done()`.
-fn wait_until(mut done: impl FnMut() -> bool) {
+pub fn wait_until(mut done: impl FnMut() -> bool) {
     let mut spins = 0u32;
     while !done() {
         if spins < 1 << 12 {

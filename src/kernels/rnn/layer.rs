@@ -10,7 +10,9 @@
 //!    steps, and multiplied by `h`'s rows where they lie: [`RecurrentProduct`]), then
 //! 2. the cell for its units, which reads only its own gate sums,
 //!
-//! and a barrier, since the next step's products read the whole new `h`. Each output element
+//! and the next step's product reads the whole new `h`: in the forward, a member waits for each
+//! other member's units of it when its product's depth gets there (a count of finished steps per
+//! member); the backward meets at a barrier. Each output element
 //! is one product column and one cell element, computed as the step-by-step path computes them
 //! (the same depth order, see `gemm::GEMM_DEPTH`; the cell's math is `lstm_fwd_body`'s), so the
 //! results do not depend on the team's size.
@@ -27,6 +29,7 @@ use crate::kernels::core::transpose::{transpose_into, transpose_strided};
 use crate::runtime::{pool, team};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::{invalid_arg, multiversion, not_implemented};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Hidden units per member are a multiple of this (whole vectors for the cell).
 const UNIT_BLOCK: usize = 8;
@@ -160,13 +163,19 @@ struct Ptrs {
     c0: SendPtr<u8>,
 }
 
+/// Member `tid`'s hidden units `j0..j1` of `h` in a team of `size`: whole [`UNIT_BLOCK`]s but
+/// the last; none (`j0 == j1`) for members past the units.
+fn member_units(h: usize, size: usize, tid: usize) -> (usize, usize) {
+    let per = h.div_ceil(size).next_multiple_of(UNIT_BLOCK);
+    ((tid * per).min(h), ((tid + 1) * per).min(h))
+}
+
 /// Runs `member(j0, n)` on a team of up to `threads` threads, each member with its own hidden
-/// units `j0..j0 + n` of `h` (whole [`UNIT_BLOCK`]s but the last); a member left without units
+/// units `j0..j0 + n` of `h` ([`member_units`]); a member left without units
 /// still meets the others at each of the `steps` barriers, which count the whole team.
 fn run_members(threads: usize, h: usize, steps: usize, member: &(dyn Fn(usize, usize) + Sync)) {
     team::run_fn(threads, &|tid, size| {
-        let per = h.div_ceil(size).next_multiple_of(UNIT_BLOCK);
-        let (j0, j1) = ((tid * per).min(h), ((tid + 1) * per).min(h));
+        let (j0, j1) = member_units(h, size, tid);
         if j1 == j0 {
             (0..steps).for_each(|_| team::barrier());
         } else {
@@ -174,6 +183,12 @@ fn run_members(threads: usize, h: usize, steps: usize, member: &(dyn Fn(usize, u
         }
     });
 }
+
+/// How many steps a member of the forward has finished (its units of `h` written), on a cache
+/// line of its own: the forward's members wait for these instead of meeting at a barrier.
+#[repr(align(128))]
+#[derive(Default)]
+struct StepsDone(AtomicUsize);
 
 /// # Safety
 /// `p` holds [`lstm_layer`]'s checked tensors, of element type `F` and dims `(t, b, h)`, the
@@ -188,7 +203,26 @@ unsafe fn run_layer<F: LayerFloat>(
     if t == 0 || b == 0 || h == 0 {
         return;
     }
-    run_members(threads, h, t, &|j0, n| {
+    // Each step's product reads the previous `h` in depth order, member by member's units:
+    // a member waits for each one's units of the previous step only when its product gets
+    // there (its own are ready), not for the whole team at a barrier. On 2 cores the helper
+    // thread ran ~5% slower than the caller, which the barrier made the other wait for at
+    // every step; now the faster one runs on into the first part of the next product.
+    let done: Vec<StepsDone> = (0..threads).map(|_| StepsDone::default()).collect();
+    team::run_fn(threads, &|tid, size| {
+        let (j0, j1) = member_units(h, size, tid);
+        if j1 == j0 {
+            return;
+        }
+        let n = j1 - j0;
+        // The depth segments of the product, one per member with units, in depth order.
+        let segments: Vec<(usize, usize, usize)> = (0..size)
+            .map(|k| {
+                let (lo, hi) = member_units(h, size, k);
+                (lo, hi, k)
+            })
+            .filter(|&(lo, hi, _)| hi > lo)
+            .collect();
         let mut product = RecurrentProduct::<F>::new(p.w_hh.cast::<F>(), (b, h), (j0, n));
         let (ld, gs) = product.sums_layout();
         let mut sums = vec![F::ZERO; product.sums_len()];
@@ -224,11 +258,14 @@ unsafe fn run_layer<F: LayerFloat>(
                 cs: p.cs.map(|x| elem::<F>(x, row * h)),
                 ws: p.ws.map(|x| elem::<F>(x, row * 4 * h)),
             };
-            // SAFETY: h_prev is a dense [B, H] state that the previous step (or the caller)
-            // wrote whole before the barrier; the member's sums are its own.
-            unsafe { product.run(h_prev.get(), step.sums.get()) };
+            // Member k's units of the previous step's `h` are written once it has done s steps.
+            let ready = |k: usize| team::wait_until(|| done[k].0.load(Ordering::Acquire) >= s);
+            // SAFETY: h_prev is a dense [B, H] state: h0, or the previous step's output, whose
+            // units each segment's member wrote before `ready` returns for it (and no one
+            // writes again: every step has its own output rows); the member's sums are its own.
+            unsafe { product.run(h_prev.get(), step.sums.get(), &segments, &ready) };
             lstm_units::<F>(&step, at);
-            team::barrier();
+            done[tid].0.store(s + 1, Ordering::Release);
         }
         for r in 0..b {
             // SAFETY: row r of the dense [B, H] c_last, at the member's units (its alone).
@@ -332,12 +369,21 @@ impl<F: LayerFloat> RecurrentProduct<F> {
         }
     }
 
-    /// `sums = h_prev @ wr.t()`, as [`Self::sums_layout`] says.
+    /// `sums = h_prev @ wr.t()`, as [`Self::sums_layout`] says, over the depth in `segments`
+    /// `(lo, hi, owner)` (contiguous from 0 to H), calling `ready(owner)` before reading
+    /// `h_prev`'s columns `lo..hi`.
     ///
     /// # Safety
-    /// `h_prev` is a readable dense `[B, H]` matrix of `F`; `sums` is writable for
-    /// [`Self::sums_len`] elements that no one else accesses meanwhile.
-    unsafe fn run(&mut self, h_prev: *const F, sums: *mut F) {
+    /// `h_prev` is a dense `[B, H]` matrix of `F` whose columns of a segment are readable once
+    /// its `ready` returns; `sums` is writable for [`Self::sums_len`] elements that no one else
+    /// accesses meanwhile.
+    unsafe fn run(
+        &mut self,
+        h_prev: *const F,
+        sums: *mut F,
+        segments: &[(usize, usize, usize)],
+        ready: &dyn Fn(usize),
+    ) {
         let (ld, gs) = self.sums_layout();
         match self {
             Self::Panels {
@@ -355,36 +401,40 @@ impl<F: LayerFloat> RecurrentProduct<F> {
                 }
                 let dst = sums.cast::<f32>();
                 let null = std::ptr::null();
-                for (i, panel) in packed.chunks_exact(h * cols).enumerate() {
-                    for k0 in (0..h).step_by(DEPTH_BLOCK) {
-                        let depth = DEPTH_BLOCK.min(h - k0);
-                        let w = panel[k0 * cols..].as_ptr();
-                        let mode = match k0 {
-                            0 => Dst::Write,
-                            _ => Dst::Resume,
-                        };
-                        for (t, tile) in state_rows.chunks_exact(rows).enumerate() {
-                            let r0 = t * rows;
-                            let d = dst.wrapping_add(r0 * ld + i * lanes);
-                            let mut at = [null; 4];
-                            for (a, &r) in at.iter_mut().zip(tile) {
-                                *a = r.wrapping_add(k0);
-                            }
-                            // SAFETY: F is f32 and the CPU has the kernel's features
-                            // (panel_lanes); the tile's pointers address the depths k0..k0 +
-                            // depth of H floats each, `w` those depths of the panel, and d
-                            // `lanes` columns of each gate of rows r0.. of sums (within the
-                            // sums' rows, whose gates are whole blocks wide), which the block
-                            // before wrote when resuming.
-                            unsafe {
-                                let t = &at[..rows];
-                                match lanes {
-                                    16 => product_avx512::<4, 4, 4>(
-                                        t, depth, w, d, ld, gs, rows, null, mode,
-                                    ),
-                                    _ => product_avx2::<3, 3, 4>(
-                                        t, depth, w, d, ld, gs, rows, null, mode,
-                                    ),
+                // Cutting the depth at the segments' ends resumes the same chains (Dst::Resume).
+                for &(lo, hi, owner) in segments {
+                    ready(owner);
+                    for (i, panel) in packed.chunks_exact(h * cols).enumerate() {
+                        for k0 in (lo..hi).step_by(DEPTH_BLOCK) {
+                            let depth = DEPTH_BLOCK.min(hi - k0);
+                            let w = panel[k0 * cols..].as_ptr();
+                            let mode = match k0 {
+                                0 => Dst::Write,
+                                _ => Dst::Resume,
+                            };
+                            for (t, tile) in state_rows.chunks_exact(rows).enumerate() {
+                                let r0 = t * rows;
+                                let d = dst.wrapping_add(r0 * ld + i * lanes);
+                                let mut at = [null; 4];
+                                for (a, &r) in at.iter_mut().zip(tile) {
+                                    *a = r.wrapping_add(k0);
+                                }
+                                // SAFETY: F is f32 and the CPU has the kernel's features
+                                // (panel_lanes); the tile's pointers address the depths k0..k0 +
+                                // depth of H floats each, `w` those depths of the panel, and d
+                                // `lanes` columns of each gate of rows r0.. of sums (within the
+                                // sums' rows, whose gates are whole blocks wide), which the block
+                                // before wrote when resuming.
+                                unsafe {
+                                    let t = &at[..rows];
+                                    match lanes {
+                                        16 => product_avx512::<4, 4, 4>(
+                                            t, depth, w, d, ld, gs, rows, null, mode,
+                                        ),
+                                        _ => product_avx2::<3, 3, 4>(
+                                            t, depth, w, d, ld, gs, rows, null, mode,
+                                        ),
+                                    }
                                 }
                             }
                         }
@@ -397,6 +447,8 @@ impl<F: LayerFloat> RecurrentProduct<F> {
                 dims: (b, h, n),
             } => {
                 let (b, h, n) = (*b, *h, *n);
+                // One product over the whole depth (`gemm` sums it in one piece).
+                segments.iter().for_each(|&(_, _, owner)| ready(owner));
                 // SAFETY: turned is a dense [4n, B] matrix, wr a dense [4n, H] one, h_prev a
                 // dense [B, H] one (read as [H, B]); then the [4n, B] product into sums.
                 unsafe {
