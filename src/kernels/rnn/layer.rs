@@ -24,6 +24,7 @@ use crate::kernels::core::float::Math;
 use crate::kernels::core::gemm::rows::{product_avx2, product_avx512, Dst};
 use crate::kernels::core::gemm::{gemm_plain, GemmElem, Mat, GEMM_DEPTH, GEMM_SPLIT_FLOPS};
 use crate::kernels::core::parallel::SendPtr;
+use crate::kernels::core::scratch::with_scratch;
 use crate::kernels::core::simd::{self, Isa};
 use crate::kernels::core::transpose::{transpose_into, transpose_strided};
 use crate::runtime::{pool, team};
@@ -223,69 +224,76 @@ unsafe fn run_layer<F: LayerFloat>(
             })
             .filter(|&(lo, hi, _)| hi > lo)
             .collect();
-        let mut product = RecurrentProduct::<F>::new(p.w_hh.cast::<F>(), (b, h), (j0, n));
-        let (ld, gs) = product.sums_layout();
-        let mut sums = vec![F::ZERO; product.sums_len()];
-        // The cell state at the member's units, [B, n] (the cell is elementwise).
-        let mut c = vec![F::ZERO; b * n];
-        for r in 0..b {
-            // SAFETY: row r of the dense [B, H] c0, at the member's units.
-            c[r * n..(r + 1) * n].copy_from_slice(unsafe { p.c0.cast::<F>().slice(r * h + j0, n) });
-        }
-        let step = Step {
-            b,
-            h,
-            ld,
-            gs,
-            j0,
-            n,
-            sums: SendPtr::new(sums.as_mut_ptr()),
-            c: SendPtr::new(c.as_mut_ptr()),
-            b1,
-            b2,
-        };
-        for s in 0..t {
-            let tt = if reverse { t - 1 - s } else { s };
-            let h_prev = if s == 0 {
-                p.h0.cast::<F>()
-            } else {
-                elem::<F>(p.out, (if reverse { tt + 1 } else { tt - 1 }) * b * h)
+        let panels = RecurrentProduct::<F>::panels_len(h, n);
+        with_scratch::<f32, _>(panels, |packed| {
+            let mut product =
+                RecurrentProduct::<F>::new(p.w_hh.cast::<F>(), (b, h), (j0, n), packed);
+            let (ld, gs) = product.sums_layout();
+            let mut sums = vec![F::ZERO; product.sums_len()];
+            // The cell state at the member's units, [B, n] (the cell is elementwise).
+            let mut c = vec![F::ZERO; b * n];
+            for r in 0..b {
+                // SAFETY: row r of the dense [B, H] c0, at the member's units.
+                c[r * n..(r + 1) * n]
+                    .copy_from_slice(unsafe { p.c0.cast::<F>().slice(r * h + j0, n) });
+            }
+            let step = Step {
+                b,
+                h,
+                ld,
+                gs,
+                j0,
+                n,
+                sums: SendPtr::new(sums.as_mut_ptr()),
+                c: SendPtr::new(c.as_mut_ptr()),
+                b1,
+                b2,
             };
-            let row = tt * b;
-            let at = StepAt {
-                xg: elem::<F>(p.xg, row * 4 * h),
-                out: elem::<F>(p.out, row * h),
-                cs: p.cs.map(|x| elem::<F>(x, row * h)),
-                ws: p.ws.map(|x| elem::<F>(x, row * 4 * h)),
-            };
-            // Member k's units of the previous step's `h` are written once it has done s steps.
-            let ready = |k: usize| team::wait_until(|| done[k].0.load(Ordering::Acquire) >= s);
-            // SAFETY: h_prev is a dense [B, H] state: h0, or the previous step's output, whose
-            // units each segment's member wrote before `ready` returns for it (and no one
-            // writes again: every step has its own output rows); the member's sums are its own.
-            unsafe { product.run(h_prev.get(), step.sums.get(), &segments, &ready) };
-            lstm_units::<F>(&step, at);
-            done[tid].0.store(s + 1, Ordering::Release);
-        }
-        for r in 0..b {
-            // SAFETY: row r of the dense [B, H] c_last, at the member's units (its alone).
-            unsafe { p.c_last.cast::<F>().slice_mut(r * h + j0, n) }
-                .copy_from_slice(&c[r * n..(r + 1) * n]);
-        }
+            for s in 0..t {
+                let tt = if reverse { t - 1 - s } else { s };
+                let h_prev = if s == 0 {
+                    p.h0.cast::<F>()
+                } else {
+                    elem::<F>(p.out, (if reverse { tt + 1 } else { tt - 1 }) * b * h)
+                };
+                let row = tt * b;
+                let at = StepAt {
+                    xg: elem::<F>(p.xg, row * 4 * h),
+                    out: elem::<F>(p.out, row * h),
+                    cs: p.cs.map(|x| elem::<F>(x, row * h)),
+                    ws: p.ws.map(|x| elem::<F>(x, row * 4 * h)),
+                };
+                // Member k's units of the previous step's `h` are written once it has done s steps.
+                let ready = |k: usize| team::wait_until(|| done[k].0.load(Ordering::Acquire) >= s);
+                // SAFETY: h_prev is a dense [B, H] state: h0, or the previous step's output, whose
+                // units each segment's member wrote before `ready` returns for it (and no one
+                // writes again: every step has its own output rows); the member's sums are its own.
+                unsafe { product.run(h_prev.get(), step.sums.get(), &segments, &ready) };
+                lstm_units::<F>(&step, at);
+                done[tid].0.store(s + 1, Ordering::Release);
+            }
+            for r in 0..b {
+                // SAFETY: row r of the dense [B, H] c_last, at the member's units (its alone).
+                unsafe { p.c_last.cast::<F>().slice_mut(r * h + j0, n) }
+                    .copy_from_slice(&c[r * n..(r + 1) * n]);
+            }
+        })
     });
 }
 
 /// Each step's product of a member: its gate sums (rows [`Self::sums_layout`]`.0` apart, a
 /// row's gates `.1` apart) from the previous hidden state `[B, H]` and its rows of the
 /// recurrent weight, which it keeps in the form its product reads fastest.
-enum RecurrentProduct<F> {
+enum RecurrentProduct<'a, F> {
     /// Float32 on AVX2/AVX-512 CPUs: the member's units in blocks of `lanes` (one register of
     /// floats), each block's four gates' rows in one panel `[H][4 lanes]` (gate by gate), times
     /// the state's rows read in place ([`product_avx512`]): no packing, no transpose per step,
     /// and a register tile of 4 rows x 4 vectors, one per gate, stored to the gates' places
     /// in the sums (gates `n` rounded up to `lanes` apart).
     Panels {
-        packed: Vec<f32>,
+        /// In a scratch buffer of the thread's: a fresh 512 KB `Vec` per call came as fresh
+        /// pages, a fault and a zeroing each (most of the ~80 us a member spent packing).
+        packed: &'a mut [f32],
         lanes: usize,
         /// The state's row pointers (as many as the sub-tiles cover).
         state_rows: Vec<*const f32>,
@@ -303,20 +311,35 @@ enum RecurrentProduct<F> {
     },
 }
 
-impl<F: LayerFloat> RecurrentProduct<F> {
-    /// The member's units `j0..j0 + n` of the dense `[4H, H]` weight at `w`, for batches of `b`.
-    fn new(w: SendPtr<F>, (b, h): (usize, usize), (j0, n): (usize, usize)) -> Self {
+impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
+    /// The floats [`Self::new`]'s panels take for `n` units of a depth `h` (0 if none).
+    fn panels_len(h: usize, n: usize) -> usize {
+        panel_lanes::<F>(h).map_or(0, |lanes| n.div_ceil(lanes) * 4 * lanes * h)
+    }
+
+    /// The member's units `j0..j0 + n` of the dense `[4H, H]` weight at `w`, for batches of `b`,
+    /// packed into `packed` ([`Self::panels_len`] floats, contents unspecified) if panels.
+    fn new(
+        w: SendPtr<F>,
+        (b, h): (usize, usize),
+        (j0, n): (usize, usize),
+        packed: &'a mut [f32],
+    ) -> Self {
         // SAFETY: rows g*H + j0 .. g*H + j0 + n of the dense [4H, H] weight.
         let gate = |g: usize| unsafe { w.slice((g * h + j0) * h, n * h) };
         let dims = (b, h, n);
         if let Some(lanes) = panel_lanes::<F>(h) {
             let cols = 4 * lanes;
-            let mut packed = vec![0.0f32; n.div_ceil(lanes) * cols * h];
+            let packed = &mut packed[..n.div_ceil(lanes) * cols * h];
             // Panel p's gate g is the transpose of that gate's rows of units p * lanes.., in
             // 8 x 8 register blocks: element by element, with a store per cache line, the
             // packing of a [1024, 256] weight took 260 us a member, 8 us per step of 32.
             for (p, panel) in packed.chunks_exact_mut(h * cols).enumerate() {
                 let units = lanes.min(n - p * lanes);
+                if units < lanes {
+                    // Columns past the units: their sums are dropped, but not from garbage.
+                    panel.fill(0.0);
+                }
                 for g in 0..4 {
                     // SAFETY: F is f32 (panel_lanes); the source is `units` rows of H floats
                     // of gate g's rows (within `gate(g)`), the destination column block g of
