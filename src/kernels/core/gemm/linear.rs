@@ -211,34 +211,9 @@ unsafe fn block_product<const TR: usize>(
     for (k0, k1) in depth_pieces(p.k) {
         let depth = k1 - k0;
         let block_rows = (ROWS_BYTES / (4 * depth)).next_multiple_of(TR);
-        // Panel `i` (packed) times rows r..r_end of `a`.
-        let multiply = |i: usize, panel: &[f32], r: usize, r_end: usize| {
-            let c = cols.start + i * width;
-            let n = (cols.end - c).min(width);
-            let bias = match p.bias.is_null() || k0 > 0 {
-                true => std::ptr::null(),
-                false => p.bias.wrapping_add(c),
-            };
-            let add = match p.add_dst || k0 > 0 {
-                true => Dst::Add,
-                false => Dst::Write,
-            };
-            for t in (r..r_end).step_by(TR) {
-                let tile = (r_end - t).min(TR);
-                // Rows past the block's end read its last row; their results are dropped.
-                let ptrs: [*const f32; TR] = std::array::from_fn(|j| {
-                    let row = (t + j.min(tile - 1)) as isize;
-                    p.a.wrapping_offset(row * p.lda).wrapping_add(k0)
-                });
-                let at = t as isize * p.ldd + c as isize;
-                let dst = match p.dst_half {
-                    Some(half) => Out::Half(p.dst.cast::<u16>().wrapping_offset(at), half),
-                    None => Out::F32(p.dst.wrapping_offset(at)),
-                };
-                // SAFETY: the tile's rows of `a` hold depths k0..k1, the panel `depth *
-                // width` floats, dst rows t..t + tile at columns c..c + n.
-                unsafe { tile_product(&ptrs, depth, panel, dst, p.ldd, tile, n, bias, add) };
-            }
+        // SAFETY: the caller's contract, for each panel packed below.
+        let multiply = |i: usize, panel: &[f32], r: usize, r_end: usize| unsafe {
+            multiply_panel::<TR>(p, (k0, depth), &cols, width, i, panel, r..r_end)
         };
         if rows.len() <= block_rows {
             // One pass over the rows: each panel is packed just before its only use, while
@@ -268,6 +243,118 @@ unsafe fn block_product<const TR: usize>(
                 r = r_end;
             }
         });
+    }
+}
+
+/// Panel `i` of columns `cols` (packed: depths `k0..k0 + depth` of `width` columns) times
+/// `rows` of `a`, into `dst`: written (plus the bias) by the first depth piece, added to by the
+/// others, or added to throughout with `add_dst`.
+///
+/// # Safety
+/// As [`block_product`]: the rows' depths exist, the panel holds `depth * width` floats, and
+/// the tile's part of `dst` is written only here.
+unsafe fn multiply_panel<const TR: usize>(
+    p: &Linear,
+    (k0, depth): (usize, usize),
+    cols: &std::ops::Range<usize>,
+    width: usize,
+    i: usize,
+    panel: &[f32],
+    rows: std::ops::Range<usize>,
+) {
+    let c = cols.start + i * width;
+    let n = (cols.end - c).min(width);
+    let bias = match p.bias.is_null() || k0 > 0 {
+        true => std::ptr::null(),
+        false => p.bias.wrapping_add(c),
+    };
+    let add = match p.add_dst || k0 > 0 {
+        true => Dst::Add,
+        false => Dst::Write,
+    };
+    for t in rows.clone().step_by(TR) {
+        let tile = (rows.end - t).min(TR);
+        // Rows past the block's end read its last row; their results are dropped.
+        let ptrs: [*const f32; TR] = std::array::from_fn(|j| {
+            let row = (t + j.min(tile - 1)) as isize;
+            p.a.wrapping_offset(row * p.lda).wrapping_add(k0)
+        });
+        let at = t as isize * p.ldd + c as isize;
+        let dst = match p.dst_half {
+            Some(half) => Out::Half(p.dst.cast::<u16>().wrapping_offset(at), half),
+            None => Out::F32(p.dst.wrapping_offset(at)),
+        };
+        // SAFETY: the tile's rows of `a` hold depths k0..k0 + depth, the panel `depth *
+        // width` floats, dst rows t..t + tile at columns c..c + n.
+        unsafe { tile_product(&ptrs, depth, panel, dst, p.ldd, tile, n, bias, add) };
+    }
+}
+
+/// Floats [`pack_whole`] writes for `p`'s `w`: every depth piece's panels.
+pub fn packed_len(p: &Linear) -> usize {
+    panel_width().map_or(0, |width| p.n.div_ceil(width) * width * p.k)
+}
+
+/// `p`'s `w` packed whole into `out` ([`packed_len`] floats), depth piece after piece, for
+/// several products with it ([`product_packed`]): a step-by-step product (the LSTM layer's
+/// backward) would otherwise pack the same weight at every step.
+///
+/// # Safety
+/// As [`product`] for `w` (`p.w_half` none).
+pub unsafe fn pack_whole(p: &Linear, out: &mut [f32]) {
+    let Some(width) = panel_width() else {
+        unreachable!("linear::pack_whole without AVX2")
+    };
+    let panels = p.n.div_ceil(width);
+    let mut at = 0;
+    for (k0, k1) in depth_pieces(p.k) {
+        let len = panels * width * (k1 - k0);
+        // SAFETY: forwarded; `out` holds every piece.
+        unsafe { pack(p, 0..p.n, k0, k1 - k0, width, &mut out[at..at + len]) };
+        at += len;
+    }
+}
+
+/// [`product`] on the calling thread with `p`'s `w` packed by [`pack_whole`] (`packed`):
+/// the same bits.
+///
+/// # Safety
+/// As [`product`] for `a`, `dst` and the bias; `packed` is [`pack_whole`]'s for this `w`.
+pub unsafe fn product_packed(p: &Linear, packed: &[f32]) {
+    let Some(width) = panel_width() else {
+        unreachable!("linear::product_packed without AVX2")
+    };
+    let panels = p.n.div_ceil(width);
+    let mut at = 0;
+    for (k0, k1) in depth_pieces(p.k) {
+        let len = panels * width * (k1 - k0);
+        let piece = &packed[at..at + len];
+        for (i, panel) in piece.chunks_exact(width * (k1 - k0)).enumerate() {
+            // SAFETY: forwarded; each panel is this piece's i-th.
+            unsafe {
+                match simd::level() >= 3 {
+                    true => multiply_panel::<TILE_ROWS_AVX512>(
+                        p,
+                        (k0, k1 - k0),
+                        &(0..p.n),
+                        width,
+                        i,
+                        panel,
+                        0..p.m,
+                    ),
+                    false => multiply_panel::<TILE_ROWS_AVX2>(
+                        p,
+                        (k0, k1 - k0),
+                        &(0..p.n),
+                        width,
+                        i,
+                        panel,
+                        0..p.m,
+                    ),
+                }
+            }
+        }
+        at += len;
     }
 }
 
@@ -547,7 +634,8 @@ mod tests {
 
     /// The product has the bits of `gemm` over the same depth pieces (with the bias and the
     /// output's values added as `gemm_raw`'s staging adds them), for ragged shapes, depths over
-    /// one piece, any split over threads, strided rows, and `w` stored either way round.
+    /// one piece, any split over threads, strided rows, and `w` stored either way round; so has
+    /// it with `w` packed once ([`pack_whole`], [`product_packed`]).
     #[test]
     fn matches_gemm_bit_for_bit() {
         if panel_width().is_none() {
@@ -626,17 +714,30 @@ mod tests {
                         w_half: None,
                         dst_half: None,
                     };
-                    // SAFETY: owned matrices of the product's extents.
-                    unsafe { split_product(p, parts) };
-                    for i in 0..m {
-                        for j in 0..ldd {
-                            let (got, exp) = (dst[i * ldd + j], want[i * ldd + j]);
-                            let exp = if j < n { exp } else { init[i * ldd + j] };
-                            assert_eq!(
-                                got.to_bits(),
-                                exp.to_bits(),
-                                "{m}x{n}x{k} bias {with_bias} add {add_dst} in {parts}, wk {wk} ({i}, {j})"
-                            );
+                    // Split over threads, then with `w` packed once (pack_whole).
+                    for packed_once in [false, true] {
+                        dst.copy_from_slice(&init);
+                        // SAFETY: owned matrices of the product's extents.
+                        unsafe {
+                            if packed_once {
+                                let mut packed = vec![f32::NAN; packed_len(&p)];
+                                pack_whole(&p, &mut packed);
+                                product_packed(&p, &packed);
+                            } else {
+                                split_product(p, parts);
+                            }
+                        }
+                        for i in 0..m {
+                            for j in 0..ldd {
+                                let (got, exp) = (dst[i * ldd + j], want[i * ldd + j]);
+                                let exp = if j < n { exp } else { init[i * ldd + j] };
+                                assert_eq!(
+                                    got.to_bits(),
+                                    exp.to_bits(),
+                                    "{m}x{n}x{k} bias {with_bias} add {add_dst} in {parts}, \
+                                     wk {wk}, packed once {packed_once} ({i}, {j})"
+                                );
+                            }
                         }
                     }
                 }
