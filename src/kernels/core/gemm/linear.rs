@@ -25,6 +25,7 @@ use crate::kernels::core::simd;
 use crate::kernels::core::simd::Isa;
 use crate::kernels::core::transpose::transpose8x8_32;
 use half::{bf16, f16};
+use std::ops::Range;
 
 /// Rows of `a` per kernel call on AVX-512, in sub-tiles of 8 rows x 2 vectors: 16
 /// accumulators, 8 broadcasts and 2 weight vectors per depth index, each panel read twice per
@@ -325,34 +326,19 @@ pub unsafe fn product_packed(p: &Linear, packed: &[f32]) {
         unreachable!("linear::product_packed without AVX2")
     };
     let panels = p.n.div_ceil(width);
+    type Multiply =
+        unsafe fn(&Linear, (usize, usize), &Range<usize>, usize, usize, &[f32], Range<usize>);
+    let multiply: Multiply = match simd::level() >= 3 {
+        true => multiply_panel::<TILE_ROWS_AVX512>,
+        false => multiply_panel::<TILE_ROWS_AVX2>,
+    };
     let mut at = 0;
     for (k0, k1) in depth_pieces(p.k) {
         let len = panels * width * (k1 - k0);
         let piece = &packed[at..at + len];
         for (i, panel) in piece.chunks_exact(width * (k1 - k0)).enumerate() {
             // SAFETY: forwarded; each panel is this piece's i-th.
-            unsafe {
-                match simd::level() >= 3 {
-                    true => multiply_panel::<TILE_ROWS_AVX512>(
-                        p,
-                        (k0, k1 - k0),
-                        &(0..p.n),
-                        width,
-                        i,
-                        panel,
-                        0..p.m,
-                    ),
-                    false => multiply_panel::<TILE_ROWS_AVX2>(
-                        p,
-                        (k0, k1 - k0),
-                        &(0..p.n),
-                        width,
-                        i,
-                        panel,
-                        0..p.m,
-                    ),
-                }
-            }
+            unsafe { multiply(p, (k0, k1 - k0), &(0..p.n), width, i, panel, 0..p.m) };
         }
         at += len;
     }
