@@ -173,6 +173,10 @@ MOBILE_CASES = [
     (1, 24, 7, 40, 3, {"padding": 1, "bias": True}),
     (1, 16, 8, 24, 3, {"padding": 2, "dilation": 2}),
     (1, 32, 5, 16, 3, {"padding": 0}),
+    # Batched (input and weight gradients as row-major GEMMs over stacked samples): resnet18's
+    # last stage at 64 px, and in two chunks of samples (128 = 512 / 4 positions, then 2).
+    (3, 16, 2, 24, 3, {"padding": 1}),
+    (130, 4, 2, 6, 3, {"padding": 1}),
 ]
 
 
