@@ -177,6 +177,7 @@ MOBILE_CASES = [
     # last stage at 64 px, and in two chunks of samples (128 = 512 / 4 positions, then 2).
     (3, 16, 2, 24, 3, {"padding": 1}),
     (130, 4, 2, 6, 3, {"padding": 1}),
+    (3, 4, 5, 6, 2, {"stride": 3, "bias": True}),  # input elements no tap reads: zero gradient
 ]
 
 
@@ -320,6 +321,17 @@ def test_conv_transpose2d(dtype, kw):
     x = sample((2, 4, 5, 6), dtype, seed=1)
     w = sample((4, 6 // kw.get("groups", 1), 3, 3), dtype, seed=2)
     b = sample((6,), dtype, seed=3)
+    grads_match(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("kw", [{"stride": 2}, {"padding": 1}])
+def test_conv_transpose2d_small_planes(dtype, kw):
+    # A 2x2 input: the forward is a batched input gradient of short rows (gathered where the
+    # product left its sums), with the bias.
+    x = sample((3, 8, 2, 2), dtype, seed=1)
+    w = sample((8, 5, 3, 3), dtype, seed=2)
+    b = sample((5,), dtype, seed=3)
     grads_match(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), [x, w, b], dtype)
 
 
