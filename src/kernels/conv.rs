@@ -1011,17 +1011,9 @@ fn forward_impl<T: depthwise::DwFloat>(
             } else {
                 col.resize(ck * p, T::ZERO);
                 im2col(g, xn, &xs[1..], gi * g.cg(), col);
-                Mat {
-                    ptr: col.as_ptr(),
-                    rs: p as isize,
-                    cs: 1,
-                }
+                Mat::rows(col.as_ptr(), p)
             };
-            let lhs = Mat {
-                ptr: wo.at((gi * og * ck) as isize) as *const T,
-                rs: ck as isize,
-                cs: 1,
-            };
+            let lhs = Mat::rows(wo.at((gi * og * ck) as isize) as *const T, ck);
             // SAFETY: dst is this sample/group's [og, p] block (written only here); lhs/rhs
             // are in-bounds reads of the weight and the column matrix.
             unsafe {
@@ -1092,16 +1084,8 @@ fn forward_batched<T: GemmElem>(
                             };
                         }
                     });
-                    let lhs = Mat {
-                        ptr: wo.at((gi * og * ck) as isize) as *const T,
-                        rs: ck as isize,
-                        cs: 1,
-                    };
-                    let rhs = Mat {
-                        ptr: col.as_ptr(),
-                        rs: k as isize,
-                        cs: 1,
-                    };
+                    let lhs = Mat::rows(wo.at((gi * og * ck) as isize) as *const T, ck);
+                    let rhs = Mat::rows(col.as_ptr(), k);
                     // SAFETY: res is an owned [og, k] matrix; lhs is group gi's block of the contiguous
                     // weight, rhs the chunk's column matrix.
                     unsafe {
@@ -1203,16 +1187,8 @@ fn backward_input_batched<T: GemmElem>(
                                 }
                             }
                         });
-                        let lhs = Mat {
-                            ptr: got.as_ptr(),
-                            rs: og as isize,
-                            cs: 1,
-                        };
-                        let rhs = Mat {
-                            ptr: wo.at((gi * og * ck) as isize) as *const T,
-                            rs: ck as isize,
-                            cs: 1,
-                        };
+                        let lhs = Mat::rows(got.as_ptr(), og);
+                        let rhs = Mat::rows(wo.at((gi * og * ck) as isize) as *const T, ck);
                         // SAFETY: colt is an owned [k, ck] matrix; lhs is the chunk's output
                         // gradients [k, og], rhs group gi's weight block [og, ck].
                         unsafe {
@@ -1440,11 +1416,7 @@ fn backward_input_impl<T: depthwise::DwFloat>(
                 rs: 1,
                 cs: ck as isize,
             };
-            let rhs = Mat {
-                ptr: goo.at(((ni * g.o + gi * og) * p) as isize) as *const T,
-                rs: p as isize,
-                cs: 1,
-            };
+            let rhs = Mat::rows(goo.at(((ni * g.o + gi * og) * p) as isize) as *const T, p);
             if direct {
                 let dst = gin[gi * cg * ip..].as_mut_ptr();
                 // SAFETY: dst is this group's [cg, ip] block of the sample (ip == p here).
@@ -1685,16 +1657,8 @@ fn backward_weight_batched<T: GemmElem>(
                         }
                     });
                     transpose(&col[..ck * k], ck, k, &mut colt[..k * ck]);
-                    let lhs = Mat {
-                        ptr: goc.as_ptr(),
-                        rs: k as isize,
-                        cs: 1,
-                    };
-                    let rhs = Mat {
-                        ptr: colt.as_ptr(),
-                        rs: ck as isize,
-                        cs: 1,
-                    };
+                    let lhs = Mat::rows(goc.as_ptr(), k);
+                    let rhs = Mat::rows(colt.as_ptr(), ck);
                     // SAFETY: group gi's row-major [og, ck] block of gw; the operands are the
                     // chunk's [og, k] and [k, ck] matrices built above.
                     unsafe {
@@ -1826,11 +1790,7 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
     let accumulate_dots = |s: usize, e: usize, acc: &mut [T], parallel: bool| {
         for ni in s..e {
             for gi in 0..g.groups {
-                let lhs = Mat {
-                    ptr: goo.at(((ni * g.o + gi * og) * p) as isize) as *const T,
-                    rs: p as isize,
-                    cs: 1,
-                };
+                let lhs = Mat::rows(goo.at(((ni * g.o + gi * og) * p) as isize) as *const T, p);
                 let rhs = Mat {
                     ptr: xo.at(ni as isize * xs[0] + (gi * g.cg()) as isize * xs[1]) as *const T,
                     rs: 1,

@@ -85,6 +85,17 @@ pub struct Mat<T> {
     pub cs: isize,
 }
 
+impl<T> Mat<T> {
+    /// The row-major matrix at `ptr` whose rows are `rs` elements apart.
+    pub fn rows(ptr: *const T, rs: usize) -> Self {
+        Mat {
+            ptr,
+            rs: rs as isize,
+            cs: 1,
+        }
+    }
+}
+
 /// `dst = (read_dst ? dst : 0) + alpha * lhs @ rhs` with `lhs: m x k`, `rhs: k x n`.
 /// `parallel`: products of [`GEMM_SPLIT_FLOPS`] or more split over the helper threads (from a
 /// thread that is not a rayon worker; on one, `gemm` splits over that rayon pool).
