@@ -186,6 +186,7 @@ fn multiply_packed(
                         unsafe {
                             tile_kernel_any(
                                 width,
+                                R,
                                 KB,
                                 &blocks_of,
                                 w,
@@ -218,7 +219,9 @@ fn multiply_packed(
 /// sample, as in [`super::grid`]: a tap is a constant pixel offset of the padded plane, and
 /// the 12 positions of a tile are 12 consecutive pixels, `L` floats apart, of each channel
 /// block's plane, so the tile kernel reads them where they lie. Grid columns `x >= O2` (and,
-/// in 3-D, rows `y >= O1`) are computed and dropped. The reduction index is
+/// in 3-D, rows `y >= O1`) are computed and dropped, except on AVX-512 with 16-channel blocks,
+/// where each output row is cut into pieces of at most 12 positions instead ([`Self::pieces`]:
+/// the tile kernel comes in every width 1-12 there). The reduction index is
 /// `k = ((c / L) * kk + tap) * L + c % L` ([`KOrder::Blocked`]).
 ///
 /// Where it pays: packing costs about as much as a tile's products over 16 output channels
@@ -238,6 +241,10 @@ pub(super) struct PaddedGrid {
     span: usize,
     /// Tiles of a sample.
     tiles: usize,
+    /// Tiles of an output row, or 0 where a tile is `R` consecutive grid positions of any
+    /// rows. Cutting rows into even pieces computes no dropped grid columns: those were 6% of
+    /// a [32,16,32,32] -> 32 3x3 forward's multiply-adds (Wp 34 for 32 outputs).
+    pieces: usize,
     /// Each tap's pixel offset in a plane.
     pub taps: Vec<usize>,
     /// Output size (D, H, W).
@@ -291,7 +298,11 @@ impl PaddedGrid {
     fn pays(&self, g: &Geometry) -> bool {
         let (kk, copy) = (g.kk(), KB as f64 / g.og() as f64);
         let lanes = self.c16 * self.lanes;
-        let grid = (self.tiles * R * lanes * kk) as f64 + (self.plane * lanes) as f64 * copy;
+        let computed = match self.pieces {
+            0 => self.tiles * R,
+            _ => self.osp.iter().product(),
+        };
+        let grid = (computed * lanes * kk) as f64 + (self.plane * lanes) as f64 * copy;
         let packed = (g.op() * (g.c * kk).next_multiple_of(KB)) as f64 * (1.0 + copy);
         grid <= packed
     }
@@ -334,13 +345,21 @@ impl PaddedGrid {
     ) -> Self {
         let [o0, o1, o2] = osp;
         let span = ((o0 - 1) * dims[1] + o1 - 1) * dims[2] + o2;
+        let pieces = match lanes == KB && simd::level() >= 3 {
+            true => o2.div_ceil(R),
+            false => 0,
+        };
         PaddedGrid {
             lanes,
             c16: c.div_ceil(lanes),
             dims,
             plane: dims.iter().product(),
             span,
-            tiles: span.div_ceil(R),
+            tiles: match pieces {
+                0 => span.div_ceil(R),
+                _ => o0 * o1 * pieces,
+            },
+            pieces,
             taps,
             osp,
         }
@@ -355,7 +374,23 @@ impl PaddedGrid {
     /// tiles ([`TileAt::next`] counts on).
     fn tile_at(&self, t: usize) -> TileAt {
         let [_, hp, wp] = self.dims;
-        let (ns, first) = (t / self.tiles, t % self.tiles * R);
+        let (ns, i) = (t / self.tiles, t % self.tiles);
+        if self.pieces > 0 {
+            let (piece, row) = (i % self.pieces, i / self.pieces);
+            let [_, o1, _] = self.osp;
+            let (x, end) = self.piece(piece);
+            let (y, z) = (row % o1, row / o1);
+            return TileAt {
+                ns,
+                first: (z * hp + y) * wp + x,
+                x,
+                y,
+                z,
+                piece,
+                len: end - x,
+            };
+        }
+        let first = i * R;
         let (x, rest) = (first % wp, first / wp);
         TileAt {
             ns,
@@ -363,13 +398,28 @@ impl PaddedGrid {
             x,
             y: rest % hp,
             z: rest / hp,
+            piece: 0,
+            len: R,
         }
+    }
+
+    /// Where piece `i` of an output row starts and ends: `O2` cut evenly into [`Self::pieces`].
+    #[inline]
+    fn piece(&self, i: usize) -> (usize, usize) {
+        let o2 = self.osp[2];
+        (i * o2 / self.pieces, (i + 1) * o2 / self.pieces)
     }
 
     /// Calls `f(r, [z, y, x])` for each position `r` of the tile at `at` that computes an
     /// output pixel, `(z, y, x)` of its sample.
     #[inline]
     fn for_each_pixel(&self, at: &TileAt, mut f: impl FnMut(usize, [usize; 3])) {
+        if self.pieces > 0 {
+            for r in 0..at.len {
+                f(r, [at.z, at.y, at.x + r]);
+            }
+            return;
+        }
         let [_, hp, wp] = self.dims;
         let [_, o1, o2] = self.osp;
         let (mut x, mut y, mut z) = (at.x, at.y, at.z);
@@ -391,7 +441,8 @@ impl PaddedGrid {
 }
 
 /// A tile's place in a [`PaddedGrid`]: its sample in the chunk, its first grid position, and
-/// that position's padded coordinates.
+/// that position's padded coordinates; where rows are cut into pieces, which piece and its
+/// positions (else `R`).
 #[derive(Clone, Copy)]
 struct TileAt {
     ns: usize,
@@ -399,13 +450,35 @@ struct TileAt {
     x: usize,
     y: usize,
     z: usize,
+    piece: usize,
+    len: usize,
 }
 
 impl TileAt {
-    /// The next tile's place (`R` positions on, or the next sample's first).
+    /// The next tile's place (`R` positions on, or the next piece, or the next sample's first).
     #[inline]
     fn next(&mut self, grid: &PaddedGrid) {
         let [_, hp, wp] = grid.dims;
+        if grid.pieces > 0 {
+            let [o0, o1, _] = grid.osp;
+            self.piece += 1;
+            if self.piece == grid.pieces {
+                self.piece = 0;
+                self.y += 1;
+                if self.y == o1 {
+                    self.y = 0;
+                    self.z += 1;
+                    if self.z == o0 {
+                        self.z = 0;
+                        self.ns += 1;
+                    }
+                }
+            }
+            let (x, end) = grid.piece(self.piece);
+            (self.x, self.len) = (x, end - x);
+            self.first = (self.z * hp + self.y) * wp + x;
+            return;
+        }
         self.first += R;
         if self.first >= grid.tiles * R {
             *self = TileAt {
@@ -414,6 +487,8 @@ impl TileAt {
                 x: 0,
                 y: 0,
                 z: 0,
+                piece: 0,
+                len: R,
             };
             return;
         }
@@ -593,7 +668,8 @@ pub(super) fn run_grid(
                             // of the output pixels (dense channels) are this unit's only.
                             unsafe {
                                 tile_into_pixels(
-                                    width, lanes, &blocks_of, w, &mut tile, &pixels, b, valid,
+                                    width, at.len, lanes, &blocks_of, w, &mut tile, &pixels, b,
+                                    valid,
                                 )
                             };
                             at.next(grid);
@@ -1371,6 +1447,7 @@ enum TileOut<'a> {
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile_into_pixels(
     width: usize,
+    n: usize,
     lanes: usize,
     a: &[*const f32],
     w: *const f32,
@@ -1383,15 +1460,16 @@ unsafe fn tile_into_pixels(
     unsafe {
         if valid == width {
             let b = bias.unwrap_or(std::ptr::null());
-            tile_kernel_any(width, lanes, a, w, TileOut::Pixels(pixels, b));
+            tile_kernel_any(width, n, lanes, a, w, TileOut::Pixels(pixels, b));
         } else {
-            tile_kernel_any(width, lanes, a, w, TileOut::Tile(tile.as_mut_ptr()));
+            tile_kernel_any(width, n, lanes, a, w, TileOut::Tile(tile.as_mut_ptr()));
             write_tile(width, tile, pixels, bias, valid);
         }
     }
 }
 
-/// [`tile_kernel`] for a block of `width` (16 or 32) output channels and `lanes` k's per
+/// [`tile_kernel`] for a block of `width` (16 or 32) output channels, `n` rows (`R`, or any
+/// of 1-11 for 16 lanes on AVX-512: a [`PaddedGrid`]'s pieces of rows) and `lanes` k's per
 /// pointer of `a` (16, or a narrow [`PaddedGrid`]'s 1, 2, 3, 4 or 8), on AVX-512 or AVX2
 /// (the same bits).
 ///
@@ -1401,6 +1479,7 @@ unsafe fn tile_into_pixels(
 #[inline]
 unsafe fn tile_kernel_any(
     width: usize,
+    n: usize,
     lanes: usize,
     a: &[*const f32],
     w: *const f32,
@@ -1411,12 +1490,21 @@ unsafe fn tile_kernel_any(
     /// # Safety
     /// As [`tile_kernel_any`].
     #[inline]
-    unsafe fn with<const L: usize>(width: usize, a: &[*const f32], w: *const f32, out: TileOut) {
+    unsafe fn with<const L: usize>(
+        width: usize,
+        n: usize,
+        a: &[*const f32],
+        w: *const f32,
+        out: TileOut,
+    ) {
+        debug_assert!(n == R || (L == KB && simd::level() >= 3));
         // SAFETY: the caller's contract; the level says which features the CPU has.
         unsafe {
             match (out, width == 32) {
-                (out, true) if simd::level() >= 3 => tile_kernel::<2, L>(a, w, out),
-                (out, false) if simd::level() >= 3 => tile_kernel::<1, L>(a, w, out),
+                (out, true) if n < R && simd::level() >= 3 => tile_kernel_short::<2>(n, a, w, out),
+                (out, false) if n < R && simd::level() >= 3 => tile_kernel_short::<1>(n, a, w, out),
+                (out, true) if simd::level() >= 3 => tile_kernel::<2, L, R>(a, w, out),
+                (out, false) if simd::level() >= 3 => tile_kernel::<1, L, R>(a, w, out),
                 (out, true) => tile_kernel_avx2::<2, L>(a, w, out),
                 (out, false) => tile_kernel_avx2::<1, L>(a, w, out),
             }
@@ -1425,13 +1513,44 @@ unsafe fn tile_kernel_any(
     // SAFETY: the caller's contract.
     unsafe {
         match lanes {
-            KB => with::<KB>(width, a, w, out),
-            1 => with::<1>(width, a, w, out),
-            2 => with::<2>(width, a, w, out),
-            3 => with::<3>(width, a, w, out),
-            4 => with::<4>(width, a, w, out),
-            8 => with::<8>(width, a, w, out),
+            KB => with::<KB>(width, n, a, w, out),
+            1 => with::<1>(width, n, a, w, out),
+            2 => with::<2>(width, n, a, w, out),
+            3 => with::<3>(width, n, a, w, out),
+            4 => with::<4>(width, n, a, w, out),
+            8 => with::<8>(width, n, a, w, out),
             _ => unreachable!("tile_kernel_any: {lanes} lanes"),
+        }
+    }
+}
+
+/// [`tile_kernel`] of `n < R` rows, 16 lanes, on AVX-512: an instance per row count (the
+/// accumulators are registers).
+///
+/// # Safety
+/// As [`tile_kernel`] with `N = n`, `L = 16`.
+#[inline]
+unsafe fn tile_kernel_short<const V: usize>(
+    n: usize,
+    a: &[*const f32],
+    w: *const f32,
+    out: TileOut,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match n {
+            1 => tile_kernel::<V, KB, 1>(a, w, out),
+            2 => tile_kernel::<V, KB, 2>(a, w, out),
+            3 => tile_kernel::<V, KB, 3>(a, w, out),
+            4 => tile_kernel::<V, KB, 4>(a, w, out),
+            5 => tile_kernel::<V, KB, 5>(a, w, out),
+            6 => tile_kernel::<V, KB, 6>(a, w, out),
+            7 => tile_kernel::<V, KB, 7>(a, w, out),
+            8 => tile_kernel::<V, KB, 8>(a, w, out),
+            9 => tile_kernel::<V, KB, 9>(a, w, out),
+            10 => tile_kernel::<V, KB, 10>(a, w, out),
+            11 => tile_kernel::<V, KB, 11>(a, w, out),
+            _ => unreachable!("tile_kernel_short: {n} rows"),
         }
     }
 }
@@ -1560,7 +1679,7 @@ unsafe fn tile_kernel_avx2_32<const L: usize>(a: &[*const f32], w: *const f32, o
     }
 }
 
-/// `tile[r * 16V + j] = sum_k w[k * 16V + j] * a[k / L][r * L + k % L]` for `r < R`,
+/// `tile[r * 16V + j] = sum_k w[k * 16V + j] * a[k / L][r * L + k % L]` for `r < N`,
 /// `j < 16V`, over `a.len() * L` k's: `a` holds one pointer per block of `L` k's, to `R` rows
 /// of `L` floats (a packed panel's block, or 12 consecutive pixels of the blocked grid);
 /// or row `r` plus the bias (unless null) straight from the registers into pixel `r` unless
@@ -1568,16 +1687,16 @@ unsafe fn tile_kernel_avx2_32<const L: usize>(a: &[*const f32], w: *const f32, o
 /// [32,16,32,32] -> 32 forward on a Zen 4).
 ///
 /// # Safety
-/// The CPU must support AVX-512F; each `a[kb]` must be readable for `LR` floats, `w` for
+/// The CPU must support AVX-512F; each `a[kb]` must be readable for `LN` floats, `w` for
 /// `a.len() * L * 16V`; a tile writable for `R * 16V`, each non-null pixel for `16V` floats,
 /// the bias (unless null) readable for `16V`.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_kernel<const V: usize, const L: usize>(
+unsafe fn tile_kernel<const V: usize, const L: usize, const N: usize>(
     a: &[*const f32],
     w: *const f32,
     out: TileOut,
 ) {
-    let mut acc = [[_mm512_setzero_ps(); V]; R];
+    let mut acc = [[_mm512_setzero_ps(); V]; N];
     for (kb, &ab) in a.iter().enumerate() {
         // SAFETY: block kb of the weights (the caller's contract).
         let wb = unsafe { w.add(kb * L * 16 * V) };
@@ -1669,15 +1788,15 @@ mod tests {
 
     /// The blocked grid gives the packed form's bits (small integers: exact sums in any order)
     /// with one or several channel blocks, a partial last one, narrow blocks (1-8 channels),
-    /// dilation, 3-D, a weight of any layout, an input with strided channels, and samples
-    /// split into chunks.
+    /// dilation, 3-D, a weight of any layout, an input with strided channels, samples split
+    /// into chunks, and (16-channel blocks on AVX-512) rows cut into one to three pieces.
     #[test]
     fn grid_matches_packing() {
         if simd::level() < 2 {
             return;
         }
         #[rustfmt::skip]
-        let cases: [Case; 10] = [
+        let cases: [Case; 12] = [
             (2, 1, [1, 9, 11], 16, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
             (2, 2, [1, 7, 13], 32, [1, 5, 5], [1, 1, 1], [0, 2, 2], [1, 1, 1], 1),
             (3, 4, [2, 6, 5], 48, [2, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 2], 1),
@@ -1688,6 +1807,9 @@ mod tests {
             (4, 40, [1, 4, 4], 64, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
             (2, 32, [1, 5, 5], 16, [1, 1, 1], [1, 1, 1], [0, 0, 0], [1, 1, 1], 1),
             (300, 16, [1, 23, 21], 8, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
+            // Rows of 25 and 12 outputs: three pieces of 8-9 positions, one whole piece.
+            (2, 16, [1, 3, 25], 32, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
+            (1, 17, [1, 2, 12], 16, [1, 1, 1], [1, 1, 1], [0, 0, 0], [1, 1, 1], 1),
         ];
         for case in cases {
             let c = int_case(case);
