@@ -225,6 +225,9 @@ CHANNELS_LAST_CASES = [
     # vectors of 16 ks (4 vectors of a 2x2 kernel: the last tile holds one), dilated too.
     (3, 32, 9, 16, 3, {"padding": 1}),
     (2, 16, 10, 16, 2, {}),
+    # 16 channels on the padded grid, rows of 25 outputs: on AVX-512 three pieces of 8-9
+    # positions each (tile kernels narrower than 12), bias added from the registers.
+    (2, 16, 25, 32, 3, {"padding": 1}),
     (2, 32, 12, 16, 3, {"padding": 2, "dilation": 2}),
     # Depthwise from a channels-last input: computed channels-last, blocks of 16 channels (and
     # a tail) by 4 pixels, taps over padding skipped; ConvNeXt's 7x7, strided, dilated.
