@@ -239,11 +239,15 @@ unsafe fn fold_lanes_avx2<S: Copy, A: Copy>(
 }
 
 /// [`fold_lanes_generic`] compiled for AVX-512 (twice the lanes, to hide the add latency).
+/// `#[inline]`, as [`FloatAcc`]'s `row`: both inline into the AVX-512 copy of the engine's
+/// dense-rows loop (a call per 1000-float row took 7% of a 1000x1000 `sum(dim=-1)`, 50 -> 46
+/// us on one Zen 4 thread, the same bits).
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL/DQ, AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+#[inline]
 unsafe fn fold_lanes_avx512<S: Copy, A: Copy>(
     xs: &[S],
     id: A,
@@ -450,6 +454,7 @@ impl<F: FloatStore> Reducer for FloatAcc<F> {
             F::M::zero()
         }
     }
+    #[inline(always)]
     unsafe fn row(&self, acc: &mut F::M, p: *const F, len: usize, s: isize, _idx: usize) {
         let z = F::M::zero();
         if s == 1 {
