@@ -1154,6 +1154,11 @@ fn backward_input_batched<T: GemmElem>(
         SendPtr::of(go_t.ptr),
         SendPtr::of(weight.ptr),
     );
+    // Sample n of the contiguous grad_input, [c, ip].
+    let sample_grad = |n: usize| {
+        // SAFETY: sample n < g.n of grad_input, written only by the task given that sample.
+        unsafe { std::slice::from_raw_parts_mut(gio.at((n * g.c * ip) as isize), g.c * ip) }
+    };
     // Short rows: each input element gathers its taps' sums from the product where they lie.
     let scatter = ScatterMap::new(g);
     // Kept scratch: the transposes write every element of got and col, the GEMM every element
@@ -1210,14 +1215,7 @@ fn backward_input_batched<T: GemmElem>(
                             let colt = &*colt;
                             parallel_for(e - s, 1, &|i0, i1| {
                                 for i in i0..i1 {
-                                    // SAFETY: sample s+i of the contiguous grad_input, written
-                                    // only here.
-                                    let gin = unsafe {
-                                        std::slice::from_raw_parts_mut(
-                                            gio.at(((s + i) * g.c * ip) as isize),
-                                            g.c * ip,
-                                        )
-                                    };
+                                    let gin = sample_grad(s + i);
                                     let sample = &colt[i * p * ck..(i + 1) * p * ck];
                                     for (c, plane) in gin.chunks_mut(ip).enumerate() {
                                         let b = bias.map(|b| b[c]);
@@ -1231,13 +1229,7 @@ fn backward_input_batched<T: GemmElem>(
                         let col = &*col;
                         parallel_for(e - s, 1, &|i0, i1| {
                             for i in i0..i1 {
-                                // SAFETY: sample s+i of the contiguous grad_input, written only here.
-                                let gin = unsafe {
-                                    std::slice::from_raw_parts_mut(
-                                        gio.at(((s + i) * g.c * ip) as isize),
-                                        g.c * ip,
-                                    )
-                                };
+                                let gin = sample_grad(s + i);
                                 if gi == 0 {
                                     gin.fill(T::ZERO);
                                 }
