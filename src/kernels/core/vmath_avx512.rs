@@ -243,7 +243,7 @@ fn exp_normal(x: V) -> V {
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn tanh(x: V) -> V {
+pub(crate) fn tanh(x: V) -> V {
     let a = _mm512_abs_ps(x);
     let z = _mm512_mul_ps(x, x);
     let small = _mm512_mul_ps(x, _mm512_fmadd_ps(z, poly(z, TANH_P), splat(1.0)));
@@ -258,7 +258,7 @@ fn tanh(x: V) -> V {
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn sigmoid(x: V) -> V {
+pub(crate) fn sigmoid(x: V) -> V {
     _mm512_div_ps(splat(1.0), _mm512_add_ps(splat(1.0), exp(neg(x))))
 }
 

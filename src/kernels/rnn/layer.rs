@@ -8,7 +8,8 @@
 //! 1. the product of the previous `h` with the member's own rows of the recurrent weight (its
 //!    units' four gates, packed once into its own panels, where its cache keeps them across
 //!    steps, and multiplied by `h`'s rows where they lie: [`RecurrentProduct`]), then
-//! 2. the cell for its units, which reads only its own gate sums,
+//! 2. the cell for its units, which reads only its own gate sums (on AVX-512 each block of 16
+//!    units right after the product has its sums: `cell_avx512`),
 //!
 //! and the next step's product reads the whole new `h`: in the forward, a member waits for each
 //! other member's units of it when its product's depth gets there (a count of finished steps per
@@ -18,6 +19,7 @@
 //! results do not depend on the team's size.
 
 use super::bias_vec;
+use super::cell_avx512::{self, Block};
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::core::float::Math;
@@ -266,11 +268,23 @@ unsafe fn run_layer<F: LayerFloat>(
                 };
                 // Member k's units of the previous step's `h` are written once it has done s steps.
                 let ready = |k: usize| team::wait_until(|| done[k].0.load(Ordering::Acquire) >= s);
+                // On AVX-512 the product runs the cell on each block of 16 units as soon as it has
+                // the block's sums (`cell_avx512`); otherwise the cell takes all units after it.
+                let block_cell = |u0: usize, units: usize| {
+                    // SAFETY: the product fuses the cell only for float32 (`fuses_cell`), and
+                    // this member's block u0..u0 + units of this step's rows is its own.
+                    unsafe { cell_avx512::lstm_block(&step.block(at, u0, units)) }
+                };
+                let cell = product
+                    .fuses_cell()
+                    .then_some(&block_cell as &dyn Fn(usize, usize));
                 // SAFETY: h_prev is a dense [B, H] state: h0, or the previous step's output, whose
                 // units each segment's member wrote before `ready` returns for it (and no one
                 // writes again: every step has its own output rows); the member's sums are its own.
-                unsafe { product.run(h_prev.get(), step.sums.get(), &segments, &ready) };
-                lstm_units::<F>(&step, at);
+                unsafe { product.run(h_prev.get(), step.sums.get(), &segments, &ready, cell) };
+                if cell.is_none() {
+                    lstm_units::<F>(&step, at);
+                }
                 done[tid].0.store(s + 1, Ordering::Release);
             }
             for r in 0..b {
@@ -376,6 +390,11 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
         }
     }
 
+    /// Whether [`Self::run`] runs the cell on each block of units it finishes (AVX-512 panels).
+    fn fuses_cell(&self) -> bool {
+        matches!(self, Self::Panels { lanes: 16, .. })
+    }
+
     /// Where the sums lie: rows `.0` apart, a row's gates `.1` apart.
     fn sums_layout(&self) -> (usize, usize) {
         let gs = match self {
@@ -395,7 +414,8 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
 
     /// `sums = h_prev @ wr.t()`, as [`Self::sums_layout`] says, over the depth in `segments`
     /// `(lo, hi, owner)` (contiguous from 0 to H), calling `ready(owner)` before reading
-    /// `h_prev`'s columns `lo..hi`.
+    /// `h_prev`'s columns `lo..hi`; then `cell(u0, units)` for each block of units whose sums
+    /// are done, when given (only if [`Self::fuses_cell`]).
     ///
     /// # Safety
     /// `h_prev` is a dense `[B, H]` matrix of `F` whose columns of a segment are readable once
@@ -407,6 +427,7 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
         sums: *mut F,
         segments: &[(usize, usize, usize)],
         ready: &dyn Fn(usize),
+        cell: Option<&dyn Fn(usize, usize)>,
     ) {
         let (ld, gs) = self.sums_layout();
         match self {
@@ -414,9 +435,9 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
                 packed,
                 lanes,
                 state_rows,
-                dims: (b, h, _),
+                dims: (b, h, n),
             } => {
-                let (b, h, lanes) = (*b, *h, *lanes);
+                let (b, h, n, lanes) = (*b, *h, *n, *lanes);
                 let (cols, rows) = (4 * lanes, tile_rows(lanes));
                 let h_prev = h_prev.cast::<f32>();
                 for (j, r) in state_rows.iter_mut().enumerate() {
@@ -426,8 +447,9 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
                 let dst = sums.cast::<f32>();
                 let null = std::ptr::null();
                 // Cutting the depth at the segments' ends resumes the same chains (Dst::Resume).
-                for &(lo, hi, owner) in segments {
+                for (si, &(lo, hi, owner)) in segments.iter().enumerate() {
                     ready(owner);
+                    let last = si + 1 == segments.len();
                     for (i, panel) in packed.chunks_exact(h * cols).enumerate() {
                         for k0 in (lo..hi).step_by(DEPTH_BLOCK) {
                             let depth = DEPTH_BLOCK.min(hi - k0);
@@ -461,6 +483,9 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
                                     }
                                 }
                             }
+                        }
+                        if let Some(cell) = cell.filter(|_| last) {
+                            cell(i * lanes, lanes.min(n - i * lanes));
                         }
                     }
                 }
@@ -552,6 +577,34 @@ struct Step<'a, F> {
     c: SendPtr<F>,
     b1: &'a [F],
     b2: &'a [F],
+}
+
+impl<F> Step<'_, F> {
+    /// The operands of the units `u0..u0 + units` of the member's (a block of its sums) at
+    /// step `at`, as float32 for [`cell_avx512::lstm_block`] (only called when `F` is f32).
+    fn block(&self, at: StepAt<F>, u0: usize, units: usize) -> Block {
+        let (h, j0) = (self.h, self.j0 + u0);
+        let f32_at = |p: SendPtr<F>, e: usize| p.cast::<f32>().at(e as isize);
+        let null = std::ptr::null_mut();
+        Block {
+            rows: self.b,
+            units,
+            gate: h,
+            xg: f32_at(at.xg, j0),
+            xg_ld: 4 * h,
+            sums: f32_at(self.sums, u0),
+            ld: self.ld,
+            gs: self.gs,
+            b1: self.b1[j0..].as_ptr().cast(),
+            b2: self.b2[j0..].as_ptr().cast(),
+            c: f32_at(self.c, u0),
+            c_ld: self.n,
+            out: f32_at(at.out, j0),
+            out_ld: h,
+            cs: at.cs.map_or(null, |x| f32_at(x, j0)),
+            ws: at.ws.map_or(null, |x| f32_at(x, j0)),
+        }
+    }
 }
 
 /// One step's rows: `xg`, `ws` `[B, 4H]`, `out`, `cs` `[B, H]` (dense).

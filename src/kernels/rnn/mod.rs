@@ -15,6 +15,7 @@
 //! partial sums while it computes them, and the blocks are added in order, so the result does
 //! not depend on the thread count.
 
+mod cell_avx512;
 mod layer;
 pub use layer::{lstm_layer, lstm_layer_backward};
 
