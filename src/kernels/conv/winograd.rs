@@ -30,6 +30,8 @@ use super::Geometry;
 use crate::kernels::core::gemm::{gemm_raw, Mat};
 use crate::kernels::core::parallel::{parallel_for, parallel_units, SendPtr};
 use crate::kernels::core::scratch::with_scratch;
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::core::transpose::{avx2, transpose8x8_32};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Points of the transformed domain per tile: (2 + 3 - 1)^2.
@@ -232,6 +234,13 @@ fn transform_weight(g: &Geometry, w: Taps, u: &mut [f32], su: usize) {
         sb,
     } = w;
     let wp = SendPtr::<f32>::of(ptr);
+    // Each weight's 9 taps in a run (a dense forward weight): the taps of 8 weights are an
+    // 8 x 8 register transpose and a column, where a load and a store per tap and weight took
+    // as long as the whole transform's arithmetic and half the GEMMs' time ([8,256,4,4]).
+    #[cfg(target_arch = "x86_64")]
+    let whole_taps = sb == 1 && sa == 3 && avx2();
+    #[cfg(not(target_arch = "x86_64"))]
+    let whole_taps = false;
     // Blocks of LANES output channels, so that the taps a block reads (LANES x LANES weights)
     // come from a few cache lines in either layout: the input gradient's transposed weight,
     // read one output channel at a time across all input channels, streamed the whole weight
@@ -240,16 +249,45 @@ fn transform_weight(g: &Geometry, w: Taps, u: &mut [f32], su: usize) {
         let mut k = [[0f32; LANES]; 9];
         let mut out = [[0f32; LANES]; XI];
         for ob in b0..b1 {
-            for cb in (0..c).step_by(LANES) {
+            let (cbs, ois) = (c.div_ceil(LANES), LANES.min(o - ob * LANES));
+            for i in 0..cbs * ois {
+                // A dense forward weight is read in order, an output channel's run at a time
+                // (block by block, 16 runs at once, its loads had waited on memory).
+                let (cb, oi) = match whole_taps {
+                    true => (i % cbs * LANES, ob * LANES + i / cbs),
+                    false => (i / ois * LANES, ob * LANES + i % ois),
+                };
                 let n = LANES.min(c - cb);
-                for oi in ob * LANES..((ob + 1) * LANES).min(o) {
-                    for l in 0..n {
-                        let base = oi as isize * so + (cb + l) as isize * sc;
-                        for (tap, row) in k.iter_mut().enumerate() {
-                            let (a, b) = ((tap / 3) as isize, (tap % 3) as isize);
-                            // SAFETY: a tap of weight (oi, cb + l), inside the weight by the
-                            // caller's strides.
-                            row[l] = unsafe { *wp.at(base + a * sa + b * sb) };
+                {
+                    let base = oi as isize * so + cb as isize * sc;
+                    if whole_taps && n == LANES {
+                        // SAFETY: AVX2 (checked); each 8x8 block reads taps 0..8 of 8 weights
+                        // (oi, cb + l), each a run of 9 floats inside the weight, and writes
+                        // `k`'s rows 0..8 at lanes l..l + 8.
+                        #[cfg(target_arch = "x86_64")]
+                        unsafe {
+                            for l in [0, 8] {
+                                transpose8x8_32(
+                                    wp.at(base + l as isize * sc),
+                                    sc,
+                                    k.as_mut_ptr().cast::<f32>().add(l),
+                                    LANES,
+                                );
+                            }
+                        }
+                        for (l, tap) in k[8].iter_mut().enumerate() {
+                            // SAFETY: tap 8 of weight (oi, cb + l), as above.
+                            *tap = unsafe { *wp.at(base + l as isize * sc + 8) };
+                        }
+                    } else {
+                        for l in 0..n {
+                            let base = base + l as isize * sc;
+                            for (tap, row) in k.iter_mut().enumerate() {
+                                let (a, b) = ((tap / 3) as isize, (tap % 3) as isize);
+                                // SAFETY: a tap of weight (oi, cb + l), inside the weight by
+                                // the caller's strides.
+                                row[l] = unsafe { *wp.at(base + a * sa + b * sb) };
+                            }
                         }
                     }
                     weight_lanes::<f32>(&k, &mut out);
