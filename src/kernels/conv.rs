@@ -31,6 +31,8 @@ mod grid_weight;
 mod packed;
 mod patches;
 mod winograd;
+#[cfg(target_arch = "x86_64")]
+mod winograd_cl;
 
 use super::core::gemm::skinny::SKINNY_ROWS;
 use super::core::gemm::{gemm_raw, GemmElem, Mat};
@@ -741,6 +743,12 @@ pub fn conv_forward(
         }
         return Ok(());
     }
+    #[cfg(target_arch = "x86_64")]
+    if dtype == DType::F32
+        && winograd_channels_last(&g, out, input, winograd::Taps::forward(weight), bias)
+    {
+        return Ok(());
+    }
     if matches!(dtype, DType::F32 | DType::F64)
         && depthwise::applies(&g)
         && depthwise::channels_last::applies(&g, &input.strides)
@@ -1268,6 +1276,40 @@ fn run_samples<T: Send>(
     }
 }
 
+/// Runs `out = conv(input, w) (+ bias)` on the channels-last Winograd form if it takes `g`
+/// ([`winograd_cl::applies`]) and `out` is contiguous or channels-last (through a channels-last
+/// temporary for a contiguous one, and a channels-last copy of an input whose channels are
+/// not dense); says whether it did.
+#[cfg(target_arch = "x86_64")]
+fn winograd_channels_last(
+    g: &Geometry,
+    out: &TensorMut,
+    input: &TensorRef,
+    w: winograd::Taps,
+    bias: Option<&TensorRef>,
+) -> bool {
+    let cl = is_channels_last(&out.shape, &out.strides);
+    if !winograd_cl::applies(g) || !(cl || out.is_contiguous()) {
+        return false;
+    }
+    if out.numel() == 0 {
+        return true;
+    }
+    let bias = bias_values(bias);
+    let run = |out: &TensorMut| match input.strides[1] == 1 {
+        true => winograd_cl::forward(g, out, input, w, bias.as_deref()),
+        false => {
+            let (_keep, x) = channels_last(input);
+            winograd_cl::forward(g, out, &x, w, bias.as_deref())
+        }
+    };
+    match cl {
+        true => run(out),
+        false => via_channels_last(out, run),
+    }
+    true
+}
+
 /// `grad_input = conv_transpose(grad_output, weight) (+ bias per input channel)`: the input
 /// gradient of a convolution (and the forward of a transposed one). `grad_input` is
 /// overwritten; shapes are those of the forward convolution.
@@ -1295,6 +1337,13 @@ pub fn conv_backward_input(
             winograd::forward(gt, grad_input, grad_output, w, bias.as_deref());
         }
         return Ok(());
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let (DType::F32, Some(gt)) = (dtype, g.input_gradient_geometry()) {
+        let w = winograd::Taps::turned(weight);
+        if winograd_channels_last(&gt, grad_input, grad_output, w, bias) {
+            return Ok(());
+        }
     }
     #[cfg(target_arch = "x86_64")]
     if let (DType::F32, Some(gt)) = (dtype, turned) {
@@ -2280,6 +2329,110 @@ mod tests {
             assert_eq!(as64(&out), want, "{case:?} forward");
             assert_eq!(as64(&gx), want_gx, "{case:?} input gradient");
             assert_eq!(pool.install(run), (out, gx), "{case:?} on 2 threads");
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn channels_last_winograd_is_exact_on_small_integers() {
+        // As winograd_is_exact_on_small_integers, for the channels-last form: 16-channel
+        // multiples from 32 to 112 (panels of 64 output channels and a narrower last one), odd
+        // and non-square planes (half tiles), padding 0 to 2, a bias; forward and input
+        // gradient, each with channels-last and contiguous operands; on the calling thread and
+        // on 2 threads.
+        if crate::kernels::core::simd::level() < 3 {
+            return; // AVX-512 only (winograd_cl::applies)
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        // A [n, ch, plane] tensor (NCHW values) laid out channels-last or contiguous.
+        let laid = |v: &[f64], n: usize, ch: usize, cl: bool| -> Vec<f32> {
+            let p = v.len() / (n * ch);
+            let mut out = vec![0f32; v.len()];
+            for (i, &a) in v.iter().enumerate() {
+                let (ni, c, pos) = (i / (ch * p), i / p % ch, i % p);
+                out[if cl { (ni * p + pos) * ch + c } else { i }] = a as f32;
+            }
+            out
+        };
+        let strides = |shape: [usize; 5], cl: bool| -> Strides {
+            match cl {
+                true => channels_last_strides(&shape),
+                false => contiguous_strides(&shape),
+            }
+        };
+        for case in [
+            Case::d2(3, 32, 9, 11, 48, 3, 1, 1, 1, 1),
+            Case::d2(2, 64, 10, 11, 32, 3, 1, 0, 1, 1),
+            Case::d2(1, 48, 10, 7, 112, 3, 1, 2, 1, 1),
+            Case::d2(5, 32, 16, 16, 64, 3, 1, 1, 1, 1),
+        ] {
+            let [n, c, _, ih, iw] = case.x;
+            let (o, [_, oh, ow]) = (case.o, case.osp());
+            let (xshape, yshape) = (case.x, [n, o, 1, oh, ow]);
+            let g = Geometry::new(&xshape, &[o, c, 1, 3, 3], &yshape, &case.params()).unwrap();
+            assert!(winograd_cl::applies(&g), "{case:?}");
+            assert!(g
+                .input_gradient_geometry()
+                .is_some_and(|gt| winograd_cl::applies(&gt)));
+            let (x, w, b) = (data(n * c * ih * iw, 1), data(o * c * 9, 2), data(o, 3));
+            let mut want = case.naive(&x, &w);
+            for (i, v) in want.iter_mut().enumerate() {
+                *v += b[i / (oh * ow) % o];
+            }
+            let gy = data(want.len(), 4);
+            // The input gradient's reference: the adjoint, element by element.
+            let mut want_gx = vec![0.0; x.len()];
+            for (ni, oc, ci, a, e) in (0..n).flat_map(|ni| {
+                (0..o).flat_map(move |oc| {
+                    (0..c).flat_map(move |ci| (0..9).map(move |t| (ni, oc, ci, t / 3, t % 3)))
+                })
+            }) {
+                for (y, xw) in (0..oh).flat_map(|y| (0..ow).map(move |xw| (y, xw))) {
+                    if let (Some(sy), Some(sx)) = (case.src(1, y, a), case.src(2, xw, e)) {
+                        want_gx[((ni * c + ci) * ih + sy) * iw + sx] += w
+                            [(oc * c + ci) * 9 + a * 3 + e]
+                            * gy[((ni * o + oc) * oh + y) * ow + xw];
+                    }
+                }
+            }
+            let wo = Owned::new(laid(&w, o, c, false), &[o, c, 1, 3, 3]);
+            let bo = Owned::new(laid(&b, 1, o, false), &[o]);
+            for (in_cl, out_cl) in [(true, true), (false, true), (true, false), (false, false)] {
+                let (xl, gyl) = (laid(&x, n, c, in_cl), laid(&gy, n, o, in_cl));
+                let run = || {
+                    let at = |v: &[f32], shape: [usize; 5], cl: bool| TensorRef {
+                        ptr: v.as_ptr() as *const u8,
+                        shape: shape.to_vec().into(),
+                        strides: strides(shape, cl),
+                        dtype: DType::F32,
+                    };
+                    let mut y = vec![0f32; want.len()];
+                    let mut gx = vec![0f32; x.len()];
+                    let at_mut = |v: &mut [f32], shape: [usize; 5]| TensorMut {
+                        ptr: v.as_mut_ptr() as *mut u8,
+                        shape: shape.to_vec().into(),
+                        strides: strides(shape, out_cl),
+                        dtype: DType::F32,
+                    };
+                    let (xr, ym) = (at(&xl, xshape, in_cl), at_mut(&mut y, yshape));
+                    conv_forward(&ym, &xr, &wo.r(), Some(&bo.r()), &case.params()).unwrap();
+                    let (gyr, gxm) = (at(&gyl, yshape, in_cl), at_mut(&mut gx, xshape));
+                    conv_backward_input(&gxm, &gyr, &wo.r(), None, &case.params()).unwrap();
+                    (y, gx)
+                };
+                let (y, gx) = run();
+                let layout = format!("{case:?} operands cl {in_cl} results cl {out_cl}");
+                // (Not assert_eq: its message would print every element.)
+                assert!(y == laid(&want, n, o, out_cl), "{layout} forward");
+                assert!(
+                    gx == laid(&want_gx, n, c, out_cl),
+                    "{layout} input gradient"
+                );
+                assert!(pool.install(run) == (y, gx), "{layout} on 2 threads");
+            }
         }
     }
 

@@ -35,7 +35,7 @@ use crate::kernels::core::transpose::{avx2, transpose8x8_32};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Points of the transformed domain per tile: (2 + 3 - 1)^2.
-const XI: usize = 16;
+pub(super) const XI: usize = 16;
 
 /// Fewer channels than this: the input and output transforms (per channel and tile) cost more
 /// than the products they save (per channel pair and tile). Zen 4, 1 thread, thread CPU time
@@ -98,19 +98,11 @@ impl Taps {
     }
 }
 
-/// Whether [`forward`] takes this float32 convolution: 2-D, one group, a 3x3 kernel, stride
-/// and dilation 1, padding of at most 2 (the input patch reaches no further), channels and
+/// Whether [`forward`] takes this float32 convolution: one [`kernel_fits`], with channels and
 /// planes where it pays ([`MIN_CHANNELS`], [`MIN_POSITIONS`]).
 pub(super) fn applies(g: &Geometry) -> bool {
     let (th, tw) = tiles(g);
-    g.groups == 1
-        && g.ksp == [1, 3, 3]
-        && g.isp[0] == 1
-        && g.osp[0] == 1
-        && g.padding[0] == 0
-        && g.stride == [1, 1, 1]
-        && g.dilation == [1, 1, 1]
-        && (1..3).all(|i| (0..=2).contains(&g.padding[i]))
+    kernel_fits(g)
         && g.c >= MIN_CHANNELS
         && g.o >= MIN_CHANNELS
         && g.ip() > 0 // (an empty plane: the output is the bias; ATen refuses it anyway)
@@ -119,6 +111,19 @@ pub(super) fn applies(g: &Geometry) -> bool {
         && g.o * g.c <= MAX_POINT_MATRIX
         && g.c.max(g.o) * th * tw <= MAX_POINT_MATRIX
         && chunk_samples(g) * th * tw >= MIN_TILES
+}
+
+/// Whether `g` is a convolution F(2x2, 3x3) computes: 2-D, one group, a 3x3 kernel, stride
+/// and dilation 1, padding of at most 2 (the input patch reaches no further).
+pub(super) fn kernel_fits(g: &Geometry) -> bool {
+    g.groups == 1
+        && g.ksp == [1, 3, 3]
+        && g.isp[0] == 1
+        && g.osp[0] == 1
+        && g.padding[0] == 0
+        && g.stride == [1, 1, 1]
+        && g.dilation == [1, 1, 1]
+        && (1..3).all(|i| (0..=2).contains(&g.padding[i]))
 }
 
 /// What a chunk of samples keeps V and M within: [`MAX_POINT_MATRIX`], smaller in the unit
@@ -140,12 +145,12 @@ fn chunk_samples(g: &Geometry) -> usize {
 /// and one more, so that the 16 points of an element are not a power of two apart (at 64 KiB
 /// apart, the transforms' 16 loads or stores per element all fell in one L1 set and evicted
 /// each other: the weight transform took three times the GEMMs' time).
-fn point_stride(len: usize) -> usize {
+pub(super) fn point_stride(len: usize) -> usize {
     len.next_multiple_of(16) + 16
 }
 
 /// Tiles of a plane: (rows, columns).
-fn tiles(g: &Geometry) -> (usize, usize) {
+pub(super) fn tiles(g: &Geometry) -> (usize, usize) {
     (g.osp[1].div_ceil(2), g.osp[2].div_ceil(2))
 }
 
@@ -223,7 +228,7 @@ const LANES: usize = 16;
 /// `G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]`: per output channel,
 /// [`LANES`] input channels at a time, through small tap-major blocks that the arithmetic
 /// reads and writes a vector at a time (element by element it took longer than the GEMMs).
-fn transform_weight(g: &Geometry, w: Taps, u: &mut [f32], su: usize) {
+pub(super) fn transform_weight(g: &Geometry, w: Taps, u: &mut [f32], su: usize) {
     let (c, o) = (g.c, g.o);
     let up = SendPtr::new(u.as_mut_ptr());
     let Taps {
