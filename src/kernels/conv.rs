@@ -2214,6 +2214,26 @@ mod tests {
             let v = (y * self.s[i] + a * self.d[i]) as isize - self.p[i] as isize;
             (v >= 0 && v < self.x[i + 2] as isize).then_some(v as usize)
         }
+        /// The input gradient of a 2-D 3x3 one-group case as the reference: the adjoint of
+        /// [`Self::naive`], element by element.
+        fn naive_input_gradient_3x3(&self, w: &[f64], gy: &[f64]) -> Vec<f64> {
+            let [n, c, _, ih, iw] = self.x;
+            let (o, [_, oh, ow]) = (self.o, self.osp());
+            let mut gx = vec![0.0; n * c * ih * iw];
+            for (ni, oc, ci, a, e) in (0..n).flat_map(|ni| {
+                (0..o).flat_map(move |oc| {
+                    (0..c).flat_map(move |ci| (0..9).map(move |t| (ni, oc, ci, t / 3, t % 3)))
+                })
+            }) {
+                for (y, xw) in (0..oh).flat_map(|y| (0..ow).map(move |xw| (y, xw))) {
+                    if let (Some(sy), Some(sx)) = (self.src(1, y, a), self.src(2, xw, e)) {
+                        gx[((ni * c + ci) * ih + sy) * iw + sx] += w[(oc * c + ci) * 9 + a * 3 + e]
+                            * gy[((ni * o + oc) * oh + y) * ow + xw];
+                    }
+                }
+            }
+            gx
+        }
         /// Direct convolution as the reference.
         fn naive(&self, x: &[f64], w: &[f64]) -> Vec<f64> {
             let [n, c, id, ih, iw] = self.x;
@@ -2294,21 +2314,7 @@ mod tests {
                 .is_some_and(|gt| winograd::applies(&gt)));
             let want = case.naive(&x, &w);
             let gy = data(want.len(), 3);
-            // The input gradient's reference: the adjoint, element by element.
-            let mut want_gx = vec![0.0; x.len()];
-            for (ni, oc, ci, b, e) in (0..n).flat_map(|ni| {
-                (0..o).flat_map(move |oc| {
-                    (0..c).flat_map(move |ci| (0..9).map(move |t| (ni, oc, ci, t / 3, t % 3)))
-                })
-            }) {
-                for (y, xw) in (0..oh).flat_map(|y| (0..ow).map(move |xw| (y, xw))) {
-                    if let (Some(sy), Some(sx)) = (case.src(1, y, b), case.src(2, xw, e)) {
-                        want_gx[((ni * c + ci) * ih + sy) * iw + sx] += w
-                            [(oc * c + ci) * 9 + b * 3 + e]
-                            * gy[((ni * o + oc) * oh + y) * ow + xw];
-                    }
-                }
-            }
+            let want_gx = case.naive_input_gradient_3x3(&w, &gy);
             let f32s = |v: &[f64], shape: &[usize]| {
                 Owned::new(v.iter().map(|&a| a as f32).collect(), shape)
             };
@@ -2383,21 +2389,7 @@ mod tests {
                 *v += b[i / (oh * ow) % o];
             }
             let gy = data(want.len(), 4);
-            // The input gradient's reference: the adjoint, element by element.
-            let mut want_gx = vec![0.0; x.len()];
-            for (ni, oc, ci, a, e) in (0..n).flat_map(|ni| {
-                (0..o).flat_map(move |oc| {
-                    (0..c).flat_map(move |ci| (0..9).map(move |t| (ni, oc, ci, t / 3, t % 3)))
-                })
-            }) {
-                for (y, xw) in (0..oh).flat_map(|y| (0..ow).map(move |xw| (y, xw))) {
-                    if let (Some(sy), Some(sx)) = (case.src(1, y, a), case.src(2, xw, e)) {
-                        want_gx[((ni * c + ci) * ih + sy) * iw + sx] += w
-                            [(oc * c + ci) * 9 + a * 3 + e]
-                            * gy[((ni * o + oc) * oh + y) * ow + xw];
-                    }
-                }
-            }
+            let want_gx = case.naive_input_gradient_3x3(&w, &gy);
             let wo = Owned::new(laid(&w, o, c, false), &[o, c, 1, 3, 3]);
             let bo = Owned::new(laid(&b, 1, o, false), &[o]);
             for (in_cl, out_cl) in [(true, true), (false, true), (true, false), (false, false)] {
