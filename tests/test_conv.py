@@ -83,6 +83,10 @@ CONV2D_CASES = [
     ((2, 5, 9, 10), (20, 5, 2, 3), {"stride": (2, 3)}),
     ((2, 4, 36, 36), (32, 4, 4, 4), {"stride": 4}),
     ((1, 3, 24, 24), (16, 3, 4, 4), {"stride": 4}),
+    # From 256 output positions a sample, sample by sample (ConvNeXt's stem at 224 px): split
+    # over the samples, and one sample whose product goes parallel; rows and columns left over.
+    ((2, 4, 41, 35), (12, 4, 2, 2), {"stride": 2}),
+    ((1, 3, 66, 50), (8, 3, 4, 3), {"stride": (4, 3)}),
     # Depthwise (groups == C: direct loops per plane): MobileNet's 3x3/5x5 at stride 1 and 2,
     # a channel multiplier of 2, tiny planes, dilation.
     ((4, 16, 16, 16), (16, 1, 3, 3), {"stride": 2, "padding": 1, "groups": 16}),
@@ -325,6 +329,17 @@ def test_conv_transpose2d(dtype, kw):
     w = sample((4, 6 // kw.get("groups", 1), 3, 3), dtype, seed=2)
     b = sample((6,), dtype, seed=3)
     grads_match(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_conv_transpose2d_patches(dtype):
+    # A U-Net's 2x2 stride-2 upsampling: its backward's input and weight gradients are a
+    # convolution in patches of the output gradient, here with 16 x 17 = 272 positions a sample
+    # (sample by sample).
+    x = sample((2, 6, 16, 17), dtype, seed=1)
+    w = sample((6, 5, 2, 2), dtype, seed=2)
+    b = sample((5,), dtype, seed=3)
+    grads_match(lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2), [x, w, b], dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

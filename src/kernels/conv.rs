@@ -199,19 +199,14 @@ impl Geometry {
             && self.groups == 1
             && (!self.is_pointwise() || self.op() <= SMALL_POINTWISE)
     }
-    /// One sample of a small output plane ([`SMALL_PLANE`] positions or fewer), neither
-    /// pointwise nor grouped: it takes the batched paths' one GEMM over its column matrix, not
-    /// the padded grid or the packed kernel, which gather the whole weight into their own
-    /// layout on every call (for few positions that gather outweighs the product: Zen 4, 1
-    /// thread, thread CPU time, resnet50's [1,512,7,7] 3x3 forward at 224 px, 9.9 ms through
-    /// the grid, its weight packing half of that).
     /// Whether the kernel tiles the input in patches (kernel == stride, no padding or dilation;
     /// ViT's patch embedding, ConvNeXt's stem and downsampling): the column matrix is then the
-    /// input itself, de-interleaved, no larger. Batched, these take the batched GEMMs (Zen 4, 1
-    /// thread, thread CPU time, ViT's [8,3,64,64] 8x8 stride 8 -> 256: forward 0.72 -> 0.54
-    /// ms, weight gradient 0.91 -> 0.57 against the CPU's 0.51 / 0.62; the direct kernel's
-    /// grid ran 96 positions for the plane's 64 and the gather into columns cost a third of
-    /// the GEMM; ConvNeXt's [8,192,28,28] 2x2 stride 2 weight gradient 13.5 -> 9.7).
+    /// input itself, de-interleaved, no larger. Below [`PATCHES_PER_SAMPLE`] output positions
+    /// a sample, these take the batched GEMMs (Zen 4, 1 thread, thread CPU time, ViT's
+    /// [8,3,64,64] 8x8 stride 8 -> 256: forward 0.72 -> 0.54 ms, weight gradient 0.91 -> 0.57
+    /// against the CPU's 0.51 / 0.62; the direct kernel's grid ran 96 positions for the plane's
+    /// 64 and the gather into columns cost a third of the GEMM; ConvNeXt's [8,192,28,28] 2x2
+    /// stride 2 weight gradient 13.5 -> 9.7).
     fn patchify(&self) -> bool {
         self.groups == 1
             && !self.is_pointwise()
@@ -221,6 +216,20 @@ impl Geometry {
                     && self.dilation[i] == 1
             })
     }
+    /// A convolution in patches with [`PATCHES_PER_SAMPLE`] output positions a sample or more:
+    /// its forward and weight gradient go sample by sample (per thread, the sample's column
+    /// matrix, its input de-interleaved, stays in cache; the forward's product writes the
+    /// output in place), not batched, where the chunk's column matrix went through L3 and the
+    /// forward's result was copied into the output afterwards.
+    fn patches_per_sample(&self) -> bool {
+        self.patchify() && self.op() >= PATCHES_PER_SAMPLE
+    }
+    /// One sample of a small output plane ([`SMALL_PLANE`] positions or fewer), neither
+    /// pointwise nor grouped: it takes the batched paths' one GEMM over its column matrix, not
+    /// the padded grid or the packed kernel, which gather the whole weight into their own
+    /// layout on every call (for few positions that gather outweighs the product: Zen 4, 1
+    /// thread, thread CPU time, resnet50's [1,512,7,7] 3x3 forward at 224 px, 9.9 ms through
+    /// the grid, its weight packing half of that).
     fn single_small_plane(&self) -> bool {
         self.n == 1 && self.groups == 1 && !self.is_pointwise() && self.op() <= SMALL_PLANE
     }
@@ -940,9 +949,10 @@ fn forward_impl<T: depthwise::DwFloat>(
     // per-sample GEMMs are narrow there (80 positions for 8x8, a fifth of them padding), where
     // one deep GEMM over the samples side by side ran resnet18's [8,128,8,8] 3x3 forward in
     // 0.93-0.96 ms instead of 1.48-1.51 (2 threads, two runs each).
-    if g.batched() && (g.forward_grid().is_none() || g.op() <= SMALL_PLANE)
-        || g.single_small_plane()
-        || g.patchify()
+    if !g.patches_per_sample()
+        && (g.batched() && (g.forward_grid().is_none() || g.op() <= SMALL_PLANE)
+            || g.single_small_plane()
+            || g.patchify())
     {
         forward_batched(g, out, input, weight, bias.as_deref());
         return Ok(());
@@ -1604,6 +1614,16 @@ const CL_GEMM_MIN_CHANNELS: usize = 8;
 /// Sample blocks of the weight gradient (see `backward_weight_impl`): enough for 16 threads.
 const WEIGHT_GRAD_BLOCKS: usize = 16;
 
+/// Output positions per sample from which convolutions in patches go sample by sample
+/// ([`Geometry::patches_per_sample`]). Zen 4, 2 threads, ms batched -> per sample (CPU's
+/// oneDNN), forward / weight gradient: a U-Net's 2x2 stride-2 transposed convolutions'
+/// backward, [8,16,64,64] -> 32 channels at 32x32 0.55 / 0.80 -> 0.25 / 0.32 (0.30 / 0.30),
+/// [8,32,32,32] -> 64 at 16x16 0.40 / 0.55 -> 0.25 / 0.29-0.30 (0.25 / 0.26), but at 8x8 (64
+/// positions) the weight gradient lost (0.42 -> 0.48); ConvNeXt's 4x4 stride-4 stem,
+/// [8,3,224,224] -> 96, 3.00 / 3.14 -> 1.95 / 2.35 (8.38 / 1.86), its [8,96,56,56] 2x2
+/// merge 6.36 / 6.70 -> 5.06 / 5.72 (5.92 / 5.86). U-Net's training step 50.9 -> 49.6 ms.
+const PATCHES_PER_SAMPLE: usize = 256;
+
 /// Reduction depth the batched weight gradient aims for: a per-sample GEMM reduces over one
 /// image's output positions, 4 at resnet18's last stage at 64 px, where it ran at 2% of peak
 /// (206 ms for the [8,512,2,2] 3x3 weight gradient); samples side by side make K deep.
@@ -1750,7 +1770,7 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
         );
         return Ok(());
     }
-    if g.batched() || g.patchify() {
+    if !g.patches_per_sample() && (g.batched() || g.patchify()) {
         backward_weight_batched(g, gw, input, go_t);
         return Ok(());
     }
