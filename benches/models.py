@@ -1,10 +1,10 @@
-"""Times whole models on foo and on torch's CPU backend in one process: a training step (forward,
-loss, backward, AdamW step) and inference (eval mode, no_grad), from the same initial weights and
-inputs, with the same number of threads, alternating the two backends so that the machine's drift
-hits both. The transformer models are also timed under autocast(bfloat16) on each backend. Before
-timing, each model's loss over two training steps is compared between the backends (a broken
-model shows up here), and the model with the worst training ratio (or --profile MODEL) is profiled
-op by op on both backends.
+"""Times whole models on foo and on torch's CPU backend in one process: a training step (forward, loss,
+backward, AdamW step) and inference (eval mode, no_grad), from the same initial weights and inputs,
+with the same number of threads, each foo variant timed back to back with its CPU twin and foo/CPU
+the median of those pairs' ratios, so that the machine's drift hits both. The transformer models are
+also timed under autocast(bfloat16) on each backend. Before timing, each model's loss over two
+training steps is compared between the backends (a broken model shows up here), and the model with
+the worst training ratio (or --profile MODEL) is profiled op by op on both backends.
 
     python benches/models.py [--threads 2] [--repeat 5] [--rounds 3] [--filter name] [--quick]
                              [--profile MODEL] [--markdown FILE]
@@ -137,18 +137,22 @@ def variants(case: Case) -> dict[tuple[str, str, str], Step]:
     precisions: list[tuple[str, torch.dtype | None]] = [("f32", None)]
     if case.transformer:
         precisions.append(("bf16", torch.bfloat16))
-    for device in ("cpu", "foo"):
-        train_model, eval_model = model_on(case, device, True), model_on(case, device, False)
-        for name, amp in precisions:
-            out["train", device, name] = train_step(case, train_model, device, amp)
-            out["infer", device, name] = infer_step(case, eval_model, device, amp)
+    models = {device: (model_on(case, device, True), model_on(case, device, False)) for device in ("cpu", "foo")}
+    # Each foo variant right after its CPU twin: `measure` times them back to back.
+    for name, amp in precisions:
+        for device in ("cpu", "foo"):
+            out["train", device, name] = train_step(case, models[device][0], device, amp)
+        for device in ("cpu", "foo"):
+            out["infer", device, name] = infer_step(case, models[device][1], device, amp)
     return out
 
 
-def measure(steps: dict[tuple[str, str, str], Step], repeat: int, rounds: int,
-            warmup: int) -> dict[tuple[str, str, str], float]:
-    """Median seconds per step: each round times every variant once (the order reversed every
-    other round), and each variant's result is the median of its rounds' medians."""
+Times = dict[tuple[str, str, str], list[float]]  # variant -> each round's median seconds per step
+
+
+def measure(steps: dict[tuple[str, str, str], Step], repeat: int, rounds: int, warmup: int) -> Times:
+    """Each round times every variant once, in `steps`' order reversed every other round (so a
+    foo variant runs right after its CPU twin in one round and right before it in the next)."""
     for fn in steps.values():
         for _ in range(warmup):
             fn()
@@ -158,29 +162,42 @@ def measure(steps: dict[tuple[str, str, str], Step], repeat: int, rounds: int,
         for key in order if r % 2 == 0 else reversed(order):
             sync = torch.foo.synchronize if key[1] == "foo" else (lambda: None)
             times[key].append(timeit(steps[key], repeat, sync))
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
+
+
+def ms(t: Times, key: tuple[str, str, str]) -> float:
+    """A variant's median over the rounds, in milliseconds."""
+    return statistics.median(t[key]) * 1e3
+
+
+def foo_vs_cpu(t: Times, mode: str, precision: str = "f32") -> float:
+    """foo's time over the CPU's: the median of the rounds' ratios, each of two timings taken back
+    to back. The machines drift (a neighbour's load, slow stretches of seconds to minutes), and a
+    ratio of the two medians mixes timings from different stretches; this pairs like with like."""
+    pairs = zip(t[mode, "foo", precision], t[mode, "cpu", precision])
+    return statistics.median(f / c for f, c in pairs)
 
 
 def _geomean(xs: list[float]) -> float:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
-def speed_table(results: dict[str, dict[tuple[str, str, str], float]]) -> str:
+def speed_table(results: dict[str, Times]) -> str:
     rows = ["| model | train CPU ms | train foo ms | train foo/CPU | infer CPU ms | infer foo ms | infer foo/CPU |",
             "|---|---:|---:|---:|---:|---:|---:|"]
     ratios: dict[str, list[float]] = {"train": [], "infer": []}
     for name, t in results.items():
         cells = [name]
         for mode in ("train", "infer"):
-            c, f = t[mode, "cpu", "f32"], t[mode, "foo", "f32"]
-            ratios[mode].append(f / c)
-            cells += [f"{c * 1e3:.2f}", f"{f * 1e3:.2f}", f"{f / c:.2f}"]
+            ratio = foo_vs_cpu(t, mode)
+            ratios[mode].append(ratio)
+            cells += [f"{ms(t, (mode, 'cpu', 'f32')):.2f}", f"{ms(t, (mode, 'foo', 'f32')):.2f}", f"{ratio:.2f}"]
         rows.append("| " + " | ".join(cells) + " |")
     rows.append(f"| geometric mean | | | {_geomean(ratios['train']):.2f} | | | {_geomean(ratios['infer']):.2f} |")
     return "\n".join(rows)
 
 
-def autocast_table(results: dict[str, dict[tuple[str, str, str], float]]) -> str:
+def autocast_table(results: dict[str, Times]) -> str:
     rows = ["| model | mode | CPU f32 ms | CPU bf16 ms | CPU bf16/f32 | foo f32 ms | foo bf16 ms | foo bf16/f32 |",
             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for name, t in results.items():
@@ -189,8 +206,8 @@ def autocast_table(results: dict[str, dict[tuple[str, str, str], float]]) -> str
                 continue
             cells = [name, mode]
             for device in ("cpu", "foo"):
-                f32, bf16 = t[mode, device, "f32"], t[mode, device, "bf16"]
-                cells += [f"{f32 * 1e3:.2f}", f"{bf16 * 1e3:.2f}", f"{bf16 / f32:.2f}"]
+                f32, bf16 = ms(t, (mode, device, "f32")), ms(t, (mode, device, "bf16"))
+                cells += [f"{f32:.2f}", f"{bf16:.2f}", f"{bf16 / f32:.2f}"]
             rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -235,7 +252,8 @@ def main() -> None:
     repeat, rounds, warmup, prof_steps = (1, 1, 1, 1) if args.quick else (args.repeat, args.rounds, 2, 3)
 
     report = [machine_info(args.threads),
-              f"median of >= {repeat} steps and >= 50 ms per round, median of {rounds} interleaved rounds"]
+              f"median of >= {repeat} steps and >= 50 ms per round; ms: median of {rounds} interleaved rounds, "
+              f"foo/CPU: median of the rounds' ratios (foo and CPU back to back)"]
     print("\n".join(report), flush=True)
     names = [n for n in CASES if args.filter in n]
     missing = sorted({NEEDS[n] for n in names if NEEDS[n] and not importlib.util.find_spec(NEEDS[n])})
@@ -247,7 +265,7 @@ def main() -> None:
         names = [n for n in names if n not in skipped]
 
     checks: dict[str, Check] = {}
-    results: dict[str, dict[tuple[str, str, str], float]] = {}
+    results: dict[str, Times] = {}
     cases: dict[str, Case] = {}
     for name in names:
         print(f"{name}: checking, timing", file=sys.stderr, flush=True)
@@ -263,8 +281,7 @@ def main() -> None:
                 check_table(checks)]
     if any(c.transformer for c in cases.values()):
         sections += ["## autocast(bfloat16) vs float32, each backend", autocast_table(results)]
-    target = args.profile or (max(results, key=lambda n: results[n]["train", "foo", "f32"]
-                                  / results[n]["train", "cpu", "f32"]) if results else None)
+    target = args.profile or (max(results, key=lambda n: foo_vs_cpu(results[n], "train")) if results else None)
     if target:
         case = cases.get(target) or CASES[target]()
         profiled = {d: train_step(case, model_on(case, d, True), d, None) for d in ("foo", "cpu")}
