@@ -118,7 +118,7 @@ impl Team {
 }
 
 impl Job for Team {
-    fn work(&self) {
+    fn work(&self, _member: usize) {
         let mut state = self.state.load(Ordering::Acquire);
         let tid = loop {
             if state & CLOSED != 0 || state >= self.wanted {
