@@ -19,17 +19,21 @@ pub const NV: usize = 4;
 /// Columns of the register tile.
 pub const NR: usize = NV * 16;
 
-/// `c[r * ldc + j] (+)= sum_p a[p * MR + r] . b[p * NR + j]` for `r < MR`, `j < NR`, `p < pairs`,
-/// where `.` is the two-element bfloat16 dot product of a packed pair, in float32. With `first`
+/// `c[r * ldc + j] (+)= sum_p a_r[p] . b[p * NR + j]` for `r < MR`, `j < NR`, `p < pairs`,
+/// where `a_r[p]` is the u32 at `rows[r] + p * step` (a packed A panel: `rows[r] = a + r`,
+/// `step = MR`; A's rows read in place: each row's pointer and `step = 1`, its bfloat16 pairs
+/// adjacent) and `.` is the two-element bfloat16 dot product of a pair, in float32. With `first`
 /// the tile starts from zero instead of `c`.
 ///
 /// # Safety
-/// The CPU must support AVX512-BF16 and AVX512F; `a` must hold `pairs * MR` u32, `b`
-/// `pairs * NR` u32, and `c` must be writable for `MR` rows of `NR` floats at stride `ldc`.
+/// The CPU must support AVX512-BF16 and AVX512F; each `rows[r]` must be readable (maybe
+/// unaligned) at `p * step` for `p < pairs`, `b` for `pairs * NR` u32, and `c` writable for `MR`
+/// rows of `NR` floats at stride `ldc`.
 #[target_feature(enable = "avx512bf16,avx512f,avx512bw,avx512vl")]
 pub unsafe fn tile(
     pairs: usize,
-    a: *const u32,
+    rows: &[*const u32; MR],
+    step: usize,
     b: *const u32,
     c: *mut f32,
     ldc: usize,
@@ -50,9 +54,9 @@ pub unsafe fn tile(
             // SAFETY: pair p's NR u32 of the B panel (caller's contract).
             *x = unsafe { _mm512_loadu_si512(b.add(p * NR + v * 16) as *const _) };
         }
-        for (r, row) in acc.iter_mut().enumerate() {
-            // SAFETY: pair p of row r of the A panel (caller's contract).
-            let av = _mm512_set1_epi32(unsafe { *a.add(p * MR + r) } as i32);
+        for (row, a) in acc.iter_mut().zip(rows) {
+            // SAFETY: pair p of the tile's row (caller's contract).
+            let av = _mm512_set1_epi32(unsafe { a.add(p * step).read_unaligned() } as i32);
             for (v, x) in row.iter_mut().enumerate() {
                 *x = _mm512_dpbf16_ps(*x, bh(av), bh(bv[v]));
             }

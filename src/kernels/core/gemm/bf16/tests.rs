@@ -1,9 +1,11 @@
 //! Unit tests of the native kernel's pieces: the rounding to bfloat16 and the packing of
-//! panels. The products themselves are checked through `linalg::matmul`
-//! (kernels/linalg/bf16_tests.rs).
+//! panels, and the two ways of reading A giving the same bits. The products themselves are
+//! checked through `linalg::matmul` (kernels/linalg/bf16_tests.rs).
 
 use super::store::to_bf16;
 use super::{available, pack};
+use crate::tensor::{Scalar, TensorMut, TensorRef};
+use crate::DType;
 use half::bf16;
 
 #[test]
@@ -93,6 +95,101 @@ fn bf16_pack_panel_all_loops() {
             check_panel::<64>(&src, off, 40, 1, lines.min(64), k);
             check_panel::<6>(&src, off, 40, 1, lines.min(6), k);
             check_panel::<8>(&src, off, 40, 1, lines.min(8), k);
+        }
+    }
+}
+
+/// A `[batches, rows, cols]` bfloat16 operand stored row-major (`transposed`: each matrix
+/// column-major), of deterministic fractions; `(data, strides)`.
+fn operand(
+    batches: usize,
+    rows: usize,
+    cols: usize,
+    seed: u64,
+    transposed: bool,
+) -> (Vec<u16>, [isize; 3]) {
+    let vals = crate::kernels::core::map::testing::uniform(batches * rows * cols, seed, -1.0, 1.0);
+    let strides = match transposed {
+        false => [(rows * cols) as isize, cols as isize, 1],
+        true => [(rows * cols) as isize, 1, rows as isize],
+    };
+    let mut data = vec![0u16; vals.len()];
+    for q in 0..batches {
+        for i in 0..rows {
+            for j in 0..cols {
+                let at =
+                    q as isize * strides[0] + i as isize * strides[1] + j as isize * strides[2];
+                data[at as usize] = bf16::from_f64(vals[(q * rows + i) * cols + j]).to_bits();
+            }
+        }
+    }
+    (data, strides)
+}
+
+fn tensor(data: &[u16], shape: [usize; 3], strides: [isize; 3]) -> TensorRef {
+    TensorRef {
+        ptr: data.as_ptr().cast(),
+        shape: shape.to_vec().into(),
+        strides: strides.to_vec().into(),
+        dtype: DType::BF16,
+    }
+}
+
+/// A's rows read in place (`rows`, any number of depth passes, on one thread or split) give the
+/// bits of A packed ([`super::imp`], reached with a column-major A), for B row-major (packed pair
+/// by pair) and column-major (by 8 x 8 transposes), with and without `beta * c`: each sum is
+/// the same chain of `vdpbf16ps` over the pairs in order.
+#[test]
+fn bf16_rows_in_place_match_packed_rows_bit_for_bit() {
+    if !available() {
+        return;
+    }
+    let sizes = [
+        [1, 6, 2, 64],
+        [1, 37, 258, 131],
+        [2, 130, 64, 70],
+        [1, 300, 520, 20],
+        [3, 7, 1030, 200],
+    ];
+    for [bs, m, k, n] in sizes {
+        let (a_rows, sa_rows) = operand(bs, m, k, 1, false);
+        let (a_cols, sa_cols) = operand(bs, m, k, 1, true);
+        for b_transposed in [false, true] {
+            let (bd, sb) = operand(bs, k, n, 2, b_transposed);
+            let (cd, sc) = operand(bs, m, n, 3, false);
+            for with_c in [false, true] {
+                let (alpha, beta) = (Scalar::from_f64(0.75), Scalar::from_f64(-1.5));
+                let c = with_c.then(|| tensor(&cd, [bs, m, n], sc));
+                let out_strides = [(m * n) as isize, n as isize, 1];
+                let mut want = vec![0u16; bs * m * n];
+                let w = TensorMut {
+                    ptr: want.as_mut_ptr().cast(),
+                    shape: vec![bs, m, n].into(),
+                    strides: out_strides.to_vec().into(),
+                    dtype: DType::BF16,
+                };
+                let b = tensor(&bd, [bs, k, n], sb);
+                let a = tensor(&a_cols, [bs, m, k], sa_cols);
+                super::imp::matmul(&w, &a, &b, c.as_ref(), &beta, &alpha);
+                let a = tensor(&a_rows, [bs, m, k], sa_rows);
+                let (alpha, beta) = (0.75f32, if with_c { -1.5f32 } else { 0.0 });
+                for kc in [1, 3, 128, k / 2] {
+                    for parallel in [false, true] {
+                        let mut got = vec![0u16; bs * m * n];
+                        let g = TensorMut {
+                            ptr: got.as_mut_ptr().cast(),
+                            shape: vec![bs, m, n].into(),
+                            strides: out_strides.to_vec().into(),
+                            dtype: DType::BF16,
+                        };
+                        super::rows::in_passes(&g, &a, &b, c.as_ref(), (alpha, beta), parallel, kc);
+                        assert!(
+                            got == want,
+                            "[{bs}, {m}, {k}, {n}] b transposed {b_transposed} c {with_c} kc {kc} parallel {parallel}"
+                        );
+                    }
+                }
+            }
         }
     }
 }

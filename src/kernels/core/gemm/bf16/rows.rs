@@ -1,0 +1,214 @@
+//! The bfloat16 product when A's rows hold their elements adjacent and `k` is even (A
+//! row-major, as activations are): each pair of a row is already the u32 that the microkernel
+//! broadcasts, so A is read where it lies instead of being packed. The output is cut into
+//! blocks (columns first, as `gemm::linear` cuts a float32 linear layer), each run by one
+//! thread, which packs its own columns of B: no packed operand is shared between threads.
+//!
+//! Why: with A and B packed whole by all threads and every block reading them ([`super::imp`]),
+//! a thread's tiles read panels the other core had written, and the next product's packing
+//! wrote lines the other core held. On a Zen 4 (2 threads), its microkernel ran 6.5% slower
+//! than on one thread, and where the host placed the two vCPUs far apart, packing B took a
+//! fifth of a 520 x 768 x 256 product (a tenth of its one-thread cost per byte).
+
+use super::microkernel::{self, MR, NR};
+use super::{depth_pairs, pack, store};
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
+use crate::kernels::core::scratch::with_scratch;
+use crate::runtime::pool;
+use crate::tensor::{TensorMut, TensorRef};
+
+/// Bytes of A's rows that one pass over a block's panels reads, so that they stay in L2
+/// (`gemm::linear`'s `ROWS_BYTES`).
+const ROWS_BYTES: usize = 256 << 10;
+
+/// `out = alpha * (a @ b) + beta * c` for [`super::imp::matmul`]'s operands, where `a`'s `k`
+/// stride is 1 and `k` is even and positive; `c` is `None` when `beta` is 0.
+pub(super) fn matmul(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    (alpha, beta): (f32, f32),
+    parallel: bool,
+) {
+    let pairs = a.shape[2] / 2;
+    in_passes(out, a, b, c, (alpha, beta), parallel, depth_pairs(pairs));
+}
+
+/// [`matmul`] with the tiles passing over `kc` pairs of the depth at a time.
+pub(super) fn in_passes(
+    out: &TensorMut,
+    a: &TensorRef,
+    b: &TensorRef,
+    c: Option<&TensorRef>,
+    (alpha, beta): (f32, f32),
+    parallel: bool,
+    kc: usize,
+) {
+    let (batches, m, k, n) = (a.shape[0], a.shape[1], a.shape[2], b.shape[2]);
+    debug_assert!(a.strides[2] == 1 && k % 2 == 0 && k > 0);
+    let panels = n.div_ceil(NR);
+    let parts = match parallel {
+        true => pool::num_threads(),
+        false => 1,
+    };
+    // Columns first: a block packs only its own columns of B. Rows too when there are fewer
+    // panels than parts, or many more rows than columns (each block packs B's columns again).
+    let col_blocks = match 8 * n >= m {
+        true => parts.min(panels),
+        false => 1,
+    };
+    let row_blocks = (parts / col_blocks).clamp(1, m.div_ceil(MR));
+    let panels_per = panels.div_ceil(col_blocks);
+    let col_blocks = panels.div_ceil(panels_per);
+    let rows_per = m.div_ceil(row_blocks).next_multiple_of(MR);
+    let row_blocks = m.div_ceil(rows_per);
+    let per_batch = row_blocks * col_blocks;
+    let tasks = batches * per_batch;
+    let op = Operands {
+        out: SendPtr::<u16>::of(out.ptr),
+        os: [out.strides[0], out.strides[1], out.strides[2]],
+        a: SendPtr::<u16>::of(a.ptr),
+        sa: [a.strides[0], a.strides[1]],
+        b: SendPtr::<u16>::of(b.ptr),
+        sb: [b.strides[0], b.strides[1], b.strides[2]],
+        c: c.map(|c| {
+            let s = &c.strides;
+            (SendPtr::<u16>::of(c.ptr), [s[0], s[1], s[2]])
+        }),
+        k,
+        n,
+        kc: kc.max(1),
+        alpha,
+        beta,
+    };
+    parallel_for(tasks, if parallel { 1 } else { tasks }, &|s, e| {
+        for t in s..e {
+            let (q, blk) = (t / per_batch, t % per_batch);
+            let (bi, bj) = (blk / col_blocks, blk % col_blocks);
+            let rows = bi * rows_per..((bi + 1) * rows_per).min(m);
+            let first = bj * panels_per;
+            block(&op, q, rows, first..(first + panels_per).min(panels));
+        }
+    });
+}
+
+/// The product's operands: pointers and strides in elements (`[batch, row, column]`).
+struct Operands {
+    out: SendPtr<u16>,
+    os: [isize; 3],
+    a: SendPtr<u16>,
+    sa: [isize; 2],
+    b: SendPtr<u16>,
+    sb: [isize; 3],
+    c: Option<(SendPtr<u16>, [isize; 3])>,
+    k: usize,
+    n: usize,
+    /// `k`-pairs per pass of the tiles over a panel ([`depth_pairs`]).
+    kc: usize,
+    alpha: f32,
+    beta: f32,
+}
+
+/// Rows `rows` of batch `q`'s output at the columns of panels `panels`, on the calling thread.
+fn block(op: &Operands, q: usize, rows: std::ops::Range<usize>, panels: std::ops::Range<usize>) {
+    let (k, pairs) = (op.k, op.k / 2);
+    let qi = q as isize;
+    let block_rows = (ROWS_BYTES / (2 * k)).max(1).next_multiple_of(MR);
+    let acc_rows = block_rows.min(rows.len().next_multiple_of(MR));
+    let kc = op.kc;
+    with_scratch::<f32, _>(panels.len() * pairs * NR, |buf| {
+        // SAFETY: u32 and f32 have one size and alignment; every bit pattern is a valid u32.
+        let packed: &mut [u32] =
+            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast(), buf.len()) };
+        pack_b(op, q, &panels, packed);
+        with_scratch::<f32, _>(acc_rows * NR, |acc| {
+            for r0 in rows.clone().step_by(block_rows) {
+                let r1 = (r0 + block_rows).min(rows.end);
+                for (i, panel) in packed.chunks_exact(pairs * NR).enumerate() {
+                    for p0 in (0..pairs).step_by(kc) {
+                        let depth = kc.min(pairs - p0);
+                        for (ti, t) in (r0..r1).step_by(MR).enumerate() {
+                            // Rows past the block's end read its last row; their sums are dropped.
+                            let row = |j: usize| {
+                                let i = ((t + j).min(r1 - 1)) as isize;
+                                op.a.at(qi * op.sa[0] + i * op.sa[1]) as *const u32
+                            };
+                            let at: [*const u32; MR] =
+                                std::array::from_fn(|j| row(j).wrapping_add(p0));
+                            let tile = acc[ti * MR * NR..].as_mut_ptr();
+                            // SAFETY: the rows hold `k` adjacent elements, pairs p0..p0 + depth
+                            // of them (k even); the panel holds `pairs * NR` u32; the tile's MR
+                            // rows of NR floats lie in `acc` (acc_rows is a multiple of MR that
+                            // covers r0..r1); the caller routed here only with AVX512-BF16.
+                            unsafe {
+                                microkernel::tile(
+                                    depth,
+                                    &at,
+                                    1,
+                                    panel[p0 * NR..].as_ptr(),
+                                    tile,
+                                    NR,
+                                    p0 == 0,
+                                )
+                            };
+                        }
+                    }
+                    let c0 = (panels.start + i) * NR;
+                    let cols = NR.min(op.n - c0);
+                    for r in r0..r1 {
+                        let ri = r as isize;
+                        let c0i = c0 as isize;
+                        let dst = op.out.at(qi * op.os[0] + ri * op.os[1] + c0i * op.os[2]);
+                        let src = op.c.as_ref().map(|(p, s)| {
+                            (p.at(qi * s[0] + ri * s[1] + c0i * s[2]) as *const u16, s[2])
+                        });
+                        let sums = &acc[(r - r0) * NR..(r - r0) * NR + cols];
+                        // SAFETY: row r, columns c0..c0 + cols of batch q lie in the output (and
+                        // in `c`); this block is their only writer.
+                        unsafe { store::row(sums, dst, op.os[2], src, op.alpha, op.beta) };
+                    }
+                }
+            }
+        });
+    });
+}
+
+/// Batch `q`'s columns of `panels` of B, all `k`, into `packed` (panel after panel, each
+/// `pairs x NR` u32, zeros past the last column).
+fn pack_b(op: &Operands, q: usize, panels: &std::ops::Range<usize>, packed: &mut [u32]) {
+    let (k, pairs) = (op.k, op.k / 2);
+    let [bs, ks, ls] = op.sb;
+    let base = |p: usize, line: usize| {
+        op.b.at(q as isize * bs + p as isize * ks + line as isize * ls) as *const u16
+    };
+    if ls == 1 {
+        // Columns adjacent (B row-major): pair by pair over the block's panels, so that each
+        // of B's rows is read from start to end once (see pack::line_pair).
+        for p in 0..pairs {
+            for (i, panel) in panels.clone().enumerate() {
+                let first = panel * NR;
+                let lo = base(2 * p, first);
+                let dst = packed[(i * pairs + p) * NR..].as_mut_ptr();
+                // SAFETY: rows 2p and 2p + 1 (k even) of batch q hold columns first..first +
+                // lines; pair p of panel i lies in `packed`; the CPU has AVX512-BF16 (so F/BW).
+                unsafe {
+                    pack::line_pair::<NR>(
+                        lo,
+                        Some(lo.wrapping_offset(ks)),
+                        (op.n - first).min(NR),
+                        dst,
+                    )
+                };
+            }
+        }
+        return;
+    }
+    for (i, panel) in panels.clone().enumerate() {
+        let first = panel * NR;
+        let out = &mut packed[i * pairs * NR..(i + 1) * pairs * NR];
+        // SAFETY: columns first..first + lines of batch q, elements 0..k, lie in B; the CPU
+        // has AVX512-BF16 (so F/BW).
+        unsafe { pack::panel::<NR>(base(0, first), ls, ks, (op.n - first).min(NR), k, out) };
+    }
+}
