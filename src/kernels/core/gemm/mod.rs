@@ -209,7 +209,7 @@ pub unsafe fn gemm_raw<T: GemmElem>(
 /// On AVX2 also `a @ b` with a row-major `b` (the linear layer's input gradient), whose panels
 /// are plain copies of `b`'s rows: on a Zen 3, 2 threads, foo/CPU against `gemm`'s own packing,
 /// 520 x 512 @ 512 x 256 1.43 -> 0.86, 520 x 256 @ 256 x 512 1.07 -> 0.94, 256 x 1024 @ 1024 x
-/// 1024 1.00 -> 0.91 (AVX-512 keeps `gemm` there: not measured).
+/// 1024 1.00 -> 0.91. On AVX-512 for a `b` of at most [`AB_AVX512_ELEMENTS`].
 fn linear_product<T: GemmElem>(p: &Product<T>, bias: *const f32) -> Option<linear::Linear> {
     let Product {
         m, n, k, lhs, rhs, ..
@@ -235,6 +235,15 @@ fn linear_product<T: GemmElem>(p: &Product<T>, bias: *const f32) -> Option<linea
     })
 }
 
+/// The most elements of a row-major `b` whose `a @ b` runs on [`linear::product`] on AVX-512
+/// CPUs (1 MiB of floats); `gemm` takes larger ones. On a Zen 4, `addmm` with a bias against
+/// `gemm`, same bits, medians of 7 alternating rounds, 2 threads: GPT-2's `Conv1D` 256 x 256 @
+/// 256 x 768 0.471 -> 0.451 ms, 256 x 1024 @ 1024 x 256 0.608 -> 0.604, a ViT layer's input
+/// gradient 520 x 512 @ 512 x 256 0.637 -> 0.600, 520 x 256 @ 256 x 512 0.643 -> 0.604 (and
+/// 3-21% where the host had placed the two vCPUs apart); but 1024 x 1024 @ 1024 x 1024 9.74 ->
+/// 10.05 and 256 x 1024 @ 1024 x 1024 2.46 -> 2.51 (on 1 thread 3-4% slower too).
+const AB_AVX512_ELEMENTS: usize = 1 << 18;
+
 /// Whether [`linear::product`] takes an `m x k` @ `k x n` product of these strides on this CPU
 /// (see [`linear_product`]).
 fn linear_fits(
@@ -251,7 +260,7 @@ fn linear_fits(
         && 8 * n >= m;
     dst_cs == 1
         && lhs_cs == 1
-        && (rhs_rs == 1 || rhs_cs == 1 && simd::level() == 2)
+        && (rhs_rs == 1 || rhs_cs == 1 && (simd::level() == 2 || n * k <= AB_AVX512_ELEMENTS))
         && k > 1
         && shape
         && linear::panel_width().is_some()
