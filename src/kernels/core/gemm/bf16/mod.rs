@@ -235,10 +235,24 @@ mod imp {
         let (alpha, beta) = (f32::from_scalar(alpha), f32::from_scalar(beta));
         let c = c.filter(|_| beta != 0.0);
         let parallel = batches * m * n * k.max(1) >= GEMM_PARALLEL_FLOPS;
-        if a.strides[2] == 1 && k % 2 == 0 && k > 0 {
-            // A's pairs are u32 where they lie: read in place, B packed per block (rows.rs).
+        if super::rows::takes(a) {
+            // A read in place or interleaved per block, B packed per block (rows.rs).
             return super::rows::matmul(out, a, b, c, (alpha, beta), parallel);
         }
+        packed(out, a, b, c, (alpha, beta), parallel);
+    }
+
+    /// [`matmul`] with both operands packed whole, for any strides (`alpha`, `beta` as floats,
+    /// `c` `None` when `beta` is 0).
+    pub(super) fn packed(
+        out: &TensorMut,
+        a: &TensorRef,
+        b: &TensorRef,
+        c: Option<&TensorRef>,
+        (alpha, beta): (f32, f32),
+        parallel: bool,
+    ) {
+        let (batches, m, k, n) = (a.shape[0], a.shape[1], a.shape[2], b.shape[2]);
         let (sa, sb) = (&a.strides, &b.strides);
         // A's lines are its rows; B's lines are its columns (so its k stride is the row stride).
         let pa = pack_all::<MR>(a.ptr as _, sa[0], sa[1], sa[2], batches, m, k, parallel);

@@ -105,6 +105,31 @@ pub unsafe fn line_pair<const L: usize>(
     }
 }
 
+/// `dst[l] = lo[l] | hi[l] << 16` for `l < n` (`hi` `None`: the odd `k` tail, zeros): one pair
+/// of `n` adjacent lines (a transposed A's rows, see `rows.rs`), vectorized.
+///
+/// # Safety
+/// `lo` (and `hi`) readable and `dst` writable for `n` elements; the CPU must support
+/// AVX512F/BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub unsafe fn pair_run(lo: *const u16, hi: Option<*const u16>, n: usize, dst: *mut u32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match hi {
+            Some(hi) => {
+                for l in 0..n {
+                    *dst.add(l) = u32::from(*lo.add(l)) | u32::from(*hi.add(l)) << 16;
+                }
+            }
+            None => {
+                for l in 0..n {
+                    *dst.add(l) = u32::from(*lo.add(l));
+                }
+            }
+        }
+    }
+}
+
 /// [`panel`]'s `full` whole pairs of `lines` lines whose pairs are adjacent u32 (`ks == 1`), lines
 /// `ls32` u32 apart (the u32 may be unaligned): the transpose of a `lines x full` u32 matrix, in 8 x 8 blocks through
 /// registers, 8 lines at a time. One u32 per line and pair, pair by pair, read all `L` lines at

@@ -4,7 +4,7 @@
 
 use super::store::to_bf16;
 use super::{available, pack};
-use crate::tensor::{Scalar, TensorMut, TensorRef};
+use crate::tensor::{TensorMut, TensorRef};
 use crate::DType;
 use half::bf16;
 
@@ -135,12 +135,13 @@ fn tensor(data: &[u16], shape: [usize; 3], strides: [isize; 3]) -> TensorRef {
     }
 }
 
-/// A's rows read in place (`rows`, any number of depth passes, on one thread or split) give the
-/// bits of A packed ([`super::imp`], reached with a column-major A), for B row-major (packed pair
-/// by pair) and column-major (by 8 x 8 transposes), with and without `beta * c`: each sum is
-/// the same chain of `vdpbf16ps` over the pairs in order.
+/// The blocks of `rows.rs`, with A's rows read in place (row-major A, even `k`) or A
+/// interleaved per block (column-major A, any `k`), in any number of depth passes, on one
+/// thread or split, give the bits of both operands packed whole ([`super::imp::packed`]), for B
+/// row-major (packed pair by pair) and column-major (8 x 8 transposes), with and without
+/// `beta * c`: each sum is the same chain of `vdpbf16ps` over the pairs in order.
 #[test]
-fn bf16_rows_in_place_match_packed_rows_bit_for_bit() {
+fn bf16_blocks_per_thread_match_packed_operands_bit_for_bit() {
     if !available() {
         return;
     }
@@ -150,43 +151,51 @@ fn bf16_rows_in_place_match_packed_rows_bit_for_bit() {
         [2, 130, 64, 70],
         [1, 300, 520, 20],
         [3, 7, 1030, 200],
+        [1, 70, 7, 65],
+        [2, 1030, 33, 40],
     ];
     for [bs, m, k, n] in sizes {
         let (a_rows, sa_rows) = operand(bs, m, k, 1, false);
         let (a_cols, sa_cols) = operand(bs, m, k, 1, true);
+        let mut layouts = vec![tensor(&a_cols, [bs, m, k], sa_cols)];
+        if k % 2 == 0 {
+            layouts.push(tensor(&a_rows, [bs, m, k], sa_rows));
+        }
         for b_transposed in [false, true] {
             let (bd, sb) = operand(bs, k, n, 2, b_transposed);
+            let b = tensor(&bd, [bs, k, n], sb);
             let (cd, sc) = operand(bs, m, n, 3, false);
             for with_c in [false, true] {
-                let (alpha, beta) = (Scalar::from_f64(0.75), Scalar::from_f64(-1.5));
                 let c = with_c.then(|| tensor(&cd, [bs, m, n], sc));
-                let out_strides = [(m * n) as isize, n as isize, 1];
-                let mut want = vec![0u16; bs * m * n];
-                let w = TensorMut {
-                    ptr: want.as_mut_ptr().cast(),
+                let ab = (0.75f32, if with_c { -1.5f32 } else { 0.0 });
+                let out = |data: &mut Vec<u16>| TensorMut {
+                    ptr: data.as_mut_ptr().cast(),
                     shape: vec![bs, m, n].into(),
-                    strides: out_strides.to_vec().into(),
+                    strides: vec![(m * n) as isize, n as isize, 1].into(),
                     dtype: DType::BF16,
                 };
-                let b = tensor(&bd, [bs, k, n], sb);
-                let a = tensor(&a_cols, [bs, m, k], sa_cols);
-                super::imp::matmul(&w, &a, &b, c.as_ref(), &beta, &alpha);
-                let a = tensor(&a_rows, [bs, m, k], sa_rows);
-                let (alpha, beta) = (0.75f32, if with_c { -1.5f32 } else { 0.0 });
-                for kc in [1, 3, 128, k / 2] {
-                    for parallel in [false, true] {
-                        let mut got = vec![0u16; bs * m * n];
-                        let g = TensorMut {
-                            ptr: got.as_mut_ptr().cast(),
-                            shape: vec![bs, m, n].into(),
-                            strides: out_strides.to_vec().into(),
-                            dtype: DType::BF16,
-                        };
-                        super::rows::in_passes(&g, &a, &b, c.as_ref(), (alpha, beta), parallel, kc);
-                        assert!(
-                            got == want,
-                            "[{bs}, {m}, {k}, {n}] b transposed {b_transposed} c {with_c} kc {kc} parallel {parallel}"
-                        );
+                let mut want = vec![0u16; bs * m * n];
+                super::imp::packed(&out(&mut want), &layouts[0], &b, c.as_ref(), ab, true);
+                for a in &layouts {
+                    assert!(super::rows::takes(a));
+                    for kc in [1, 3, 128, k.div_ceil(2)] {
+                        for parallel in [false, true] {
+                            let mut got = vec![0u16; bs * m * n];
+                            super::rows::in_passes(
+                                &out(&mut got),
+                                a,
+                                &b,
+                                c.as_ref(),
+                                ab,
+                                parallel,
+                                kc,
+                            );
+                            assert!(
+                                got == want,
+                                "[{bs}, {m}, {k}, {n}] a strides {:?} b transposed {b_transposed} c {with_c} kc {kc} parallel {parallel}",
+                                a.strides
+                            );
+                        }
                     }
                 }
             }
