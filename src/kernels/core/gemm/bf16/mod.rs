@@ -237,7 +237,8 @@ mod imp {
         let parallel = batches * m * n * k.max(1) >= GEMM_PARALLEL_FLOPS;
         if super::rows::takes(a) {
             // A read in place or interleaved per block, B packed per block (rows.rs).
-            return super::rows::matmul(out, a, b, c, (alpha, beta), parallel);
+            let kc = depth_pairs(k.div_ceil(2));
+            return super::rows::matmul(out, a, b, c, (alpha, beta), parallel, kc);
         }
         packed(out, a, b, c, (alpha, beta), parallel);
     }

@@ -87,18 +87,7 @@ pub unsafe fn line_pair<const L: usize>(
 ) {
     // SAFETY: the caller's contract.
     unsafe {
-        match hi {
-            Some(hi) => {
-                for l in 0..lines {
-                    *dst.add(l) = u32::from(*lo.add(l)) | u32::from(*hi.add(l)) << 16;
-                }
-            }
-            None => {
-                for l in 0..lines {
-                    *dst.add(l) = u32::from(*lo.add(l));
-                }
-            }
-        }
+        pair_run(lo, hi, lines, dst);
         for l in lines..L {
             *dst.add(l) = 0;
         }

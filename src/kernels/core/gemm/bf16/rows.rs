@@ -16,7 +16,7 @@
 //! panel, had its packing at a fifth of a 1024 x 256 x 256 product.
 
 use super::microkernel::{self, MR, NR};
-use super::{depth_pairs, pack, store};
+use super::{pack, store};
 use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::kernels::core::scratch::{with_scratch, with_scratch2};
 use crate::runtime::pool;
@@ -39,21 +39,9 @@ fn in_place(a: &TensorRef) -> bool {
 }
 
 /// `out = alpha * (a @ b) + beta * c` for [`super::imp::matmul`]'s operands, where [`takes`]
-/// holds for `a`; `c` is `None` when `beta` is 0.
+/// holds for `a`, the tiles passing over `kc` pairs of the depth at a time ([`super::depth_pairs`]
+/// gives the CPU's); `c` is `None` when `beta` is 0.
 pub(super) fn matmul(
-    out: &TensorMut,
-    a: &TensorRef,
-    b: &TensorRef,
-    c: Option<&TensorRef>,
-    (alpha, beta): (f32, f32),
-    parallel: bool,
-) {
-    let pairs = a.shape[2].div_ceil(2);
-    in_passes(out, a, b, c, (alpha, beta), parallel, depth_pairs(pairs));
-}
-
-/// [`matmul`] with the tiles passing over `kc` pairs of the depth at a time.
-pub(super) fn in_passes(
     out: &TensorMut,
     a: &TensorRef,
     b: &TensorRef,
@@ -124,7 +112,7 @@ struct Operands {
     c: Option<(SendPtr<u16>, [isize; 3])>,
     k: usize,
     n: usize,
-    /// `k`-pairs per pass of the tiles over a panel ([`depth_pairs`]).
+    /// `k`-pairs per pass of the tiles over a panel ([`super::depth_pairs`]).
     kc: usize,
     alpha: f32,
     beta: f32,

@@ -181,7 +181,7 @@ fn bf16_blocks_per_thread_match_packed_operands_bit_for_bit() {
                     for kc in [1, 3, 128, k.div_ceil(2)] {
                         for parallel in [false, true] {
                             let mut got = vec![0u16; bs * m * n];
-                            super::rows::in_passes(
+                            super::rows::matmul(
                                 &out(&mut got),
                                 a,
                                 &b,
