@@ -28,10 +28,11 @@
 
 use super::Geometry;
 use crate::kernels::core::gemm::{gemm_raw, Mat};
-use crate::kernels::core::parallel::{parallel_for, parallel_units, SendPtr};
+use crate::kernels::core::parallel::{parallel_for, SendPtr};
 use crate::kernels::core::scratch::with_scratch;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::core::transpose::{avx2, transpose8x8_32};
+use crate::runtime::{pool, team};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Points of the transformed domain per tile: (2 + 3 - 1)^2.
@@ -71,6 +72,12 @@ pub(super) struct Taps {
     pub sa: isize,
     pub sb: isize,
 }
+
+// SAFETY: a `Taps` addresses a weight that is only read while a convolution runs (its tensor
+// outlives the call), so the members of a parallel region may all read through it.
+unsafe impl Send for Taps {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Taps {}
 
 impl Taps {
     /// The forward weight `[o, c, 1, 3, 3]` with its strides.
@@ -175,31 +182,51 @@ pub(super) fn forward(
     with_scratch(XI * su, |u: &mut [f32]| {
         with_scratch(XI * sv, |v: &mut [f32]| {
             with_scratch(XI * sm, |m: &mut [f32]| {
-                transform_weight(g, w, u, su);
+                let (up, vp, mp) = (
+                    SendPtr::new(u.as_mut_ptr()),
+                    SendPtr::new(v.as_mut_ptr()),
+                    SendPtr::new(m.as_mut_ptr()),
+                );
+                let blocks = o.div_ceil(LANES);
                 for s0 in (0..g.n).step_by(chunk) {
                     let samples = s0..(s0 + chunk).min(g.n);
                     let t = samples.len() * th * tw;
                     transform_input(g, input, v, sv, samples.clone());
-                    let (up, vp, mp) = (
-                        SendPtr::new(u.as_mut_ptr()),
-                        SendPtr::new(v.as_mut_ptr()),
-                        SendPtr::new(m.as_mut_ptr()),
-                    );
-                    parallel_units(XI, &|x0, x1| {
-                        for xi in x0..x1 {
-                            // SAFETY: point xi's [o, c] block of U and [c, t] block of V, read
-                            // only; its [o, t] block of M, written only here.
+                    // Each member transforms the weights of its own output channels (with the
+                    // first chunk) and multiplies those rows of U at all 16 points: the 16 x o x c
+                    // transformed weights never cross cores. Split by points (each GEMM on one
+                    // thread, every point's rows of U transformed by both), a member read half its
+                    // U from the other core: Zen 5, 2 threads, [8,256,4,4] -> 256, 8 runs of
+                    // alternating rounds: 608-610 -> 355-371 us in the 2 runs where the host had
+                    // the vCPUs far apart, 301-308 -> 303-315 in the others (the static split
+                    // balances less well). A GEMM sums its depth in one piece whatever its rows
+                    // (`gemm_raw`), so the bits do not depend on the split.
+                    team::run_fn(pool::num_threads(), &|tid, size| {
+                        let per = blocks.div_ceil(size);
+                        let (b0, b1) = ((tid * per).min(blocks), ((tid + 1) * per).min(blocks));
+                        if b0 == b1 {
+                            return;
+                        }
+                        if s0 == 0 {
+                            transform_weight_blocks(g, w, up, su, b0..b1);
+                        }
+                        let (o0, o1) = (b0 * LANES, (b1 * LANES).min(o));
+                        for xi in 0..XI {
+                            // SAFETY: rows o0..o1 of point xi's [o, c] block of U, written above
+                            // (or with the first chunk) by this member, and its [c, t] block of
+                            // V, read only; those rows of its [o, t] block of M, written only
+                            // here.
                             unsafe {
                                 gemm_raw(
-                                    o,
+                                    o1 - o0,
                                     t,
                                     c,
-                                    mp.at((xi * sm) as isize),
+                                    mp.at((xi * sm + o0 * t) as isize),
                                     t as isize,
                                     1,
                                     false,
                                     Mat {
-                                        ptr: up.at((xi * su) as isize) as *const f32,
+                                        ptr: up.at((xi * su + o0 * c) as isize) as *const f32,
                                         rs: c as isize,
                                         cs: 1,
                                     },
@@ -229,8 +256,26 @@ const LANES: usize = 16;
 /// [`LANES`] input channels at a time, through small tap-major blocks that the arithmetic
 /// reads and writes a vector at a time (element by element it took longer than the GEMMs).
 pub(super) fn transform_weight(g: &Geometry, w: Taps, u: &mut [f32], su: usize) {
-    let (c, o) = (g.c, g.o);
     let up = SendPtr::new(u.as_mut_ptr());
+    // Blocks of LANES output channels, so that the taps a block reads (LANES x LANES weights)
+    // come from a few cache lines in either layout: the input gradient's transposed weight,
+    // read one output channel at a time across all input channels, streamed the whole weight
+    // from L3 once per output channel.
+    parallel_for(g.o.div_ceil(LANES), 1, &|b0, b1| {
+        transform_weight_blocks(g, w, up, su, b0..b1)
+    });
+}
+
+/// [`transform_weight`] for the output channels of `LANES`-channel blocks `blocks`, into U at
+/// `up` (no one else accesses those rows of U meanwhile).
+fn transform_weight_blocks(
+    g: &Geometry,
+    w: Taps,
+    up: SendPtr<f32>,
+    su: usize,
+    blocks: std::ops::Range<usize>,
+) {
+    let (c, o) = (g.c, g.o);
     let Taps {
         ptr,
         so,
@@ -246,14 +291,10 @@ pub(super) fn transform_weight(g: &Geometry, w: Taps, u: &mut [f32], su: usize) 
     let whole_taps = sb == 1 && sa == 3 && avx2();
     #[cfg(not(target_arch = "x86_64"))]
     let whole_taps = false;
-    // Blocks of LANES output channels, so that the taps a block reads (LANES x LANES weights)
-    // come from a few cache lines in either layout: the input gradient's transposed weight,
-    // read one output channel at a time across all input channels, streamed the whole weight
-    // from L3 once per output channel.
-    parallel_for(o.div_ceil(LANES), 1, &|b0, b1| {
+    {
         let mut k = [[0f32; LANES]; 9];
         let mut out = [[0f32; LANES]; XI];
-        for ob in b0..b1 {
+        for ob in blocks {
             let (cbs, ois) = (c.div_ceil(LANES), LANES.min(o - ob * LANES));
             for i in 0..cbs * ois {
                 // A dense forward weight is read in order, an output channel's run at a time
@@ -312,7 +353,7 @@ pub(super) fn transform_weight(g: &Geometry, w: Taps, u: &mut [f32], su: usize) 
                 }
             }
         }
-    });
+    }
 }
 
 /// [`transform_weight`]'s arithmetic on [`LANES`] weights: `k[3 a + b][lane]` in,
