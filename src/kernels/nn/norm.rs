@@ -474,7 +474,7 @@ pub fn batch_norm(
                 // positions, one fused loop over each sample's whole run. Plane by plane, a
                 // channel's 4 elements cost a loop, a slice and a division each: 24 us a call
                 // against the CPU's 12 (Zen 5, 2 threads).
-                let spread = |v: &[M]| -> Vec<M> { v.iter().flat_map(|&x| std::iter::repeat_n(x, s)).collect() };
+                let spread = |v: &[M]| -> Vec<M> { v.iter().flat_map(|&x| std::iter::repeat(x).take(s)).collect() };
                 let (scale, shift) = (spread(&scale), spread(&shift));
                 let a = BnArgs { pi, po, w: &scale, b: &shift, nn, c: 1, s: c * s, round: false, round_var: false, wide: false };
                 parallel_for(nn, (GRAIN / (c * s).max(1)).max(1), &|r0, r1| bn_spread_rows::<F>(&a, r0, r1));
