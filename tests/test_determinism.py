@@ -50,6 +50,13 @@ for dtype in (torch.float32, torch.bfloat16):
         y = F.conv2d(x, w, stride=stride, padding=1)
         y.square().sum().backward()
         digest(f"conv2d-channels-last-{c}/{tag}", y, x.grad, w.grad)
+    # 32 -> 16 channels, channels-last: every pixel times the nine taps, then gathered
+    # (`conv/tap_rows.rs`, the forward; a sample per unit).
+    x = leaf(20, 32, 11, 13, dtype=dtype).detach().contiguous(memory_format=cl).requires_grad_()
+    w = leaf(16, 32, 3, 3, dtype=dtype, seed=1).detach().contiguous(memory_format=cl).requires_grad_()
+    y = F.conv2d(x, w, padding=1)
+    y.square().sum().backward()
+    digest(f"conv2d-channels-last-32-to-16/{tag}", y, x.grad, w.grad)
     # Winograd F(2x2, 3x3): 96+ channels, 64+ tiles (forward and input gradient).
     x, w = leaf(8, 96, 7, 9, dtype=dtype), leaf(112, 96, 3, 3, dtype=dtype, seed=1)
     y = F.conv2d(x, w, padding=1)

@@ -30,6 +30,8 @@ mod grid_weight;
 #[cfg(target_arch = "x86_64")]
 mod packed;
 mod patches;
+#[cfg(target_arch = "x86_64")]
+mod tap_rows;
 mod winograd;
 #[cfg(target_arch = "x86_64")]
 mod winograd_cl;
@@ -758,6 +760,12 @@ pub fn conv_forward(
     {
         return Ok(());
     }
+    #[cfg(target_arch = "x86_64")]
+    if dtype == DType::F32
+        && tap_rows_channels_last(&g, out, input, winograd::Taps::forward(weight), bias)
+    {
+        return Ok(());
+    }
     if matches!(dtype, DType::F32 | DType::F64)
         && depthwise::applies(&g)
         && depthwise::channels_last::applies(&g, &input.strides)
@@ -1320,6 +1328,27 @@ fn winograd_channels_last(
     true
 }
 
+/// Runs [`tap_rows::forward`] if it takes `g` ([`tap_rows::applies`]) with `out` and `input`
+/// both dense channels-last; says whether it did.
+#[cfg(target_arch = "x86_64")]
+fn tap_rows_channels_last(
+    g: &Geometry,
+    out: &TensorMut,
+    input: &TensorRef,
+    w: winograd::Taps,
+    bias: Option<&TensorRef>,
+) -> bool {
+    let cl = |t: &TensorRef| is_channels_last(&t.shape, &t.strides);
+    if !tap_rows::applies(g) || !cl(&out.as_ref()) || !cl(input) {
+        return false;
+    }
+    if out.numel() > 0 {
+        let bias = bias_values(bias);
+        tap_rows::forward(g, out, input, w, bias.as_deref());
+    }
+    true
+}
+
 /// `grad_input = conv_transpose(grad_output, weight) (+ bias per input channel)`: the input
 /// gradient of a convolution (and the forward of a transposed one). `grad_input` is
 /// overwritten; shapes are those of the forward convolution.
@@ -1352,6 +1381,9 @@ pub fn conv_backward_input(
     if let (DType::F32, Some(gt)) = (dtype, g.input_gradient_geometry()) {
         let w = winograd::Taps::turned(weight);
         if winograd_channels_last(&gt, grad_input, grad_output, w, bias) {
+            return Ok(());
+        }
+        if tap_rows_channels_last(&gt, grad_input, grad_output, w, bias) {
             return Ok(());
         }
     }
