@@ -54,14 +54,8 @@ const R: usize = 8;
 pub(super) fn applies(g: &Geometry) -> bool {
     let threads = crate::runtime::pool::num_threads().max(1);
     simd::level() >= 3
-        && g.groups == 1
-        && g.ksp == [1, 3, 3]
-        && g.isp[0] == 1
-        && g.osp[0] == 1
-        && g.padding[0] == 0
-        && g.stride == [1, 1, 1]
-        && g.dilation == [1, 1, 1]
-        && (1..3).all(|i| (0..=1).contains(&g.padding[i]))
+        && super::winograd::kernel_fits(g)
+        && (1..3).all(|i| g.padding[i] <= 1)
         && g.o == O
         && g.c >= MIN_CHANNELS
         && g.n >= 2 * threads
