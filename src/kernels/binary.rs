@@ -7,6 +7,7 @@ use super::core::float::{FloatStore, Math};
 use super::core::int::IntElem;
 use super::core::map::map2;
 use super::core::simd::Isa;
+use super::core::vmath_avx512::{self as avx512, VecOp2};
 use super::core::widened::{map1_float, map2_float, Blocks, Vectors};
 use crate::error::{FooError, FooResult};
 use crate::not_implemented;
@@ -329,13 +330,14 @@ fn float_binary<F: FloatStore>(
                 g * (left_d + right_d)
             })
         }
+        // Dense float32/bfloat16/float16 of one shape take the AVX-512 form (the same bits).
+        GeluBackward if avx512::map2(VecOp2::GeluBackward, out, a, b) => Ok(()),
         GeluBackward => {
-            let k_alpha = c(std::f64::consts::FRAC_1_SQRT_2);
             let k_beta =
                 c(2.0 / std::f64::consts::PI.sqrt() * std::f64::consts::FRAC_1_SQRT_2 * 0.5);
             let half = c(0.5);
             m!(|g, x, isa| {
-                let cdf = half * (one + (x * k_alpha).verf_gelu(isa));
+                let cdf = x.vnormal_cdf(isa);
                 let pdf = k_beta * (-(half * x * x)).vexp(isa);
                 g * (cdf + x * pdf)
             })

@@ -265,8 +265,8 @@ fn float_unary<F: FloatStore>(
             )
         };
     }
-    // Float32 with an AVX-512 form of its math (`core::vmath_avx512`, the same bits) takes
-    // that; the rest, and other CPUs, the scalar form.
+    // Dense float32, bfloat16 and float16 with an AVX-512 form of their math
+    // (`core::vmath_avx512`, the same bits) take that; the rest, and other CPUs, the scalar form.
     macro_rules! v {
         ($op:ident, |$x:ident, $isa:ident| $e:expr) => {
             if avx512::map1(VecOp::$op, out, a) {
@@ -350,11 +350,7 @@ fn float_unary<F: FloatStore>(
                 * x
                 * (one + (k * (x + k1 * x * x * x)).vtanh(isa)))
         }
-        Gelu => {
-            let r = c(std::f64::consts::FRAC_1_SQRT_2);
-            let half = c(0.5);
-            v!(Gelu, |x, isa| half * x * (one + (x * r).verf_gelu(isa)))
-        }
+        Gelu => v!(Gelu, |x, isa| x * x.vnormal_cdf(isa)),
         Silu => v!(Silu, |x, isa| x * x.vsigmoid(isa)),
         Mish => m!(|x| x * x.exp().ln_1p().tanh()),
         Softplus => {

@@ -1,14 +1,18 @@
-//! AVX-512 forms of [`vmath`](super::vmath)'s `exp`, `tanh`, `sigmoid`, `erfc` and GELU, written
-//! with intrinsics, and [`map1`], which runs them over dense float32 tensors.
+//! AVX-512 forms of [`vmath`](super::vmath)'s `exp`, `tanh`, `sigmoid`, `erfc`, GELU and GELU's
+//! gradient, written with intrinsics, and [`map1`]/[`map2`], which run them over dense float32,
+//! bfloat16 and float16 tensors.
 //!
 //! Same algorithms and same roundings as the scalar forms, so the same bits (the tests below
-//! compare them on every 1021st float), in fewer instructions than LLVM's vectorization of the
-//! scalar forms: `vscalefps` multiplies by 2^n in one rounding, subnormal results included,
-//! where the scalar forms build 2^n from integer bits and multiply (twice, for subnormal
-//! results); `vpternlogd` restores a sign in one instruction; a run's last partial vector goes
-//! under a mask instead of through a scalar loop. `exp` is 15 vector instructions here, 22
-//! auto-vectorized: 1e6 of them took 1.12x the CPU's (SLEEF's) time, `tanh` 1.23x, GELU 1.18x,
-//! `erfc` 1.78x.
+//! compare them on every 1021st float, and on every bfloat16 and float16 value), in fewer
+//! instructions than LLVM's vectorization of the scalar forms: `vscalefps` multiplies by 2^n in
+//! one rounding, subnormal results included, where the scalar forms build 2^n from integer bits
+//! and multiply (twice, for subnormal results); `vpternlogd` restores a sign in one
+//! instruction; `vpermps` looks up a table of 16 coefficients held in a register; a run's last
+//! partial vector goes under a mask instead of through a scalar loop. `exp` is 15 vector
+//! instructions here, 22 auto-vectorized: 1e6 of them took 1.12x the CPU's (SLEEF's) time,
+//! `tanh` 1.23x, `erfc` 1.78x. bfloat16 and float16 are widened and narrowed in the same loop
+//! (a [`Lanes`] type each) instead of in blocks through the scalar loops: LLVM makes gathers of
+//! GELU's table lookups there.
 
 // The AVX-512 intrinsics are stable since Rust 1.89 (see gemm/bf16/microkernel.rs).
 #![allow(clippy::incompatible_msrv)]
@@ -20,14 +24,15 @@ use {
     super::parallel::SendPtr,
     super::simd::level,
     super::vmath::{
-        ERFC_MAX, ERFC_Q, ERFC_SPLIT, ERFC_TM, ERF_GELU_P, ERF_SMALL_P, EXPM1_P, LN2_HI, LN2_LO,
-        MAGIC, TANH_MAX, TANH_P, TANH_SPLIT,
+        CDF_INV_W, CDF_LIM, CDF_P, CDF_W, ERFC_MAX, ERFC_Q, ERFC_SPLIT, ERFC_TM, ERF_SMALL_P,
+        EXPM1_P, LN2_HI, LN2_LO, MAGIC, TANH_MAX, TANH_P, TANH_SPLIT,
     },
     std::arch::x86_64::*,
 };
 
 use crate::dtype::DType;
 use crate::tensor::{TensorMut, TensorRef};
+use half::{bf16, f16};
 
 /// The ops with an AVX-512 form: [`UnaryOp`](crate::kernels::unary::UnaryOp)'s of the same
 /// names (`GeluTanh` is GELU with `approximate="tanh"`).
@@ -42,15 +47,30 @@ pub enum VecOp {
     GeluTanh,
 }
 
-/// `out = op(a)` where both are float32 of the same shape, dense along their innermost
-/// coalesced dimension, and the CPU has AVX-512: returns whether it ran (the caller runs the
-/// scalar form otherwise).
+/// The two-input ops with an AVX-512 form: [`BinaryOp`](crate::kernels::binary::BinaryOp)'s of
+/// the same names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VecOp2 {
+    /// `g * (Φ(x) + x φ(x))`, exact GELU's gradient (`g` the first operand).
+    GeluBackward,
+}
+
+/// `out = op(a)` where both are float32, bfloat16 or float16, of one dtype and shape, dense
+/// along their innermost coalesced dimension, and the CPU has AVX-512: returns whether it ran
+/// (the caller runs the scalar form otherwise).
 pub fn map1(op: VecOp, out: &TensorMut, a: &TensorRef) -> bool {
-    if out.dtype != DType::F32 || a.dtype != DType::F32 || out.shape != a.shape {
+    if a.dtype != out.dtype || out.shape != a.shape {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
     {
+        let run: Run1 = match out.dtype {
+            DType::F32 => run1::<f32>,
+            DType::BF16 if native_bf16() => run1_bf16::<Bf16Native>,
+            DType::BF16 => run1::<bf16>,
+            DType::F16 => run1::<f16>,
+            _ => return false,
+        };
         if level() < 3 || out.numel() == 0 {
             return false;
         }
@@ -58,14 +78,62 @@ pub fn map1(op: VecOp, out: &TensorMut, a: &TensorRef) -> bool {
         if l.strides[1].last() != Some(&1) {
             return false;
         }
-        let (po, pa) = (SendPtr::<f32>::of(out.ptr), SendPtr::<f32>::of(a.ptr));
+        let size = out.dtype.size() as isize;
+        let (po, pa) = (SendPtr::<u8>::of(out.ptr), SendPtr::<u8>::of(a.ptr));
         drive_dense_rows(&l, &|off, rows, len, outer| {
             for r in 0..rows as isize {
-                let (o, x) = (po.at(off[0] + r * outer[0]), pa.at(off[1] + r * outer[1]));
+                let o = po.at((off[0] + r * outer[0]) * size);
+                let x = pa.at((off[1] + r * outer[1]) * size);
                 // SAFETY: level 3 has every feature `run` enables; row r of both operands is
-                // `len` dense elements in bounds (their shapes and strides), written by this
-                // chunk only, overlapping the input only elementwise (the glue's contract).
+                // `len` dense elements of the dtype `run` reads, in bounds (their shapes and
+                // strides), written by this chunk only, overlapping the input only elementwise
+                // (the glue's contract).
                 unsafe { run(op, o, x, len) };
+            }
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = op;
+        false
+    }
+}
+
+/// `out = op(a, b)` where all three are float32, bfloat16 or float16, of one dtype and shape,
+/// dense along their innermost coalesced dimension, and the CPU has AVX-512: returns whether
+/// it ran (the caller runs the scalar form otherwise).
+pub fn map2(op: VecOp2, out: &TensorMut, a: &TensorRef, b: &TensorRef) -> bool {
+    if a.dtype != out.dtype || b.dtype != out.dtype || a.shape != out.shape || b.shape != out.shape
+    {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let run: Run2 = match out.dtype {
+            DType::F32 => run2::<f32>,
+            DType::BF16 if native_bf16() => run2_bf16::<Bf16Native>,
+            DType::BF16 => run2::<bf16>,
+            DType::F16 => run2::<f16>,
+            _ => return false,
+        };
+        if level() < 3 || out.numel() == 0 {
+            return false;
+        }
+        let l = coalesce(&out.shape, [&out.strides, &a.strides, &b.strides]);
+        if l.strides[1].last() != Some(&1) || l.strides[2].last() != Some(&1) {
+            return false;
+        }
+        let size = out.dtype.size() as isize;
+        let p = [
+            SendPtr::<u8>::of(out.ptr),
+            SendPtr::of(a.ptr),
+            SendPtr::of(b.ptr),
+        ];
+        drive_dense_rows(&l, &|off, rows, len, outer| {
+            for r in 0..rows as isize {
+                let [o, x, y] = std::array::from_fn(|k| p[k].at((off[k] + r * outer[k]) * size));
+                // SAFETY: as in `map1`, for both inputs.
+                unsafe { run(op, o, x, y, len) };
             }
         })
     }
@@ -79,63 +147,272 @@ pub fn map1(op: VecOp, out: &TensorMut, a: &TensorRef) -> bool {
 #[cfg(target_arch = "x86_64")]
 type V = __m512;
 
-/// `o[i] = f(x[i])` for `i < len`: whole vectors, then the rest under a mask, so that every
-/// element goes through the same instructions wherever a thread's chunk starts.
+/// Whether the CPU narrows to bfloat16 in one instruction (checked once; std caches it).
+#[cfg(target_arch = "x86_64")]
+fn native_bf16() -> bool {
+    std::arch::is_x86_feature_detected!("avx512bf16")
+}
+
+#[cfg(target_arch = "x86_64")]
+type Run1 = unsafe fn(VecOp, *mut u8, *const u8, usize);
+#[cfg(target_arch = "x86_64")]
+type Run2 = unsafe fn(VecOp2, *mut u8, *const u8, *const u8, usize);
+
+/// A storage type's 16 lanes as float32, converted as the scalar loops convert
+/// (`FloatStore::load`/`store`), so that the vector forms give their bits: bfloat16 widened
+/// exactly and narrowed to nearest even with NaN made quiet (`reduced::bf16_bits`), float16
+/// through `vcvtph2ps`/`vcvtps2ph` (as `widened`'s runs).
+#[cfg(target_arch = "x86_64")]
+trait Lanes: Copy {
+    /// # Safety
+    /// The CPU has AVX-512 (F, BW, VL) and F16C; the lanes of `m` address readable elements.
+    unsafe fn load(p: *const Self, m: __mmask16) -> V;
+    /// # Safety
+    /// As `load`, the lanes of `m` writable.
+    unsafe fn store(p: *mut Self, m: __mmask16, v: V);
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for f32 {
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load(p: *const f32, m: __mmask16) -> V {
+        // SAFETY: the caller's contract.
+        unsafe { _mm512_maskz_loadu_ps(m, p) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store(p: *mut f32, m: __mmask16, v: V) {
+        // SAFETY: the caller's contract.
+        unsafe { _mm512_mask_storeu_ps(p, m, v) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for bf16 {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn load(p: *const bf16, m: __mmask16) -> V {
+        // SAFETY: the caller's contract.
+        let h = unsafe { load_halves(p as *const i16, m) };
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn store(p: *mut bf16, m: __mmask16, v: V) {
+        // `reduced::bf16_bits` in the upper half of each lane, which a word permute gathers:
+        // `vpmovdw` (the lower halves) into memory stalled the loop (a Zen 5: GELU took 2x
+        // float32's time).
+        let b = _mm512_castps_si512(v);
+        let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
+        let rounded = _mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+        let magnitude = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFF_FFFF));
+        let nan = _mm512_cmpgt_epu32_mask(magnitude, _mm512_set1_epi32(0x7F80_0000));
+        let quiet = _mm512_or_si512(b, _mm512_set1_epi32(0x0040_0000));
+        let w = _mm512_mask_blend_epi32(nan, rounded, quiet);
+        let upper = _mm512_set_epi16(
+            31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1, 31, 29, 27, 25, 23, 21, 19,
+            17, 15, 13, 11, 9, 7, 5, 3, 1,
+        );
+        let h = _mm512_castsi512_si256(_mm512_permutexvar_epi16(upper, w));
+        // SAFETY: the caller's contract.
+        unsafe { store_halves(p as *mut i16, m, h) }
+    }
+}
+
+/// bfloat16 narrowed by `vcvtneps2bf16` (AVX512-BF16), one instruction for `bf16`'s eight
+/// (GELU of 1M elements, one thread of a Zen 5: 205 -> 171 us; float32 114): the same rounding to
+/// nearest even and quiet NaN, but subnormal inputs flushed to zero, so a vector with a
+/// subnormal lane (a check, rarely taken) narrows as `bf16` does.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct Bf16Native(bf16);
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for Bf16Native {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn load(p: *const Bf16Native, m: __mmask16) -> V {
+        // SAFETY: the caller's contract; the same layout.
+        unsafe { bf16::load(p as *const bf16, m) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+    unsafe fn store(p: *mut Bf16Native, m: __mmask16, v: V) {
+        const SUBNORMAL: i32 = 0x20;
+        if _mm512_fpclass_ps_mask::<SUBNORMAL>(v) != 0 {
+            // SAFETY: the caller's contract; the same layout.
+            return unsafe { bf16::store(p as *mut bf16, m, v) };
+        }
+        // SAFETY: `__m256bh` is 16 bfloat16 bit patterns, as `__m256i` holds them.
+        let h: __m256i = unsafe { std::mem::transmute(_mm512_cvtneps_pbh(v)) };
+        // SAFETY: the caller's contract.
+        unsafe { store_halves(p as *mut i16, m, h) }
+    }
+}
+
+/// 16 two-byte elements, the lanes of `m`; a whole vector's (a constant `m` of all ones, once
+/// inlined) a plain load.
+///
+/// # Safety
+/// The lanes of `m` address readable elements.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn load_halves(p: *const i16, m: __mmask16) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if m == !0 {
+            _mm256_loadu_si256(p as *const __m256i)
+        } else {
+            _mm256_maskz_loadu_epi16(m, p)
+        }
+    }
+}
+
+/// Stores the lanes of `m` of `h` (see [`load_halves`]).
+///
+/// # Safety
+/// The lanes of `m` address writable elements.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn store_halves(p: *mut i16, m: __mmask16, h: __m256i) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if m == !0 {
+            _mm256_storeu_si256(p as *mut __m256i, h)
+        } else {
+            _mm256_mask_storeu_epi16(p, m, h)
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for f16 {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn load(p: *const f16, m: __mmask16) -> V {
+        // SAFETY: the caller's contract.
+        _mm512_cvtph_ps(unsafe { load_halves(p as *const i16, m) })
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn store(p: *mut f16, m: __mmask16, v: V) {
+        let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v);
+        // SAFETY: the caller's contract.
+        unsafe { store_halves(p as *mut i16, m, h) }
+    }
+}
+
+/// `o[i] = f(x[i], y[i])` for `i < len` (`f(x[i])` without `y`): whole vectors, then the rest
+/// under a mask, so that every element goes through the same instructions wherever a thread's
+/// chunk starts. (The whole vectors' mask is a constant: LLVM makes those plain loads and
+/// stores.)
 #[cfg(target_arch = "x86_64")]
 macro_rules! run_with {
-    ($f:expr, $o:expr, $x:expr, $len:expr) => {{
-        let (o, x, len) = ($o, $x, $len);
+    ($T:ty, $f:expr, $o:expr, $len:expr, $($x:expr),+) => {{
+        let (o, len) = ($o, $len);
         let mut i = 0;
+        while i + 32 <= len {
+            // SAFETY: elements i..i + 32 (the caller's contract), read before written.
+            unsafe {
+                let v0 = $f($(<$T>::load($x.add(i), !0)),+);
+                let v1 = $f($(<$T>::load($x.add(i + 16), !0)),+);
+                <$T>::store(o.add(i), !0, v0);
+                <$T>::store(o.add(i + 16), !0, v1);
+            }
+            i += 32;
+        }
         while i + 16 <= len {
             // SAFETY: elements i..i + 16 (the caller's contract), read before written.
-            unsafe { _mm512_storeu_ps(o.add(i), $f(_mm512_loadu_ps(x.add(i)))) };
+            unsafe { <$T>::store(o.add(i), !0, $f($(<$T>::load($x.add(i), !0)),+)) };
             i += 16;
         }
         if i < len {
             let m: __mmask16 = ((1u32 << (len - i)) - 1) as __mmask16;
             // SAFETY: the masked lanes are elements i..len; the others are not touched.
-            unsafe { _mm512_mask_storeu_ps(o.add(i), m, $f(_mm512_maskz_loadu_ps(m, x.add(i)))) };
+            unsafe { <$T>::store(o.add(i), m, $f($(<$T>::load($x.add(i), m)),+)) };
         }
     }};
 }
 
-/// `o[i] = op(x[i])` for `i < len`.
-///
-/// # Safety
-/// The CPU has the enabled features; `o` and `x` address `len` elements, `o` overlapping `x`
-/// only elementwise.
+/// `run1` and `run2` for the features of each `Lanes` type's instructions (`run1_bf16`, with
+/// AVX512-BF16, for [`Bf16Native`]): the math inlines into both.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")]
-unsafe fn run(op: VecOp, o: *mut f32, x: *const f32, len: usize) {
-    match op {
-        VecOp::Exp => run_with!(exp, o, x, len),
-        VecOp::Tanh => run_with!(tanh, o, x, len),
-        VecOp::Sigmoid => run_with!(sigmoid, o, x, len),
-        VecOp::Silu => run_with!(|v| _mm512_mul_ps(v, sigmoid(v)), o, x, len),
-        VecOp::Erfc => run_with!(erfc, o, x, len),
-        VecOp::Gelu => {
-            // The scalar form's constants, rounded from f64 as unary.rs rounds them.
-            let (half, r) = (splat(0.5), splat(std::f64::consts::FRAC_1_SQRT_2 as f32));
-            let g = |v| {
-                let e = erf_gelu(_mm512_mul_ps(v, r));
-                _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(splat(1.0), e))
-            };
-            run_with!(g, o, x, len)
+macro_rules! runners {
+    ($run1:ident, $run2:ident, $features:literal) => {
+        /// `o[i] = op(x[i])` for `i < len`, elements of type `T`.
+        ///
+        /// # Safety
+        /// The CPU has the enabled features; `o` and `x` address `len` elements of `T`, `o`
+        /// overlapping `x` only elementwise.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $run1<T: Lanes>(op: VecOp, o: *mut u8, x: *const u8, len: usize) {
+            let (o, x) = (o as *mut T, x as *const T);
+            match op {
+                VecOp::Exp => run_with!(T, exp, o, len, x),
+                VecOp::Tanh => run_with!(T, tanh, o, len, x),
+                VecOp::Sigmoid => run_with!(T, sigmoid, o, len, x),
+                VecOp::Silu => run_with!(T, |v| _mm512_mul_ps(v, sigmoid(v)), o, len, x),
+                VecOp::Erfc => run_with!(T, erfc, o, len, x),
+                VecOp::Gelu => run_with!(T, |v| _mm512_mul_ps(v, normal_cdf(v)), o, len, x),
+                VecOp::GeluTanh => {
+                    let half = splat(0.5);
+                    let k = splat((2.0 / std::f64::consts::PI).sqrt() as f32);
+                    let k1 = splat(0.044715f64 as f32);
+                    // x + k1 x x x, as the scalar form groups it: ((k1 x) x) x.
+                    let g = |v| {
+                        let c = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(k1, v), v), v);
+                        let t = tanh(_mm512_mul_ps(k, _mm512_add_ps(v, c)));
+                        _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(splat(1.0), t))
+                    };
+                    run_with!(T, g, o, len, x)
+                }
+            }
         }
-        VecOp::GeluTanh => {
-            let half = splat(0.5);
-            let k = splat((2.0 / std::f64::consts::PI).sqrt() as f32);
-            let k1 = splat(0.044715f64 as f32);
-            // x + k1 x x x, as the scalar form groups it: ((k1 x) x) x.
-            let g = |v| {
-                let c = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(k1, v), v), v);
-                let t = tanh(_mm512_mul_ps(k, _mm512_add_ps(v, c)));
-                _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(splat(1.0), t))
-            };
-            run_with!(g, o, x, len)
+
+        /// `o[i] = op(x[i], y[i])` for `i < len`, elements of type `T`.
+        ///
+        /// # Safety
+        /// As [`run1`], for both inputs.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $run2<T: Lanes>(op: VecOp2, o: *mut u8, x: *const u8, y: *const u8, len: usize) {
+            let (o, x, y) = (o as *mut T, x as *const T, y as *const T);
+            match op {
+                VecOp2::GeluBackward => {
+                    // The scalar form's constants (binary.rs), rounded from f64 as it rounds them.
+                    let k =
+                        2.0 / std::f64::consts::PI.sqrt() * std::f64::consts::FRAC_1_SQRT_2 * 0.5;
+                    let (k, half) = (splat(k as f32), splat(0.5));
+                    // g * (cdf + x * pdf), pdf = k exp(-(x x / 2)): unfused, as the scalar form.
+                    let f = |g, v| {
+                        let pdf =
+                            _mm512_mul_ps(k, exp(neg(_mm512_mul_ps(_mm512_mul_ps(half, v), v))));
+                        _mm512_mul_ps(g, _mm512_add_ps(normal_cdf(v), _mm512_mul_ps(v, pdf)))
+                    };
+                    run_with!(T, f, o, len, x, y)
+                }
+            }
         }
-    }
+    };
 }
+
+#[cfg(target_arch = "x86_64")]
+runners!(
+    run1,
+    run2,
+    "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c"
+);
+#[cfg(target_arch = "x86_64")]
+runners!(
+    run1_bf16,
+    run2_bf16,
+    "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c,avx512bf16"
+);
 
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -262,19 +539,24 @@ pub(crate) fn sigmoid(x: V) -> V {
     _mm512_div_ps(splat(1.0), _mm512_add_ps(splat(1.0), exp(neg(x))))
 }
 
-/// `vmath::erf_gelu`.
+/// `vmath::normal_cdf`: the coefficients of the 16 polynomials are one vector each, indexed by
+/// the low 4 bits of `|x| / W + MAGIC` (a permute, no table in memory).
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn erf_gelu(x: V) -> V {
-    let a = _mm512_abs_ps(x);
-    let t = _mm512_div_ps(
-        splat(1.0),
-        _mm512_fmadd_ps(splat(0.327_591_1), a, splat(1.0)),
-    );
-    let r = poly(t, ERF_GELU_P);
-    let e = exp_normal(at_least(-87.0, neg(_mm512_mul_ps(x, x))));
-    copysign(_mm512_fnmadd_ps(_mm512_mul_ps(t, e), r, splat(1.0)), x)
+fn normal_cdf(x: V) -> V {
+    // `min(LIM, a)` returns `a` where it is NaN (the second operand), as the scalar form.
+    let a = _mm512_min_ps(splat(CDF_LIM), _mm512_abs_ps(x));
+    let t = _mm512_fmadd_ps(a, splat(CDF_INV_W), splat(MAGIC));
+    let r = _mm512_fnmadd_ps(_mm512_sub_ps(t, splat(MAGIC)), splat(CDF_W), a);
+    let i = _mm512_castps_si512(t);
+    // SAFETY: each row is 16 floats.
+    let row = |k: usize| _mm512_permutexvar_ps(i, unsafe { _mm512_loadu_ps(CDF_P[k].as_ptr()) });
+    let mut acc = row(0);
+    for k in 1..CDF_P.len() {
+        acc = _mm512_fmadd_ps(acc, r, row(k));
+    }
+    _mm512_add_ps(splat(0.5), copysign(acc, x))
 }
 
 /// `vmath::erfc_big`; the scalar form's `m 2^(n+64) 2^-64` in one scaling.
@@ -343,10 +625,7 @@ mod tests {
             VecOp::Sigmoid => vmath::sigmoid(isa, x),
             VecOp::Silu => x * vmath::sigmoid(isa, x),
             VecOp::Erfc => vmath::erfc(isa, x),
-            VecOp::Gelu => {
-                let r = std::f64::consts::FRAC_1_SQRT_2 as f32;
-                0.5 * x * (1.0 + vmath::erf_gelu(isa, x * r))
-            }
+            VecOp::Gelu => x * vmath::normal_cdf(isa, x),
             VecOp::GeluTanh => {
                 let k = (2.0 / std::f64::consts::PI).sqrt() as f32;
                 let k1 = 0.044715f64 as f32;
@@ -365,8 +644,142 @@ mod tests {
         VecOp::GeluTanh,
     ];
 
+    const OPS2: [VecOp2; 1] = [VecOp2::GeluBackward];
+
     fn same(a: f32, b: f32) -> bool {
         a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+    }
+
+    /// [`run1`] on float32.
+    ///
+    /// # Safety
+    /// As [`run1`].
+    unsafe fn run(op: VecOp, o: *mut f32, x: *const f32, len: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { run1::<f32>(op, o as *mut u8, x as *const u8, len) }
+    }
+
+    /// The scalar form of `op`, as binary.rs writes it for float32 (with FMA).
+    fn scalar2(op: VecOp2, g: f32, x: f32) -> f32 {
+        let isa = Isa::AVX512;
+        match op {
+            VecOp2::GeluBackward => {
+                let k = (2.0 / std::f64::consts::PI.sqrt() * std::f64::consts::FRAC_1_SQRT_2 * 0.5)
+                    as f32;
+                let pdf = k * vmath::exp(isa, -(0.5 * x * x));
+                g * (vmath::normal_cdf(isa, x) + x * pdf)
+            }
+        }
+    }
+
+    /// The two-input forms: every 1021st float as `x` (4.2 million) against gradients of
+    /// every magnitude, at a length that leaves a partial last vector.
+    #[test]
+    fn two_input_forms_same_bits_as_the_scalar_forms() {
+        if level() < 3 {
+            return;
+        }
+        let mut xs: Vec<f32> = (0..u32::MAX).step_by(1021).map(f32::from_bits).collect();
+        xs.extend([
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            CDF_LIM,
+            -CDF_LIM,
+        ]);
+        let gs: Vec<f32> = (0..xs.len())
+            .map(|i| f32::from_bits((i as u32).wrapping_mul(2_654_435_761)))
+            .collect();
+        let mut out = vec![0.0f32; xs.len()];
+        for op in OPS2 {
+            let n = xs.len();
+            // SAFETY: level 3 (checked); all three have n elements.
+            unsafe {
+                run2::<f32>(
+                    op,
+                    out.as_mut_ptr() as *mut u8,
+                    gs.as_ptr() as *const u8,
+                    xs.as_ptr() as *const u8,
+                    n,
+                )
+            };
+            let bad: Vec<_> = (0..n)
+                .filter(|&i| !same(out[i], scalar2(op, gs[i], xs[i])))
+                .take(5)
+                .map(|i| (gs[i], xs[i], out[i], scalar2(op, gs[i], xs[i])))
+                .collect();
+            assert!(bad.is_empty(), "{op:?}: (g, x, vector, scalar) {bad:?}");
+        }
+    }
+
+    /// bfloat16 and float16: every one of the 65536 values through each op (and as `x` of the
+    /// two-input ops), widened, computed and narrowed as the scalar loops do
+    /// (`FloatStore::load`/`store`): the same values (NaN for NaN).
+    #[test]
+    fn reduced_floats_same_bits_as_the_scalar_loops() {
+        use super::super::reduced::{bf16_bits, bf16_from_bits, f16_bits, f16_from_bits};
+        if level() < 3 {
+            return;
+        }
+        let all: Vec<u16> = (0..=u16::MAX).collect();
+        let gs: Vec<u16> = all.iter().map(|&h| h.rotate_left(7)).collect();
+        type Convert = (fn(u16) -> f32, fn(f32) -> u16, Run1, Run2);
+        let kinds: [(&str, Convert); 2] = [
+            (
+                "bf16",
+                (bf16_from_bits, bf16_bits, run1::<bf16>, run2::<bf16>),
+            ),
+            ("f16", (f16_from_bits, f16_bits, run1::<f16>, run2::<f16>)),
+        ];
+        let native: [(&str, Convert); 1] = [(
+            "bf16 native",
+            (
+                bf16_from_bits,
+                bf16_bits,
+                run1_bf16::<Bf16Native>,
+                run2_bf16::<Bf16Native>,
+            ),
+        )];
+        let kinds = kinds
+            .iter()
+            .chain(if native_bf16() { &native[..] } else { &[] });
+        for &(name, (load, store, r1, r2)) in kinds {
+            let same16 = |a: u16, b: u16| a == b || (load(a).is_nan() && load(b).is_nan());
+            let mut out = vec![0u16; all.len()];
+            for op in OPS {
+                // SAFETY: level 3 (checked); both have 65536 elements.
+                unsafe {
+                    r1(
+                        op,
+                        out.as_mut_ptr() as *mut u8,
+                        all.as_ptr() as *const u8,
+                        all.len(),
+                    )
+                };
+                for (&h, &y) in all.iter().zip(&out) {
+                    let want = store(scalar(op, load(h)));
+                    assert!(
+                        same16(y, want),
+                        "{name} {op:?} {h:#06x}: {y:#06x} != {want:#06x}"
+                    );
+                }
+            }
+            for op in OPS2 {
+                let (o, g, x) = (
+                    out.as_mut_ptr() as *mut u8,
+                    gs.as_ptr() as *const u8,
+                    all.as_ptr() as *const u8,
+                );
+                // SAFETY: level 3 (checked); all three have 65536 elements.
+                unsafe { r2(op, o, g, x, all.len()) };
+                for i in 0..all.len() {
+                    let want = store(scalar2(op, load(gs[i]), load(all[i])));
+                    assert!(same16(out[i], want), "{name} {op:?} {:#06x}", all[i]);
+                }
+            }
+        }
     }
 
     /// Every 1021st float of both signs (4.2 million), the special values and the ranges' edges:
