@@ -642,17 +642,20 @@ def test_float32_transcendentals_within_two_ulp(name):
     assert torch.equal(torch.signbit(got[want == 0]), torch.signbit(want[want == 0]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("name", ["exp", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "erfc"])
-def test_float32_math_same_bits_dense_and_strided(name):
-    """Dense float32 runs of these ops take their AVX-512 forms where the CPU has them
-    (kernels::core::vmath_avx512, a run's last partial vector under a mask); strided inputs take
-    the scalar forms (kernels::core::vmath). Both give the same bits, at every run length and
-    over every branch of the math (subnormal results, the ranges' edges, NaN, infinities)."""
+def test_vector_math_same_bits_dense_and_strided(name, dtype):
+    """Dense float32 (bfloat16, float16) runs of these ops take their AVX-512 forms where the
+    CPU has them (kernels::core::vmath_avx512, a run's last partial vector under a mask,
+    reduced floats widened and narrowed in the loop); strided inputs take the scalar forms
+    (kernels::core::vmath). Both give the same bits, at every run length and over every branch
+    of the math (subnormal results, the ranges' edges, NaN, infinities)."""
     op = {"silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}.get(
         name, getattr(torch, name, None))
     edges = torch.tensor([0.0, -0.0, torch.inf, -torch.inf, torch.nan, 1e-45, -104.0, -87.0, -86.5, 88.72,
                           89.0, 0.625, -0.625, 9.1, 0.75, -0.75, 10.06, 10.1, -30.0])
     vals = torch.cat([edges, torch.linspace(-110.0, 90.0, 20_001), torch.randn(5000) * 3])
+    vals = vals.to(dtype)
     for n in (1, 15, 16, 17, 33, 1000, vals.numel()):
         x = vals[:n]
         # Columns 0, 2, 4, ... of a 2-column interleave: a strided view of the same values.
@@ -660,7 +663,8 @@ def test_float32_math_same_bits_dense_and_strided(name):
         strided = to_foo(wide)[::2]
         dense = to_foo(x)
         a, b = op(strided).cpu(), op(dense).cpu()
-        same = (a.view(torch.int32) == b.view(torch.int32)) | (a.isnan() & b.isnan())
+        bits = torch.int32 if dtype == torch.float32 else torch.int16
+        same = (a.view(bits) == b.view(bits)) | (a.isnan() & b.isnan())
         assert same.all(), f"{name} n={n}: {x[~same][:5]} strided {a[~same][:5]} dense {b[~same][:5]}"
 
 
