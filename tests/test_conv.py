@@ -286,7 +286,7 @@ def test_conv_channels_last_layouts(dtype, dims, layout, case):
         assert_same(f.grad, ref.grad.to(dtype), check_stride=not (ambiguous and f.dim() > 1), **tol(dtype))
 
 
-# 3x3 stride-1 convolutions into 16 channels from 32+, channels-last, 4+ samples
+# 3x3 stride-1 convolutions into 16 channels from 32+, 4+ samples
 # (`conv/tap_rows.rs`: each input pixel times all nine taps, then each output pixel's taps
 # gathered): the forward, and the input gradient of a layer from 16 channels into 32; rows that
 # leave partial tiles of pixels, padding 0 and 1, one-pixel planes.
@@ -300,22 +300,24 @@ TAP_ROWS_CASES = [
 ]
 
 
+@pytest.mark.parametrize("fmt", [torch.channels_last, torch.contiguous_format], ids=["cl", "nchw"])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("case", TAP_ROWS_CASES, ids=lambda c: f"{c[0]}to{c[1]}p{c[2]}")
-def test_conv_sixteen_channels_channels_last(case, bias):
+def test_conv_sixteen_channels(case, bias, fmt):
+    """3x3 convolutions into 16 channels (and input gradients from 16): conv/tap_rows.rs on
+    channels-last operands, on channels-last copies of NCHW ones."""
     (n, c, h, w), o, padding = case
-    cl = torch.channels_last
-    x = sample((n, c, h, w), torch.float32, seed=1).to(memory_format=cl).requires_grad_()
+    x = sample((n, c, h, w), torch.float32, seed=1).to(memory_format=fmt).requires_grad_()
     wt = sample((o, c, 3, 3), torch.float32, seed=2).requires_grad_()
     b = sample((o,), torch.float32, seed=3).requires_grad_() if bias else None
     y = F.conv2d(x, wt, b, padding=padding)
-    gy = sample(y.shape, torch.float32, seed=4).contiguous(memory_format=cl)
+    gy = sample(y.shape, torch.float32, seed=4).contiguous(memory_format=fmt)
     y.backward(gy)
     xf, wf = (t.detach().to(FOO).requires_grad_() for t in (x, wt))
     bf = b.detach().to(FOO).requires_grad_() if bias else None
     yf = F.conv2d(xf, wf, bf, padding=padding)
     yf.backward(gy.to(FOO))
-    assert yf.is_contiguous(memory_format=cl) and xf.grad.is_contiguous(memory_format=cl)
+    assert yf.is_contiguous(memory_format=fmt) and xf.grad.is_contiguous(memory_format=fmt)
     for got, want in [(yf, y), (xf.grad, x.grad), (wf.grad, wt.grad)] + ([(bf.grad, b.grad)] if bias else []):
         assert_same(got, want, **tol(torch.float32))
 

@@ -756,13 +756,9 @@ pub fn conv_forward(
     }
     #[cfg(target_arch = "x86_64")]
     if dtype == DType::F32
-        && winograd_channels_last(&g, out, input, winograd::Taps::forward(weight), bias)
-    {
-        return Ok(());
-    }
-    #[cfg(target_arch = "x86_64")]
-    if dtype == DType::F32
-        && tap_rows_channels_last(&g, out, input, winograd::Taps::forward(weight), bias)
+        && [WINOGRAD_CL, TAP_ROWS]
+            .into_iter()
+            .any(|k| on_channels_last(k, &g, out, input, winograd::Taps::forward(weight), bias))
     {
         return Ok(());
     }
@@ -1294,12 +1290,33 @@ fn run_samples<T: Send>(
     }
 }
 
-/// Runs `out = conv(input, w) (+ bias)` on the channels-last Winograd form if it takes `g`
-/// ([`winograd_cl::applies`]) and `out` is contiguous or channels-last (through a channels-last
-/// temporary for a contiguous one, and a channels-last copy of an input whose channels are
-/// not dense); says whether it did.
+/// A 3x3 kernel on operands with dense channels and the weight as [`winograd::Taps`]:
+/// [`winograd_cl::forward`] or [`tap_rows::forward`].
 #[cfg(target_arch = "x86_64")]
-fn winograd_channels_last(
+struct TapsKernel {
+    applies: fn(&Geometry) -> bool,
+    forward: fn(&Geometry, &TensorMut, &TensorRef, winograd::Taps, Option<&[f32]>),
+}
+
+#[cfg(target_arch = "x86_64")]
+const WINOGRAD_CL: TapsKernel = TapsKernel {
+    applies: winograd_cl::applies,
+    forward: winograd_cl::forward,
+};
+
+#[cfg(target_arch = "x86_64")]
+const TAP_ROWS: TapsKernel = TapsKernel {
+    applies: tap_rows::applies,
+    forward: tap_rows::forward,
+};
+
+/// Runs `out = conv(input, w) (+ bias)` on `kernel` if it takes `g` and `out` is contiguous or
+/// channels-last (through a channels-last temporary for a contiguous one, and a channels-last
+/// copy of an input whose channels are not dense); says whether it did. The packed kernel
+/// that a contiguous `out` otherwise takes makes the same copies (`forward_f32`).
+#[cfg(target_arch = "x86_64")]
+fn on_channels_last(
+    kernel: TapsKernel,
     g: &Geometry,
     out: &TensorMut,
     input: &TensorRef,
@@ -1307,7 +1324,7 @@ fn winograd_channels_last(
     bias: Option<&TensorRef>,
 ) -> bool {
     let cl = is_channels_last(&out.shape, &out.strides);
-    if !winograd_cl::applies(g) || !(cl || out.is_contiguous()) {
+    if !(kernel.applies)(g) || !(cl || out.is_contiguous()) {
         return false;
     }
     if out.numel() == 0 {
@@ -1315,36 +1332,15 @@ fn winograd_channels_last(
     }
     let bias = bias_values(bias);
     let run = |out: &TensorMut| match input.strides[1] == 1 {
-        true => winograd_cl::forward(g, out, input, w, bias.as_deref()),
+        true => (kernel.forward)(g, out, input, w, bias.as_deref()),
         false => {
             let (_keep, x) = channels_last(input);
-            winograd_cl::forward(g, out, &x, w, bias.as_deref())
+            (kernel.forward)(g, out, &x, w, bias.as_deref())
         }
     };
     match cl {
         true => run(out),
         false => via_channels_last(out, run),
-    }
-    true
-}
-
-/// Runs [`tap_rows::forward`] if it takes `g` ([`tap_rows::applies`]) with `out` and `input`
-/// both dense channels-last; says whether it did.
-#[cfg(target_arch = "x86_64")]
-fn tap_rows_channels_last(
-    g: &Geometry,
-    out: &TensorMut,
-    input: &TensorRef,
-    w: winograd::Taps,
-    bias: Option<&TensorRef>,
-) -> bool {
-    let cl = |t: &TensorRef| is_channels_last(&t.shape, &t.strides);
-    if !tap_rows::applies(g) || !cl(&out.as_ref()) || !cl(input) {
-        return false;
-    }
-    if out.numel() > 0 {
-        let bias = bias_values(bias);
-        tap_rows::forward(g, out, input, w, bias.as_deref());
     }
     true
 }
@@ -1380,10 +1376,10 @@ pub fn conv_backward_input(
     #[cfg(target_arch = "x86_64")]
     if let (DType::F32, Some(gt)) = (dtype, g.input_gradient_geometry()) {
         let w = winograd::Taps::turned(weight);
-        if winograd_channels_last(&gt, grad_input, grad_output, w, bias) {
-            return Ok(());
-        }
-        if tap_rows_channels_last(&gt, grad_input, grad_output, w, bias) {
+        if [WINOGRAD_CL, TAP_ROWS]
+            .into_iter()
+            .any(|k| on_channels_last(k, &gt, grad_input, grad_output, w, bias))
+        {
             return Ok(());
         }
     }

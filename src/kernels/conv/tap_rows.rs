@@ -8,7 +8,10 @@
 //! Here a broadcast feeds 3 vectors (tiles of 8 pixels x 48 columns). Zen 5, 2 threads, medians
 //! of 5 alternating rounds, against that kernel (the CPU's oneDNN in brackets): the input
 //! gradient of [32,16,32,32] -> 32 (a 32 -> 16 product) 863 -> 713 us (696), the forward of
-//! [8,32,64,64] -> 16 800 -> 667 (625), of [8,64,32,32] -> 16 389 -> 327 (339).
+//! [8,32,64,64] -> 16 800 -> 667 (625), of [8,64,32,32] -> 16 389 -> 327 (339). NCHW operands
+//! come through channels-last copies (`conv::on_channels_last`), as they do to that kernel:
+//! the input gradient of [32,16,32,32] -> 32, 1051 -> 898 us (803); the forward of
+//! [32,32,32,32] -> 16 989 -> 845 (995), of [8,64,32,32] -> 16 458 -> 411 (512).
 //!
 //! `Z` is kept for a ring of input rows per sample: an output row needs three; a sample's rows
 //! are computed once, in order. Every output element is the sum of its in-range taps in tap
