@@ -59,9 +59,6 @@ pub enum VecOp2 {
 /// along their innermost coalesced dimension, and the CPU has AVX-512: returns whether it ran
 /// (the caller runs the scalar form otherwise).
 pub fn map1(op: VecOp, out: &TensorMut, a: &TensorRef) -> bool {
-    if a.dtype != out.dtype || out.shape != a.shape {
-        return false;
-    }
     #[cfg(target_arch = "x86_64")]
     {
         let run: Run1 = match out.dtype {
@@ -71,30 +68,12 @@ pub fn map1(op: VecOp, out: &TensorMut, a: &TensorRef) -> bool {
             DType::F16 => run1::<f16>,
             _ => return false,
         };
-        if level() < 3 || out.numel() == 0 {
-            return false;
-        }
-        let l = coalesce(&out.shape, [&out.strides, &a.strides]);
-        if l.strides[1].last() != Some(&1) {
-            return false;
-        }
-        let size = out.dtype.size() as isize;
-        let (po, pa) = (SendPtr::<u8>::of(out.ptr), SendPtr::<u8>::of(a.ptr));
-        drive_dense_rows(&l, &|off, rows, len, outer| {
-            for r in 0..rows as isize {
-                let o = po.at((off[0] + r * outer[0]) * size);
-                let x = pa.at((off[1] + r * outer[1]) * size);
-                // SAFETY: level 3 has every feature `run` enables; row r of both operands is
-                // `len` dense elements of the dtype `run` reads, in bounds (their shapes and
-                // strides), written by this chunk only, overlapping the input only elementwise
-                // (the glue's contract).
-                unsafe { run(op, o, x, len) };
-            }
-        })
+        // SAFETY: `run` reads and writes `len` elements of the operands' dtype at each.
+        dense_rows(out, [a], &|[o, x], len| unsafe { run(op, o, x, len) })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = op;
+        let _ = (op, out, a);
         false
     }
 }
@@ -103,10 +82,6 @@ pub fn map1(op: VecOp, out: &TensorMut, a: &TensorRef) -> bool {
 /// dense along their innermost coalesced dimension, and the CPU has AVX-512: returns whether
 /// it ran (the caller runs the scalar form otherwise).
 pub fn map2(op: VecOp2, out: &TensorMut, a: &TensorRef, b: &TensorRef) -> bool {
-    if a.dtype != out.dtype || b.dtype != out.dtype || a.shape != out.shape || b.shape != out.shape
-    {
-        return false;
-    }
     #[cfg(target_arch = "x86_64")]
     {
         let run: Run2 = match out.dtype {
@@ -116,32 +91,56 @@ pub fn map2(op: VecOp2, out: &TensorMut, a: &TensorRef, b: &TensorRef) -> bool {
             DType::F16 => run2::<f16>,
             _ => return false,
         };
-        if level() < 3 || out.numel() == 0 {
-            return false;
-        }
-        let l = coalesce(&out.shape, [&out.strides, &a.strides, &b.strides]);
-        if l.strides[1].last() != Some(&1) || l.strides[2].last() != Some(&1) {
-            return false;
-        }
-        let size = out.dtype.size() as isize;
-        let p = [
-            SendPtr::<u8>::of(out.ptr),
-            SendPtr::of(a.ptr),
-            SendPtr::of(b.ptr),
-        ];
-        drive_dense_rows(&l, &|off, rows, len, outer| {
-            for r in 0..rows as isize {
-                let [o, x, y] = std::array::from_fn(|k| p[k].at((off[k] + r * outer[k]) * size));
-                // SAFETY: as in `map1`, for both inputs.
-                unsafe { run(op, o, x, y, len) };
-            }
+        // SAFETY: `run` reads and writes `len` elements of the operands' dtype at each.
+        dense_rows(out, [a, b], &|[o, x, y], len| unsafe {
+            run(op, o, x, y, len)
         })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = op;
+        let _ = (op, out, a, b);
         false
     }
+}
+
+/// Calls `f(pointers, len)` for every dense run of `out` and `inputs` (the output's pointer
+/// first) where they all have the output's dtype and shape, each is dense along the innermost
+/// coalesced dimension, and the CPU has AVX-512 (level 3); returns whether it did.
+///
+/// `f` must be safe to call with pointers to `len` elements of that dtype, in bounds (their
+/// shapes and strides), the output's written by the calling chunk only and overlapping the
+/// inputs only elementwise (the glue's contract).
+#[cfg(target_arch = "x86_64")]
+fn dense_rows<const I: usize, const N: usize>(
+    out: &TensorMut,
+    inputs: [&TensorRef; I],
+    f: &(dyn Fn([*mut u8; N], usize) + Sync),
+) -> bool {
+    let same = |t: &&TensorRef| t.dtype == out.dtype && t.shape == out.shape;
+    if I + 1 != N || !inputs.iter().all(same) || level() < 3 || out.numel() == 0 {
+        return false;
+    }
+    let strides: [&[isize]; N] = std::array::from_fn(|k| match k {
+        0 => &out.strides[..],
+        _ => &inputs[k - 1].strides[..],
+    });
+    let l = coalesce(&out.shape, strides);
+    if l.strides[1..].iter().any(|s| s.last() != Some(&1)) {
+        return false;
+    }
+    let size = out.dtype.size() as isize;
+    let p: [SendPtr<u8>; N] = std::array::from_fn(|k| match k {
+        0 => SendPtr::of(out.ptr),
+        _ => SendPtr::of(inputs[k - 1].ptr),
+    });
+    drive_dense_rows(&l, &|off, rows, len, outer| {
+        for r in 0..rows as isize {
+            f(
+                std::array::from_fn(|k| p[k].at((off[k] + r * outer[k]) * size)),
+                len,
+            );
+        }
+    })
 }
 
 #[cfg(target_arch = "x86_64")]
