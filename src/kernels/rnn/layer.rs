@@ -343,15 +343,17 @@ enum RecurrentProduct<'a, F> {
     /// Float32 on AVX2/AVX-512 CPUs: the member's units in blocks of `lanes` (one register of
     /// floats), each block's four gates' rows in one panel `[H][4 lanes]` (gate by gate), times
     /// the state's rows read in place ([`product_avx512`]): no packing, no transpose per step,
-    /// and a register tile of 4 rows x 4 vectors, one per gate, stored to the gates' places
-    /// in the sums (gates `n` rounded up to `lanes` apart).
+    /// and register tiles of a few rows ([`row_tiles`]) x 4 vectors, one per gate, stored to
+    /// the gates' places in the sums (gates `n` rounded up to `lanes` apart).
     Panels {
         /// In a scratch buffer of the thread's: a fresh 512 KB `Vec` per call came as fresh
         /// pages, a fault and a zeroing each (most of the ~80 us a member spent packing).
         packed: &'a mut [f32],
         lanes: usize,
-        /// The state's row pointers (as many as the sub-tiles cover).
+        /// The state's row pointers (as many as the tiles cover).
         state_rows: Vec<*const f32>,
+        /// The batch's tiles, in rows ([`row_tiles`]).
+        tiles: Vec<usize>,
         dims: (usize, usize, usize),
     },
     /// Otherwise (and for depths over [`GEMM_DEPTH`], which `gemm` would sum in pieces), the
@@ -412,10 +414,12 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
                     }
                 }
             }
+            let tiles = row_tiles(b, lanes);
             return Self::Panels {
                 packed,
                 lanes,
-                state_rows: vec![std::ptr::null(); b.next_multiple_of(tile_rows(lanes))],
+                state_rows: vec![std::ptr::null(); tiles.iter().sum()],
+                tiles,
                 dims,
             };
         }
@@ -475,10 +479,11 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
                 packed,
                 lanes,
                 state_rows,
+                tiles,
                 dims: (b, h, n),
             } => {
                 let (b, h, n, lanes) = (*b, *h, *n, *lanes);
-                let (cols, rows) = (4 * lanes, tile_rows(lanes));
+                let cols = 4 * lanes;
                 let h_prev = h_prev.cast::<f32>();
                 for (j, r) in state_rows.iter_mut().enumerate() {
                     // Rows past the batch read row 0; their results are dropped.
@@ -498,13 +503,14 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
                                 0 => Dst::Write,
                                 _ => Dst::Resume,
                             };
-                            for (t, tile) in state_rows.chunks_exact(rows).enumerate() {
-                                let r0 = t * rows;
+                            let mut r0 = 0;
+                            for &rows in tiles.iter() {
                                 let d = dst.wrapping_add(r0 * ld + i * lanes);
-                                let mut at = [null; 4];
-                                for (a, &r) in at.iter_mut().zip(tile) {
+                                let mut at = [null; MAX_TILE_ROWS];
+                                for (a, &r) in at.iter_mut().zip(&state_rows[r0..r0 + rows]) {
                                     *a = r.wrapping_add(k0);
                                 }
+                                r0 += rows;
                                 // SAFETY: F is f32 and the CPU has the kernel's features
                                 // (panel_lanes); the tile's pointers address the depths k0..k0 +
                                 // depth of H floats each, `w` those depths of the panel, and d
@@ -513,8 +519,11 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
                                 // before wrote when resuming.
                                 unsafe {
                                     let t = &at[..rows];
-                                    match lanes {
-                                        16 => product_avx512::<4, 4, 4>(
+                                    match (lanes, rows) {
+                                        (16, 6) => product_avx512::<6, 6, 4>(
+                                            t, depth, w, d, ld, gs, rows, null, mode,
+                                        ),
+                                        (16, _) => product_avx512::<4, 4, 4>(
                                             t, depth, w, d, ld, gs, rows, null, mode,
                                         ),
                                         _ => product_avx2::<3, 3, 4>(
@@ -584,17 +593,31 @@ fn depth_block() -> usize {
     }
 }
 
-/// Batch rows per register sub-tile of [`RecurrentProduct::Panels`]: 4 rows x 4 vectors of 16
-/// floats on AVX-512 (16 accumulators: 8 loads per 16 multiply-adds), 3 x 4 of 8 on AVX2 (12
-/// of its 16 registers). On a Zen 4, one thread, `nn.LSTM(8, 256)` over 128 steps of a batch of
-/// 32 took 28.0-30.0 ms against 28.8-32.3 with 4 x 2 vectors of one gate's columns (3 runs
-/// each, alternating); on two threads the two were level (15.6-16.8 against 15.8-17.6 ms).
-fn tile_rows(lanes: usize) -> usize {
-    if lanes == 16 {
-        4
-    } else {
-        3
+/// The most rows of a tile in [`row_tiles`].
+const MAX_TILE_ROWS: usize = 6;
+
+/// The batch's `b` rows cut into the register tiles of [`RecurrentProduct::Panels`], each
+/// [`MAX_TILE_ROWS`], 4 or 3 rows (the last one's rows past `b` read row 0 and are dropped).
+/// AVX-512: 6 rows x 4 vectors of 16 floats (24 accumulators: 10 loads per 24 multiply-adds,
+/// against 8 per 16 in 4 x 4, which reads the 64 KB panel from L2 half as often again) while
+/// more than 8 rows are left, then 4 x 4: [6, 6, 6, 6, 4, 4] for 32 rows. Zen 5, `nn.LSTM(8,
+/// 256)` over 32 steps of a batch of 32, medians of 7 alternating rounds, three runs: 1
+/// thread 2.87-2.88 -> 2.79-2.81 ms, 2 threads level (1.44-1.46 either way). 4 x 4 alone on a
+/// Zen 4, 1 thread, `nn.LSTM(8, 256)` over 128 steps: 28.0-30.0 ms against 28.8-32.3 with
+/// 4 x 2 vectors of one gate's columns. AVX2: 3 x 4 of 8 (12 of its 16 registers).
+fn row_tiles(b: usize, lanes: usize) -> Vec<usize> {
+    let mut tiles = Vec::new();
+    let mut left = b;
+    while left > 0 {
+        let rows = match lanes {
+            16 if left > 8 => MAX_TILE_ROWS,
+            16 => 4,
+            _ => 3,
+        };
+        tiles.push(rows);
+        left = left.saturating_sub(rows);
     }
+    tiles
 }
 
 /// The block width (floats per register) [`RecurrentProduct`] packs a member's weight rows in,
