@@ -75,6 +75,11 @@ CONV2D_CASES = [
     ((2, 8, 12, 11), (40, 8, 3, 3), {"padding": 2, "dilation": 2}),
     ((2, 32, 9, 10), (64, 16, 3, 3), {"padding": 1, "groups": 2}),
     ((1, 8, 20, 20), (16, 8, 7, 7), {"stride": 2, "padding": 3}),
+    # Its narrow tile, for groups of under 16 output channels (RegNet's 8, ResNeXt's 4; a
+    # 7x7 plane, stride 2) and 16-channel groups on the channel-vector tile, any plane size.
+    ((1, 48, 14, 14), (48, 8, 3, 3), {"stride": 2, "padding": 1, "groups": 6}),
+    ((2, 32, 7, 7), (32, 4, 3, 3), {"padding": 1, "groups": 8}),
+    ((2, 32, 10, 9), (32, 16, 3, 3), {"padding": 1, "groups": 2}),
     # Patches (kernel == stride, no padding: ViT's and ConvNeXt's stems, Swin's merges): the
     # column matrix is the input de-interleaved, one GEMM per chunk of samples; rows and columns
     # left over past the last patch, non-square patches, and a shape the direct kernel took.
@@ -127,6 +132,9 @@ def test_conv2d_noncontiguous_inputs():
     w = sample((32, 16, 3, 3), dtype, seed=7)
     for stride in (1, 2):
         check(lambda x, w, s=stride: F.conv2d(x, w, padding=1, stride=s), xcl, w, **tol(dtype))
+    # Narrow groups into a channels-last output (computed in NCHW, then transposed).
+    xg = sample((2, 24, 9, 9), dtype, seed=9).to(memory_format=torch.channels_last)
+    grads_match(lambda x, w: F.conv2d(x, w, padding=1, groups=3), [xg, sample((24, 8, 3, 3), dtype, seed=10)], dtype)
     # Patches read in place from a permuted input.
     grads_match(lambda x, w: F.conv2d(x, w, stride=4), [xcl[:, :, 1:, :9], sample((24, 16, 4, 4), dtype, seed=8)],
                 dtype)

@@ -676,6 +676,16 @@ fn via_channels_last(out: &TensorMut, f: impl FnOnce(&TensorMut)) {
     transpose_samples(cl.ptr as *const f32, out.ptr as *mut f32, n, p, c);
 }
 
+/// `f` into a contiguous temporary, then transposed into the dense channels-last `out`.
+#[cfg(target_arch = "x86_64")]
+fn via_nchw(out: &TensorMut, f: impl FnOnce(&TensorMut)) {
+    let (_buf, dense) = temporary(&out.as_ref(), contiguous_strides(&out.shape));
+    f(&dense);
+    let [n, c] = [out.shape[0], out.shape[1]];
+    let p = out.numel() / n.max(1) / c.max(1);
+    transpose_samples(dense.ptr as *const f32, out.ptr as *mut f32, n, c, p);
+}
+
 /// The dense channels-last strides of a 5-D shape.
 #[cfg(target_arch = "x86_64")]
 fn channels_last_strides(shape: &[usize]) -> Strides {
@@ -873,12 +883,16 @@ fn tiny_planes(g: &Geometry) -> bool {
 /// Whether [`forward_f32`] takes this float32 convolution into `out`.
 #[cfg(target_arch = "x86_64")]
 fn native_f32(g: &Geometry, out: &TensorMut) -> bool {
-    if is_channels_last(&out.shape, &out.strides) {
+    let channels_last = is_channels_last(&out.shape, &out.strides);
+    if direct::grouped_applies(g) {
+        return out.is_contiguous() || channels_last;
+    }
+    if channels_last {
         packed::applies(g) && !tiny_planes(g)
     } else {
         out.is_contiguous()
             && !tiny_planes(g)
-            && (direct::applies(g) || (packed::applies(g) && direct::suits(g)))
+            && (direct::applies(g) || (packed::applies(g) && (direct::suits(g) || g.groups > 1)))
     }
 }
 
@@ -900,6 +914,15 @@ fn forward_f32(
     weight: &TensorRef,
     bias: Option<&[f32]>,
 ) {
+    if direct::grouped_applies(g) {
+        // Into an NCHW copy of a channels-last `out`: the packed kernel's vectors of a group's
+        // few channels would be mostly padding (its 2-3x the CPU's time).
+        let (_keep, weight) = contiguous(weight);
+        if out.is_contiguous() {
+            return direct::forward(g, out, input, &weight, bias);
+        }
+        return via_nchw(out, |o| direct::forward(g, o, input, &weight, bias));
+    }
     if !is_channels_last(&out.shape, &out.strides) {
         if !direct::applies(g) || packed::reads_in_place(g) {
             return via_channels_last(out, |cl| forward_f32(g, cl, input, weight, bias));

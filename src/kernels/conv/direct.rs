@@ -52,6 +52,29 @@ pub(super) const MIN_POSITIONS: usize = 64;
 const R2: usize = 12;
 const R1: usize = 24;
 
+/// Positions of the narrow tile ([`narrow_kernel`]): 3 vectors of 16, times up to 8 channels.
+const RN: usize = 48;
+
+/// Whether [`forward`] takes this grouped float32 convolution of 16 or fewer output channels
+/// per group (RegNet's and ResNeXt's grouped 3x3 layers, 4-16 channels a group), whatever its
+/// plane's size. Under 16 channels the channel-vector tile would be mostly padding: the narrow
+/// tile ([`narrow_kernel`]) puts positions in the vectors instead, up to 8 channels at a time.
+/// Those layers had taken one GEMM of 4-8 rows per group over an im2col matrix, 16-channel
+/// groups the packed kernel through channels-last copies. Zen 5, 2 threads, foo/CPU before ->
+/// after, 3x3 into 8-channel groups: [1,48,112,112] stride 2 2.62 -> 0.85, [1,208,28,28]
+/// stride 2 3.49 -> 0.94, [1,104,28,28] 2.18 -> 0.60, [1,440,7,7] 2.33 -> 0.57,
+/// [8,64,32,32] 0.19 -> 0.65 (the CPU's own path is slow there); 16-channel groups
+/// [8,128,16,16] 1.51 -> 1.31.
+pub(super) fn grouped_applies(g: &Geometry) -> bool {
+    simd::level() >= 3
+        && g.og() <= 16
+        && g.groups > 1
+        && g.ck() > 0
+        && !g.is_pointwise()
+        && !depthwise::applies(g)
+        && g.padding.iter().all(|&p| p >= 0)
+}
+
 /// Whether the direct kernel takes this float32 convolution: an AVX-512 CPU, at least 16
 /// output channels per group (the tile's vector), and not a shape another path does better
 /// (depthwise; pointwise, whose column matrix is the input itself).
@@ -164,6 +187,7 @@ impl Layout {
 }
 
 /// See [`Layout::runs`].
+#[derive(Default)]
 struct Runs {
     start: Vec<usize>,
     list: Vec<(usize, usize, usize)>,
@@ -182,12 +206,23 @@ pub(super) fn forward(
     let (cg, og, kk, p) = (g.cg(), g.og(), g.kk(), g.op());
     // Per group-local channel and tap, in the packed weight's order.
     let koff = lay.koffs(g);
-    let runs = [lay.runs(g, R1), lay.runs(g, R2)];
-    // Channel blocks of each group: 32-wide while more than 16 remain, then one 16-wide.
+    // Channel blocks of each group: 32-wide while more than 16 remain, then one 16-wide;
+    // under 16 channels, narrow blocks of 8 (4 for 4 or fewer).
+    let narrow = og < 16 || og == 16 && g.groups > 1;
+    let runs = if narrow {
+        [lay.runs(g, RN), Runs::default()]
+    } else {
+        [lay.runs(g, R1), lay.runs(g, R2)]
+    };
     let mut blocks = Vec::new();
     let mut o0 = 0;
     while o0 < og {
-        let width = if og - o0 > 16 { 32 } else { 16 };
+        let width = match og - o0 {
+            _ if narrow && og <= 4 => 4,
+            _ if narrow => 8,
+            17.. => 32,
+            _ => 16,
+        };
         blocks.push((o0, width));
         o0 += width;
     }
@@ -251,10 +286,10 @@ pub(super) fn forward(
                         let w = wpp.at(block_at[gb] as isize) as *const f32;
                         let valid = width.min(og - b0);
                         let first = (s0 + ni) * g.o + gi * og + b0;
-                        let (r, runs) = if width == 32 {
-                            (R2, &runs[1])
-                        } else {
-                            (R1, &runs[0])
+                        let (r, runs) = match width {
+                            32 => (R2, &runs[1]),
+                            16 => (R1, &runs[0]),
+                            _ => (RN, &runs[0]),
                         };
                         let t_end = ((unit + 1) * UNIT_POSITIONS).min(lay.m);
                         for t0 in (unit * UNIT_POSITIONS..t_end).step_by(r) {
@@ -262,16 +297,23 @@ pub(super) fn forward(
                             if list.is_empty() {
                                 continue;
                             }
+                            let tp = tile.as_mut_ptr();
                             // SAFETY: the CPU has AVX-512 (applies); x + koff[k] + t0 + r - 1 is
                             // inside this sample's copy (Layout: the slack covers t < m), w holds
-                            // ck * width packed weights, tile 32 * R2 = 16 * R1 floats.
+                            // ck * width packed weights, tile 32 * R2 = 16 * R1 = 8 * RN floats.
                             unsafe {
-                                if width == 32 {
-                                    tile_kernel::<2, R2>(x.add(t0), &koff, w, tile.as_mut_ptr());
-                                } else {
-                                    tile_kernel::<1, R1>(x.add(t0), &koff, w, tile.as_mut_ptr());
+                                match width {
+                                    32 => tile_kernel::<2, R2>(x.add(t0), &koff, w, tp),
+                                    16 => tile_kernel::<1, R1>(x.add(t0), &koff, w, tp),
+                                    8 => narrow_kernel::<8>(x.add(t0), &koff, w, tp),
+                                    _ => narrow_kernel::<4>(x.add(t0), &koff, w, tp),
                                 }
                             }
+                            // Where channel j's value of tile position i lies.
+                            let (pos_step, ch_step) = match narrow {
+                                true => (1, RN),
+                                false => (width, 1),
+                            };
                             for j in 0..valid {
                                 let b = bias.map_or(0.0, |b| b[gi * og + b0 + j]);
                                 let row = outp.at(((first + j) * p) as isize);
@@ -282,7 +324,7 @@ pub(super) fn forward(
                                         std::slice::from_raw_parts_mut(row.add(pos), len)
                                     };
                                     for (i, o) in out.iter_mut().enumerate() {
-                                        *o = tile[(r0 + i) * width + j] + b;
+                                        *o = tile[(r0 + i) * pos_step + j * ch_step] + b;
                                     }
                                 }
                             }
@@ -537,6 +579,48 @@ type WeightTile = unsafe fn(
     &mut [[f32; 16 * WV]; WC],
 );
 
+/// Where the input's rows land in a channel's padded, phase-split region: per row read, its
+/// offset from the channel's first element in the input and where each of its column phases
+/// starts (`phases` of them). The same for every channel and sample, so computed once a call:
+/// per row and channel, the divisions by the strides had taken a third of the copy.
+struct RowMap {
+    src: Vec<isize>,
+    at: Vec<usize>,
+    phases: usize,
+    width: usize,
+}
+
+impl RowMap {
+    fn new(g: &Geometry, lay: &Layout, xs: &[isize]) -> Self {
+        let lo = g.padding.map(|v| v as usize);
+        let [s0, s1, s2] = lay.s;
+        let width = g.isp[2].min(lay.ext[2].saturating_sub(lo[2]));
+        let phases = s2.min(width);
+        let (mut src, mut at) = (Vec::new(), Vec::new());
+        for iz in (0..g.isp[0]).take_while(|iz| iz + lo[0] < lay.ext[0]) {
+            let pz = iz + lo[0];
+            for iy in (0..g.isp[1]).take_while(|iy| iy + lo[1] < lay.ext[1]) {
+                let py = iy + lo[1];
+                src.push(iz as isize * xs[2] + iy as isize * xs[3]);
+                let phase_zy = (pz % s0) * s1 + py % s1;
+                let base_zy = ((pz / s0) * lay.q[1] + py / s1) * lay.q[2];
+                // Input columns w = e, e + s2, ... land in phase (.., (e + lo) % s2), from
+                // (e + lo) / s2 on.
+                at.extend((0..phases).map(|e| {
+                    let px0 = e + lo[2];
+                    (phase_zy * s2 + px0 % s2) * lay.plane + base_zy + px0 / s2
+                }));
+            }
+        }
+        RowMap {
+            src,
+            at,
+            phases,
+            width,
+        }
+    }
+}
+
 /// Copies samples `s0..s0 + samples` of the input into `xs` (one [`Layout::sample`] each), in
 /// parallel over channels.
 ///
@@ -550,6 +634,7 @@ unsafe fn copy_samples(
     samples: usize,
     xs: SendPtr<f32>,
 ) {
+    let map = RowMap::new(g, lay, &input.strides);
     parallel_for(samples * g.c, 1, &|i0, i1| {
         for i in i0..i1 {
             let (n, c) = (i / g.c, i % g.c);
@@ -558,6 +643,7 @@ unsafe fn copy_samples(
                 copy_channel(
                     g,
                     lay,
+                    &map,
                     input,
                     s0 + n,
                     c,
@@ -577,6 +663,7 @@ unsafe fn copy_samples(
 unsafe fn copy_channel(
     g: &Geometry,
     lay: &Layout,
+    map: &RowMap,
     input: &TensorRef,
     n: usize,
     c: usize,
@@ -591,55 +678,80 @@ unsafe fn copy_channel(
     let dst = unsafe { std::slice::from_raw_parts_mut(dst, len) };
     dst.fill(0.0);
     let xs = &input.strides;
-    let lo = g.padding.map(|v| v as usize);
-    let [s0, s1, s2] = lay.s;
+    let (s2, width, phases) = (lay.s[2], map.width, map.phases);
     let src = (input.ptr as *const f32).wrapping_offset(n as isize * xs[0] + c as isize * xs[1]);
-    for iz in 0..g.isp[0] {
-        let pz = iz + lo[0];
-        if pz >= lay.ext[0] {
-            break;
-        }
-        for iy in 0..g.isp[1] {
-            let py = iy + lo[1];
-            if py >= lay.ext[1] {
-                break;
-            }
-            let row = src.wrapping_offset(iz as isize * xs[2] + iy as isize * xs[3]);
-            let phase_zy = (pz % s0) * s1 + py % s1;
-            let base_zy = ((pz / s0) * lay.q[1] + py / s1) * lay.q[2];
-            let width = g.isp[2].min(lay.ext[2].saturating_sub(lo[2]));
-            let at = |e: usize| {
-                // Input columns w = e, e + s2, ... land in phase (.., (e + lo) % s2), from
-                // (e + lo) / s2 on.
-                let px0 = e + lo[2];
-                (phase_zy * s2 + px0 % s2) * lay.plane + base_zy + px0 / s2
-            };
-            if xs[4] == 1 && s2 <= 2 {
-                // SAFETY: the dense run (n, c, iz, iy, 0..width) of the input.
-                let src = unsafe { std::slice::from_raw_parts(row, width) };
-                if s2 == 1 {
-                    dst[at(0)..at(0) + width].copy_from_slice(src);
-                } else {
-                    // Both phases in one pass over the row (vectorized as a deinterleave).
-                    let (a0, a1) = (at(0), at(1));
-                    for (i, pair) in src.chunks_exact(2).enumerate() {
-                        dst[a0 + i] = pair[0];
-                        dst[a1 + i] = pair[1];
-                    }
-                    if width % 2 == 1 {
-                        dst[a0 + width / 2] = src[width - 1];
-                    }
-                }
-                continue;
-            }
-            for e in 0..s2.min(width) {
-                let out = &mut dst[at(e)..];
-                for (i, w) in (e..width).step_by(s2).enumerate() {
-                    // SAFETY: (n, c, iz, iy, w) is inside the input (w < its width).
-                    out[i] = unsafe { *row.offset(w as isize * xs[4]) };
+    for (&off, at) in map.src.iter().zip(map.at.chunks_exact(phases.max(1))) {
+        let row = src.wrapping_offset(off);
+        if xs[4] == 1 && s2 <= 2 {
+            // SAFETY: the dense run (n, c, iz, iy, 0..width) of the input.
+            let src = unsafe { std::slice::from_raw_parts(row, width) };
+            if s2 == 1 {
+                dst[at[0]..at[0] + width].copy_from_slice(src);
+            } else {
+                // Both phases in one pass over the row.
+                let (d0, d1) = phase_pair(dst, at[0], at.get(1).copied(), width);
+                // SAFETY: the CPU has AVX-512F (the kernels that copy need it); d0 and d1 hold
+                // the row's `width / 2` pairs' elements.
+                unsafe { deinterleave(src.as_ptr(), width / 2, d0.as_mut_ptr(), d1.as_mut_ptr()) };
+                if width % 2 == 1 {
+                    d0[width / 2] = src[width - 1];
                 }
             }
+            continue;
         }
+        for (e, &a) in at.iter().enumerate() {
+            let out = &mut dst[a..];
+            for (i, w) in (e..width).step_by(s2).enumerate() {
+                // SAFETY: (n, c, iz, iy, w) is inside the input (w < its width).
+                out[i] = unsafe { *row.offset(w as isize * xs[4]) };
+            }
+        }
+    }
+}
+
+/// `d0[i] = src[2i]`, `d1[i] = src[2i + 1]` for `i < pairs`, 16 pairs a step (two loads, two
+/// permutes, two stores; LLVM's loop moved one float at a time).
+///
+/// # Safety
+/// The CPU must support AVX-512F; `src` readable for `2 pairs` floats, `d0` and `d1` writable
+/// for `pairs` each.
+#[target_feature(enable = "avx512f")]
+unsafe fn deinterleave(src: *const f32, pairs: usize, d0: *mut f32, d1: *mut f32) {
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    // The first `n` lanes (up to all 16).
+    let mask = |n: usize| ((1u32 << n.min(16)) - 1) as __mmask16;
+    for i in (0..pairs).step_by(16) {
+        let m = (pairs - i).min(16);
+        // SAFETY: pairs i..i + m: floats 2i..2i + 2m of src, i..i + m of d0 and d1 (masked).
+        unsafe {
+            let lo = _mm512_maskz_loadu_ps(mask(2 * m), src.add(2 * i));
+            let hi = _mm512_maskz_loadu_ps(mask(2 * m - 2 * m.min(8)), src.add(2 * i + 16));
+            _mm512_mask_storeu_ps(d0.add(i), mask(m), _mm512_permutex2var_ps(lo, even, hi));
+            _mm512_mask_storeu_ps(d1.add(i), mask(m), _mm512_permutex2var_ps(lo, odd, hi));
+        }
+    }
+}
+
+/// The two column phases of a stride-2 row, `ceil(width / 2)` elements at `a0` and
+/// `width / 2` at `a1` (none when the row has one column), disjoint parts of `dst`.
+fn phase_pair(
+    dst: &mut [f32],
+    a0: usize,
+    a1: Option<usize>,
+    width: usize,
+) -> (&mut [f32], &mut [f32]) {
+    let (n0, n1) = (width.div_ceil(2), width / 2);
+    match a1 {
+        Some(a1) if a1 > a0 => {
+            let (lo, hi) = dst.split_at_mut(a1);
+            (&mut lo[a0..a0 + n0], &mut hi[..n1])
+        }
+        Some(a1) => {
+            let (lo, hi) = dst.split_at_mut(a0);
+            (&mut hi[..n0], &mut lo[a1..a1 + n1])
+        }
+        None => (&mut dst[a0..a0 + n0], &mut []),
     }
 }
 
@@ -680,6 +792,44 @@ unsafe fn tile_kernel<const V: usize, const R: usize>(
     }
 }
 
+/// `tile[j * RN + r] = sum_k w[k * W + j] * x[koff[k] + r]` for `r < RN`, `j < W`: the
+/// [`tile_kernel`] turned around for narrow groups, positions in the vectors (per `k`, 3 loads
+/// of input and `W` broadcast weights for `3W` multiply-adds). Each element is the same chain
+/// over `k` as there, so the bits are the same as the channel-vector tiles'.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `x + koff[k] + r` must be readable for every `k`, `r < RN`;
+/// `w` must hold `koff.len() * W` floats and `tile` `W * RN`.
+#[target_feature(enable = "avx512f")]
+unsafe fn narrow_kernel<const W: usize>(
+    x: *const f32,
+    koff: &[usize],
+    w: *const f32,
+    tile: *mut f32,
+) {
+    const P: usize = RN / 16;
+    let mut acc = [[_mm512_setzero_ps(); P]; W];
+    for (k, &off) in koff.iter().enumerate() {
+        // SAFETY: the caller's contract.
+        let xk = unsafe { x.add(off) };
+        // SAFETY: positions 16p..16p + 16 < RN of k's input (the caller's contract).
+        let xv: [__m512; P] = std::array::from_fn(|p| unsafe { _mm512_loadu_ps(xk.add(16 * p)) });
+        for (j, row) in acc.iter_mut().enumerate() {
+            // SAFETY: k's weight of channel j (the caller's contract).
+            let wv = _mm512_set1_ps(unsafe { *w.add(k * W + j) });
+            for (a, &v) in row.iter_mut().zip(&xv) {
+                *a = _mm512_fmadd_ps(wv, v, *a);
+            }
+        }
+    }
+    for (j, row) in acc.iter().enumerate() {
+        for (p, a) in row.iter().enumerate() {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_storeu_ps(tile.add(j * RN + 16 * p), *a) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::{int_case, ints, IntCase, KernelCase as Case};
@@ -696,7 +846,7 @@ mod tests {
             return;
         }
         #[rustfmt::skip]
-        let cases: [Case; 10] = [
+        let cases: [Case; 16] = [
             // Samples too large for one chunk of the weight gradient (chunks added in order).
             (3, 16, [1, 100, 100], 32, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
             (2, 8, [1, 12, 11], 40, [1, 3, 3], [1, 1, 1], [0, 2, 1], [1, 2, 2], 1),
@@ -708,6 +858,14 @@ mod tests {
             (2, 3, [4, 5, 6], 16, [2, 3, 3], [2, 1, 2], [1, 0, 1], [1, 1, 1], 1),
             (2, 8, [1, 1, 30], 17, [1, 1, 5], [1, 1, 2], [0, 0, 2], [1, 1, 1], 1),
             (4, 16, [1, 4, 4], 64, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 1),
+            // Narrow groups (under 16 channels): 8, 4, 6 (padded to 8) and 12 (8 + 4 padded).
+            (2, 16, [1, 9, 10], 16, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 1, 1], 2),
+            (1, 12, [1, 11, 7], 24, [1, 3, 3], [1, 2, 2], [0, 1, 1], [1, 1, 1], 3),
+            (2, 8, [3, 5, 6], 8, [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], 2),
+            (1, 6, [1, 8, 8], 12, [1, 3, 3], [1, 1, 1], [0, 1, 1], [1, 2, 1], 2),
+            (2, 24, [1, 6, 6], 24, [1, 3, 3], [1, 1, 1], [0, 2, 0], [1, 1, 1], 2),
+            // Stride-2 rows of more than 16 pairs (the copy's vector deinterleave), odd width.
+            (1, 16, [1, 6, 45], 16, [1, 3, 3], [1, 2, 2], [0, 1, 1], [1, 1, 1], 2),
         ];
         for case in cases {
             let IntCase {
