@@ -602,7 +602,8 @@ const MAX_TILE_ROWS: usize = 6;
 /// against 8 per 16 in 4 x 4, which reads the 64 KB panel from L2 half as often again) while
 /// more than 8 rows are left, then 4 x 4: [6, 6, 6, 6, 4, 4] for 32 rows. Zen 5, `nn.LSTM(8,
 /// 256)` over 32 steps of a batch of 32, medians of 7 alternating rounds, three runs: 1
-/// thread 2.87-2.88 -> 2.79-2.81 ms, 2 threads level (1.44-1.46 either way). 4 x 4 alone on a
+/// thread 2.87-2.88 -> 2.79-2.81 ms, 2 threads level (1.44-1.46 either way); `nn.LSTM(256,
+/// 256, 2)` inference: 1 thread 9.91 -> 9.86 ms, 2 threads level in three runs (+-0.3%). 4 x 4 alone on a
 /// Zen 4, 1 thread, `nn.LSTM(8, 256)` over 128 steps: 28.0-30.0 ms against 28.8-32.3 with
 /// 4 x 2 vectors of one gate's columns. AVX2: 3 x 4 of 8 (12 of its 16 registers).
 fn row_tiles(b: usize, lanes: usize) -> Vec<usize> {
