@@ -59,12 +59,13 @@ const RN: usize = 48;
 /// per group (RegNet's and ResNeXt's grouped 3x3 layers, 4-16 channels a group), whatever its
 /// plane's size. Under 16 channels the channel-vector tile would be mostly padding: the narrow
 /// tile ([`narrow_kernel`]) puts positions in the vectors instead, up to 8 channels at a time.
-/// Those layers had taken one GEMM of 4-8 rows per group over an im2col matrix, 16-channel
-/// groups the packed kernel through channels-last copies. Zen 5, 2 threads, foo/CPU before ->
-/// after, 3x3 into 8-channel groups: [1,48,112,112] stride 2 2.62 -> 0.85, [1,208,28,28]
-/// stride 2 3.49 -> 0.94, [1,104,28,28] 2.18 -> 0.60, [1,440,7,7] 2.33 -> 0.57,
-/// [8,64,32,32] 0.19 -> 0.65 (the CPU's own path is slow there); 16-channel groups
-/// [8,128,16,16] 1.51 -> 1.31.
+/// 16-channel groups too, as two narrow blocks (against one 16-channel vector tile, Zen 5, 2
+/// threads: [1,512,14,14] 135 -> 123 us, [1,64,112,112] stride 2 299 -> 261). Those layers
+/// had taken one GEMM of 4-8 rows per group over an im2col matrix, 16-channel groups the
+/// packed kernel through channels-last copies. Zen 5, 2 threads, foo/CPU before -> after, 3x3
+/// into 8-channel groups: [1,48,112,112] stride 2 2.62 -> 0.85, [1,208,28,28] stride 2 3.49
+/// -> 0.94, [1,104,28,28] 2.18 -> 0.60, [1,440,7,7] 2.33 -> 0.57, [8,64,32,32] 0.19 -> 0.65
+/// (the CPU's own path is slow there).
 pub(super) fn grouped_applies(g: &Geometry) -> bool {
     simd::level() >= 3
         && g.og() <= 16
@@ -207,7 +208,7 @@ pub(super) fn forward(
     // Per group-local channel and tap, in the packed weight's order.
     let koff = lay.koffs(g);
     // Channel blocks of each group: 32-wide while more than 16 remain, then one 16-wide;
-    // under 16 channels, narrow blocks of 8 (4 for 4 or fewer).
+    // under 16 channels (and for 16-channel groups), narrow blocks of 8 (4 for 4 or fewer).
     let narrow = og < 16 || og == 16 && g.groups > 1;
     let runs = if narrow {
         [lay.runs(g, RN), Runs::default()]
