@@ -201,6 +201,14 @@ impl Geometry {
             && self.groups == 1
             && (!self.is_pointwise() || self.op() <= SMALL_POINTWISE)
     }
+    /// Whether the weight gradient puts samples side by side ([`backward_weight_batched`]): as
+    /// [`Self::batched`], and also for pointwise planes of more than [`SMALL_POINTWISE`]
+    /// positions and for groups, whose per-sample GEMMs reduce over one plane's positions as
+    /// well (16 at 4x4: ResNeXt-50's [8,1024,4,4] 1x1 -> 1024 weight gradient ran at 8
+    /// GFLOP/s, 34 ms against the CPU's 4.7; Zen 5, 2 threads).
+    fn batched_weight(&self) -> bool {
+        self.op() < BATCH_TARGET_K && self.n > 1
+    }
     /// Whether the kernel tiles the input in patches (kernel == stride, no padding or dilation;
     /// ViT's patch embedding, ConvNeXt's stem and downsampling): the column matrix is then the
     /// input itself, de-interleaved, no larger. Below [`PATCHES_PER_SAMPLE`] output positions
@@ -1683,8 +1691,11 @@ const BATCH_TARGET_K: usize = 512;
 /// Pointwise (1x1) convolutions with planes up to this many positions go batched: per sample
 /// they are GEMMs a few columns wide. mobilenet_v3_small's [8,96,2,2] -> 576 (2 threads, Zen
 /// 3): the weight gradient 422 -> 67 us, the forward 79 -> 39 us (the CPU's: 149, 128). At
-/// 4x4 (240 -> 40) batching made the forward and input gradient 2x slower.
-const SMALL_POINTWISE: usize = 4;
+/// 4x4 batching had made the forward and input gradient 2x slower on that Zen 3 (240 -> 40
+/// channels); on a Zen 5 with today's GEMMs it makes them faster (2 threads, foo/CPU, forward
+/// / input gradient: ResNeXt-50's [8,512,4,4] -> 1024 1.55 / 1.63 -> 0.91 / 0.98, [8,1024,4,4]
+/// -> 512 1.52 / 2.11 -> 1.01 / 1.07, -> 1024 1.65 / 2.12 -> 0.97 / 0.97), so 4x4 goes batched.
+const SMALL_POINTWISE: usize = 16;
 
 /// Output planes up to this many positions take the batched forward rather than the padded grid.
 const SMALL_PLANE: usize = 64;
@@ -1821,7 +1832,7 @@ fn backward_weight_impl<T: depthwise::DwFloat>(
         );
         return Ok(());
     }
-    if !g.patches_per_sample() && (g.batched() || g.patchify()) {
+    if !g.patches_per_sample() && (g.batched_weight() || g.patchify()) {
         backward_weight_batched(g, gw, input, go_t);
         return Ok(());
     }
