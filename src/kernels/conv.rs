@@ -672,26 +672,23 @@ fn channels_last(t: &TensorRef) -> (KeptBuffer, TensorRef) {
     (buf, dense.as_ref())
 }
 
-/// Runs `f` on a dense channels-last float32 temporary of the contiguous `out`'s shape, then
-/// transposes it into `out`, one sample per task: the packed kernel for a contiguous output on
-/// AVX2 CPUs, which have no planar direct kernel ([`native_f32`]).
+/// Runs `f` on a dense float32 temporary of `out`'s shape in the other layout (channels-last
+/// for a contiguous `out`: the packed kernel, which has no planar form; contiguous for a dense
+/// channels-last `out`: the direct kernel's narrow groups), then transposes it into `out`, one
+/// sample per task.
 #[cfg(target_arch = "x86_64")]
-fn via_channels_last(out: &TensorMut, f: impl FnOnce(&TensorMut)) {
-    let (_buf, cl) = temporary(&out.as_ref(), channels_last_strides(&out.shape));
-    f(&cl);
+fn via_other_layout(out: &TensorMut, f: impl FnOnce(&TensorMut)) {
+    let to_nchw = !out.is_contiguous();
+    let strides = match to_nchw {
+        true => contiguous_strides(&out.shape),
+        false => channels_last_strides(&out.shape),
+    };
+    let (_buf, tmp) = temporary(&out.as_ref(), strides);
+    f(&tmp);
     let [n, c] = [out.shape[0], out.shape[1]];
     let p = out.numel() / n.max(1) / c.max(1);
-    transpose_samples(cl.ptr as *const f32, out.ptr as *mut f32, n, p, c);
-}
-
-/// `f` into a contiguous temporary, then transposed into the dense channels-last `out`.
-#[cfg(target_arch = "x86_64")]
-fn via_nchw(out: &TensorMut, f: impl FnOnce(&TensorMut)) {
-    let (_buf, dense) = temporary(&out.as_ref(), contiguous_strides(&out.shape));
-    f(&dense);
-    let [n, c] = [out.shape[0], out.shape[1]];
-    let p = out.numel() / n.max(1) / c.max(1);
-    transpose_samples(dense.ptr as *const f32, out.ptr as *mut f32, n, c, p);
+    let (rows, cols) = if to_nchw { (c, p) } else { (p, c) };
+    transpose_samples(tmp.ptr as *const f32, out.ptr as *mut f32, n, rows, cols);
 }
 
 /// The dense channels-last strides of a 5-D shape.
@@ -813,7 +810,7 @@ pub fn conv_forward(
         let (_keep, weight) = contiguous(weight);
         if finite_weights::<f32>(&g, &weight) {
             let (_keep_x, x) = channels_last(input);
-            via_channels_last(out, |cl| {
+            via_other_layout(out, |cl| {
                 depthwise_channels_last::<f32>(&g, cl, &x, &weight, bias);
             });
             return Ok(());
@@ -929,11 +926,11 @@ fn forward_f32(
         if out.is_contiguous() {
             return direct::forward(g, out, input, &weight, bias);
         }
-        return via_nchw(out, |o| direct::forward(g, o, input, &weight, bias));
+        return via_other_layout(out, |o| direct::forward(g, o, input, &weight, bias));
     }
     if !is_channels_last(&out.shape, &out.strides) {
         if !direct::applies(g) || packed::reads_in_place(g) {
-            return via_channels_last(out, |cl| forward_f32(g, cl, input, weight, bias));
+            return via_other_layout(out, |cl| forward_f32(g, cl, input, weight, bias));
         }
         let (_keep, weight) = contiguous(weight);
         return direct::forward(g, out, input, &weight, bias);
@@ -1371,7 +1368,7 @@ fn on_channels_last(
     };
     match cl {
         true => run(out),
-        false => via_channels_last(out, run),
+        false => via_other_layout(out, run),
     }
     true
 }
