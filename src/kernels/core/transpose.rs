@@ -228,6 +228,65 @@ pub unsafe fn transpose8x8_regs(
     }
 }
 
+/// The 16 x 16 transpose of 32-bit elements in registers (AVX-512): element `i` of result `k`
+/// is element `k` of row `i`. Four rounds of shuffles, 64 in all: pairs of rows interleaved,
+/// then pairs of pairs within each 128-bit lane, then the lanes gathered in two rounds.
+///
+/// # Safety
+/// AVX-512F is present (the caller is compiled with it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+// The AVX-512 intrinsics are stable since Rust 1.89 (see gemm/bf16/microkernel.rs).
+#[allow(clippy::incompatible_msrv)]
+pub unsafe fn transpose16x16_regs(
+    r: [std::arch::x86_64::__m512; 16],
+) -> [std::arch::x86_64::__m512; 16] {
+    use std::arch::x86_64::*;
+    // SAFETY: register shuffles only; the caller has AVX-512F.
+    unsafe {
+        // Lane L of t[2i] / t[2i + 1]: rows 2i, 2i + 1 interleaved at columns 4L, 4L + 1 / 4L + 2, 4L + 3.
+        let t: [__m512; 16] = std::array::from_fn(|k| {
+            let (a, b) = (r[k & !1], r[k | 1]);
+            if k & 1 == 0 {
+                _mm512_unpacklo_ps(a, b)
+            } else {
+                _mm512_unpackhi_ps(a, b)
+            }
+        });
+        // Lane L of u[4q + c]: rows 4q..4q + 4 at column 4L + c.
+        let u: [__m512; 16] = std::array::from_fn(|k| {
+            let (q, c) = (k / 4, k % 4);
+            let (a, b) = (t[4 * q + c / 2], t[4 * q + 2 + c / 2]);
+            if c % 2 == 0 {
+                _mm512_shuffle_ps::<0x44>(a, b)
+            } else {
+                _mm512_shuffle_ps::<0xEE>(a, b)
+            }
+        });
+        // v[8p + 4h + c] (p: rows 0-7 or 8-15): lanes [rows 8p..8p + 4, rows 8p + 4..8p + 8] at
+        // columns 8h' + 4h + c for h' = 0, 1.
+        let v: [__m512; 16] = std::array::from_fn(|k| {
+            let (p, hh, c) = (k / 8, (k / 4) % 2, k % 4);
+            let (a, b) = (u[8 * p + c], u[8 * p + 4 + c]);
+            if hh == 0 {
+                _mm512_shuffle_f32x4::<0x88>(a, b)
+            } else {
+                _mm512_shuffle_f32x4::<0xDD>(a, b)
+            }
+        });
+        // Column k = 8h' + 4h + c: lanes h' of v[4h + c] and of v[8 + 4h + c].
+        std::array::from_fn(|k| {
+            let (hh2, rest) = (k / 8, k % 8);
+            let (a, b) = (v[rest], v[8 + rest]);
+            if hh2 == 0 {
+                _mm512_shuffle_f32x4::<0x88>(a, b)
+            } else {
+                _mm512_shuffle_f32x4::<0xDD>(a, b)
+            }
+        })
+    }
+}
+
 /// `d[i * dstride + k] = s[k * sstride + i]` for a 4x4 block of 64-bit elements.
 ///
 /// # Safety
@@ -253,6 +312,35 @@ pub unsafe fn transpose4x4_64(s: *const f64, sstride: isize, d: *mut f64, dstrid
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::incompatible_msrv)]
+    fn transpose16x16_in_registers() {
+        use std::arch::x86_64::*;
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        let src: Vec<f32> = (0..256).map(|i| i as f32).collect();
+        #[target_feature(enable = "avx512f")]
+        fn run(src: &[f32]) -> Vec<f32> {
+            // SAFETY: 16 rows of 16 floats read, 16 written.
+            unsafe {
+                let rows = std::array::from_fn(|i| _mm512_loadu_ps(src[16 * i..].as_ptr()));
+                let mut out = vec![0.0f32; 256];
+                for (k, v) in transpose16x16_regs(rows).into_iter().enumerate() {
+                    _mm512_storeu_ps(out[16 * k..].as_mut_ptr(), v);
+                }
+                out
+            }
+        }
+        // SAFETY: the CPU has AVX-512F (checked).
+        let out = unsafe { run(&src) };
+        for i in 0..16 {
+            for k in 0..16 {
+                assert_eq!(out[16 * k + i], src[16 * i + k], "row {i} column {k}");
+            }
+        }
+    }
 
     #[test]
     fn transpose_odd_shapes_and_strides() {

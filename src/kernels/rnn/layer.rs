@@ -20,6 +20,7 @@
 
 use super::bias_vec;
 use super::cell_avx512::{self, Block};
+use super::panels_avx512;
 use crate::dtype::DType;
 use crate::error::FooResult;
 use crate::kernels::core::float::Math;
@@ -214,6 +215,12 @@ unsafe fn run_layer<F: LayerFloat>(
     // thread ran ~5% slower than the caller, which the barrier made the other wait for at
     // every step; now the faster one runs on into the first part of the next product.
     let done: Vec<StepsDone> = (0..threads).map(|_| StepsDone::default()).collect();
+    // A zero first state (`nn.LSTM`'s default without one): the first step can do without its
+    // product (`RecurrentProduct::run_zero_state`).
+    // SAFETY: h0 is the dense [B, H] state (the caller's contract).
+    let h0_zero = unsafe { p.h0.cast::<F>().slice(0, b * h) }
+        .iter()
+        .all(|v| *v == F::ZERO);
     team::run_fn(threads, &|tid, size| {
         let (j0, j1) = member_units(h, size, tid);
         if j1 == j0 {
@@ -301,10 +308,16 @@ unsafe fn run_layer<F: LayerFloat>(
                 let cell = product
                     .fuses_cell()
                     .then_some(&block_cell as &dyn Fn(usize, usize));
-                // SAFETY: h_prev is a dense [B, H] state: h0, or the previous step's output, whose
-                // units each segment's member wrote before `ready` returns for it (and no one
-                // writes again: every step has its own output rows); the member's sums are its own.
-                unsafe { product.run(h_prev.get(), step.sums.get(), &segments, &ready, cell) };
+                // SAFETY: the member's sums are its own.
+                let from_zero =
+                    s == 0 && h0_zero && unsafe { product.run_zero_state(step.sums.get(), cell) };
+                if !from_zero {
+                    // SAFETY: h_prev is a dense [B, H] state: h0, or the previous step's output,
+                    // whose units each segment's member wrote before `ready` returns for it (and
+                    // no one writes again: every step has its own output rows); the member's
+                    // sums are its own.
+                    unsafe { product.run(h_prev.get(), step.sums.get(), &segments, &ready, cell) };
+                }
                 if cell.is_none() {
                     lstm_units::<F>(&step, at);
                 }
@@ -349,6 +362,8 @@ enum RecurrentProduct<'a, F> {
         /// In a scratch buffer of the thread's: a fresh 512 KB `Vec` per call came as fresh
         /// pages, a fault and a zeroing each (most of the ~80 us a member spent packing).
         packed: &'a mut [f32],
+        /// On AVX-512, one row of the sums of a zero state (`panels_avx512::pack`); else empty.
+        zero_state: Vec<f32>,
         lanes: usize,
         /// The state's row pointers (as many as the tiles cover).
         state_rows: Vec<*const f32>,
@@ -388,35 +403,43 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
         if let Some(lanes) = panel_lanes::<F>(h) {
             let cols = 4 * lanes;
             let packed = &mut packed[..n.div_ceil(lanes) * cols * h];
-            // Panel p's gate g is the transpose of that gate's rows of units p * lanes.., in
-            // 8 x 8 register blocks: element by element, with a store per cache line, the
-            // packing of a [1024, 256] weight took 260 us a member, 8 us per step of 32.
-            for (p, panel) in packed.chunks_exact_mut(h * cols).enumerate() {
-                let units = lanes.min(n - p * lanes);
-                if units < lanes {
-                    // Columns past the units: their sums are dropped, but not from garbage.
-                    panel.fill(0.0);
-                }
-                for g in 0..4 {
-                    // SAFETY: F is f32 (panel_lanes); the source is `units` rows of H floats
-                    // of gate g's rows (within `gate(g)`), the destination column block g of
-                    // the panel's H rows of `cols` floats.
-                    unsafe {
-                        transpose_strided(
-                            gate(g)[p * lanes * h..].as_ptr().cast::<f32>(),
-                            h as isize,
-                            units,
-                            h,
-                            panel[g * lanes..].as_mut_ptr(),
-                            cols,
-                            false,
-                        )
+            let mut zero_state = Vec::new();
+            if lanes == panels_avx512::LANES {
+                zero_state = vec![0.0; 4 * n.next_multiple_of(lanes)];
+                // SAFETY: lanes 16 means AVX-512 (panel_lanes) and F is f32; w is the dense
+                // [4H, H] weight and j0 + n <= H.
+                unsafe { panels_avx512::pack(w.cast().get(), h, (j0, n), packed, &mut zero_state) };
+            } else {
+                // Panel p's gate g is the transpose of that gate's rows of units p * lanes.., in
+                // 8 x 8 register blocks.
+                for (p, panel) in packed.chunks_exact_mut(h * cols).enumerate() {
+                    let units = lanes.min(n - p * lanes);
+                    if units < lanes {
+                        // Columns past the units: their sums are dropped, but not from garbage.
+                        panel.fill(0.0);
+                    }
+                    for g in 0..4 {
+                        // SAFETY: F is f32 (panel_lanes); the source is `units` rows of H floats
+                        // of gate g's rows (within `gate(g)`), the destination column block g of
+                        // the panel's H rows of `cols` floats.
+                        unsafe {
+                            transpose_strided(
+                                gate(g)[p * lanes * h..].as_ptr().cast::<f32>(),
+                                h as isize,
+                                units,
+                                h,
+                                panel[g * lanes..].as_mut_ptr(),
+                                cols,
+                                false,
+                            )
+                        }
                     }
                 }
             }
             let tiles = row_tiles(b, lanes);
             return Self::Panels {
                 packed,
+                zero_state,
                 lanes,
                 state_rows: vec![std::ptr::null(); tiles.iter().sum()],
                 tiles,
@@ -437,6 +460,49 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
     /// Whether [`Self::run`] runs the cell on each block of units it finishes (AVX-512 panels).
     fn fuses_cell(&self) -> bool {
         matches!(self, Self::Panels { lanes: 16, .. })
+    }
+
+    /// [`Self::run`] for a state of zeros (+-0), without the product, where the panels carry
+    /// its sums (AVX-512, `zero_state`): every row of `sums` gets them, and `cell` runs on each
+    /// block as `run` has it. False (nothing done) otherwise: the first step of a layer from
+    /// the default zero state, 1/T of the recurrent products (3% for 32 steps).
+    ///
+    /// # Safety
+    /// As [`Self::run`]'s for `sums`.
+    unsafe fn run_zero_state(&self, sums: *mut F, cell: Option<&dyn Fn(usize, usize)>) -> bool {
+        let (ld, gs) = self.sums_layout();
+        let (
+            Self::Panels {
+                zero_state,
+                lanes,
+                dims: (b, _, n),
+                ..
+            },
+            Some(cell),
+        ) = (self, cell)
+        else {
+            return false;
+        };
+        if zero_state.is_empty() {
+            return false;
+        }
+        let (b, n, lanes) = (*b, *n, *lanes);
+        for u0 in (0..n).step_by(lanes) {
+            for r in 0..b {
+                for g in 0..4 {
+                    let at = g * gs + u0;
+                    // SAFETY: row r < B of the sums, gate g's block of units u0.. (whole blocks
+                    // wide), within sums_len; F is f32 (panels of 16 lanes).
+                    unsafe {
+                        sums.cast::<f32>()
+                            .add(r * ld + at)
+                            .copy_from(zero_state[at..at + lanes].as_ptr(), lanes)
+                    };
+                }
+            }
+            cell(u0, lanes.min(n - u0));
+        }
+        true
     }
 
     /// Where the sums lie: rows `.0` apart, a row's gates `.1` apart.
@@ -481,6 +547,7 @@ impl<'a, F: LayerFloat> RecurrentProduct<'a, F> {
                 state_rows,
                 tiles,
                 dims: (b, h, n),
+                ..
             } => {
                 let (b, h, n, lanes) = (*b, *h, *n, *lanes);
                 let cols = 4 * lanes;
@@ -1329,22 +1396,37 @@ mod tests {
         let _serial = crate::runtime::pool::tests::SERIAL
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        for (i, &(t, b, h, reverse, with_bias)) in [
-            (3, 5, 40, false, true),
-            (4, 2, 13, true, false),
-            (2, 33, 64, true, true),
-            (1, 1, 8, false, true),
+        // The state: 0 random, 1 zeros (some -0: the first step skips the product), 2 zeros
+        // with an infinity and a NaN in two of the weight's rows (that step's sums of those
+        // rows are NaN, as the product's would be; one in the depth past whole 16 x 16 blocks,
+        // one in a partial panel).
+        for (i, &(t, b, h, reverse, with_bias, state)) in [
+            (3, 5, 40, false, true, 0),
+            (4, 2, 13, true, false, 0),
+            (2, 33, 64, true, true, 0),
+            (1, 1, 8, false, true, 0),
+            (3, 5, 40, false, true, 1),
+            (2, 33, 64, true, false, 1),
+            (3, 7, 40, false, true, 2),
         ]
         .iter()
         .enumerate()
         {
             let seed = 10 * i as u64;
-            let (xg, w, h0, c0) = (
+            let (xg, mut w, mut h0, c0) = (
                 vals(t * b * 4 * h, seed),
                 vals(4 * h * h, seed + 1),
                 vals(b * h, seed + 2),
                 vals(b * h, seed + 3),
             );
+            if state > 0 {
+                h0.iter_mut()
+                    .enumerate()
+                    .for_each(|(e, v)| *v = if e % 3 == 0 { -0.0 } else { 0.0 });
+            }
+            if state == 2 {
+                (w[5 * h + 37], w[(3 * h + 34) * h + 1]) = (f32::INFINITY, f32::NAN);
+            }
             let (b1, b2) = (
                 Owned::new(vals(4 * h, seed + 4), &[4 * h]),
                 Owned::new(vals(4 * h, seed + 5), &[4 * h]),
@@ -1393,8 +1475,16 @@ mod tests {
                 }
                 for (name, g, w) in got {
                     assert!(
-                        g.iter().zip(w).all(|(x, y)| x.to_bits() == y.to_bits()),
+                        g.iter()
+                            .zip(w)
+                            .all(|(x, y)| x.to_bits() == y.to_bits() || x.is_nan() && y.is_nan()),
                         "case {i}, {threads} threads: {name} differs"
+                    );
+                    // The NaN sums reach the first step's outputs at the two units alone.
+                    let nans = g[..b * h].iter().filter(|v| v.is_nan()).count();
+                    assert!(
+                        state < 2 || name != "out" || nans == 2 * b,
+                        "case {i}: {nans} NaN in the first step's outputs"
                     );
                 }
             }

@@ -17,6 +17,7 @@
 
 mod cell_avx512;
 mod layer;
+mod panels_avx512;
 pub use layer::{lstm_layer, lstm_layer_backward};
 
 use crate::dtype::DType;
