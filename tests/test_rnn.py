@@ -495,3 +495,23 @@ def test_training_loss_curve(dtype: torch.dtype, gap: float) -> None:
     assert foo[-1] < 0.8 * foo[0]
     for c, f in zip(cpu, foo, strict=True):
         assert abs(f - c) <= gap * abs(c), (cpu, foo)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_lstm_zero_state_with_non_finite_weights(grad: bool) -> None:
+    """From the default zero state the layer kernel skips the first step's product, taking its
+    sums from the weight's packing: a weight row holding an infinity or a NaN must still give
+    NaN there, as the CPU's product of zeros with it does (and finite rows exactly 0)."""
+    torch.manual_seed(0)
+    m = nn.LSTM(8, 256)
+    with torch.no_grad():
+        m.weight_hh_l0[5, 7] = float("inf")
+        m.weight_hh_l0[3 * 256 + 34, 1] = float("nan")
+    x = torch.randn(3, 33, 8)
+    f = copy.deepcopy(m).to(FOO)
+    with torch.set_grad_enabled(grad):
+        out, (h, c) = m(x)
+        f_out, (f_h, f_c) = f(x.to(FOO))
+    assert out[0].isnan().sum() == 2 * 33
+    for want, got in ((out, f_out), (h, f_h), (c, f_c)):
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
