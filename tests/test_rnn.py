@@ -120,6 +120,29 @@ def test_lstm_layer_split_over_threads(dtype: torch.dtype, bidirectional: bool) 
     assert all(torch.equal(a, b.detach()) for a, b in zip(inferred, recorded, strict=True))
 
 
+@pytest.mark.parametrize(("input_size", "hidden"), [(40, 64), (520, 64), (12, 100)])
+def test_lstm_layer_projects_its_input(input_size: int, hidden: int) -> None:
+    """In float32 on AVX-512 the whole layer projects the input onto the gates itself, each
+    thread onto its own units' (src/kernels/rnn/layer.rs, `MemberGates`): in blocks of 16 units
+    where a thread's units are whole 32-column panels (64 units over 2 threads), row-major where
+    not (100: 56 and 44 units); 520 inputs take two depth pieces. The CPU's results, and the same
+    bits on 1 thread as on 2 (on other CPUs the caller's projection runs: the same checks)."""
+    m = make(nn.LSTM, torch.float32, input_size=input_size, hidden_size=hidden, num_layers=2)
+    x = randn(4, 32, input_size)
+    compare(m, x)
+    f = copy.deepcopy(m).to(FOO)
+    outs = []
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            with torch.no_grad():
+                outs.append([t.cpu() for t in _flat(f(x.to(FOO)))])
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(*outs, strict=True))
+
+
 @pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
 @pytest.mark.parametrize("with_h0", [False, True])
 def test_unbatched(cls: type[nn.Module], with_h0: bool) -> None:

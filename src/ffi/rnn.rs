@@ -35,9 +35,17 @@ pub unsafe extern "C" fn foo_lstm_cell(
     })
 }
 
+/// Whether `foo_lstm_layer` takes the input and its weight instead of the input gates for
+/// this dtype (float32 or not) and hidden size: `kernels::rnn::projects_input`.
+#[no_mangle]
+pub extern "C" fn foo_lstm_layer_projects(float32: bool, hidden: i64) -> bool {
+    float32 && hidden > 0 && rnn::projects_input(crate::dtype::DType::F32, hidden as usize)
+}
+
 /// A whole LSTM layer's recurrence (float32/float64, contiguous tensors): see
 /// `kernels::rnn::lstm_layer`; `cs` and `workspace` may be null (inference), and the biases
-/// (both or neither).
+/// (both or neither). With `w_ih` (where `foo_lstm_layer_projects`), `input_gates` is the
+/// input `x` itself, which the layer projects.
 ///
 /// # Safety
 /// Descriptors must describe live memory for the call (`out`, `c_last`, `cs`, `workspace`
@@ -49,6 +57,7 @@ pub unsafe extern "C" fn foo_lstm_layer(
     cs: OptTensorOut,
     workspace: OptTensorOut,
     input_gates: TensorIn,
+    w_ih: OptTensorIn,
     w_hh: TensorIn,
     h0: TensorIn,
     c0: TensorIn,
@@ -63,6 +72,7 @@ pub unsafe extern "C" fn foo_lstm_layer(
             cs.get()?.as_ref(),
             workspace.get()?.as_ref(),
             &input_gates.get()?,
+            w_ih.get()?.as_ref(),
             &w_hh.get()?,
             &h0.get()?,
             &c0.get()?,

@@ -81,15 +81,19 @@ void lstm_cell_into(const Tensor& hy, const Tensor& cy, const Tensor& workspace,
 }
 
 void lstm_layer_into(const Tensor& out, const Tensor& c_last, const Tensor& cs, const Tensor& workspace,
-                     const Tensor& input_gates, const Tensor& w_hh, const Tensor& h0, const Tensor& c0,
-                     const Tensor& input_bias, const Tensor& hidden_bias, bool reverse) {
+                     const Tensor& input_gates, const Tensor& w_ih, const Tensor& w_hh, const Tensor& h0,
+                     const Tensor& c0, const Tensor& input_bias, const Tensor& hidden_bias, bool reverse) {
   const FooTensor dout = describe(out), dlast = describe(c_last), dcs = describe_maybe(cs),
-                  dws = describe_maybe(workspace), dig = describe(input_gates), dw = describe(w_hh),
-                  dh0 = describe(h0), dc0 = describe(c0), db1 = describe_maybe(input_bias),
+                  dws = describe_maybe(workspace), dig = describe(input_gates), dwi = describe_maybe(w_ih),
+                  dw = describe(w_hh), dh0 = describe(h0), dc0 = describe(c0), db1 = describe_maybe(input_bias),
                   db2 = describe_maybe(hidden_bias);
-  check(foo_lstm_layer(&dout, &dlast, opt(dcs, cs), opt(dws, workspace), &dig, &dw, &dh0, &dc0, opt(db1, input_bias),
-                       opt(db2, hidden_bias), reverse),
+  check(foo_lstm_layer(&dout, &dlast, opt(dcs, cs), opt(dws, workspace), &dig, opt(dwi, w_ih), &dw, &dh0, &dc0,
+                       opt(db1, input_bias), opt(db2, hidden_bias), reverse),
         "lstm");
+}
+
+bool lstm_layer_projects(const Tensor& x, int64_t hidden) {
+  return foo_lstm_layer_projects(x.scalar_type() == at::kFloat, hidden);
 }
 
 void lstm_layer_backward_into(const Tensor& grad_gates, const Tensor& grad_h0, const Tensor& grad_c0,

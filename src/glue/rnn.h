@@ -16,8 +16,11 @@ void lstm_cell_into(const Tensor& hy, const Tensor& cy, const Tensor& workspace,
 // outputs [T, B, H] and the last cell state [B, H] from the input projections [T, B, 4H], and,
 // when defined (for a backward), the cell states and workspaces [T, B, *].
 void lstm_layer_into(const Tensor& out, const Tensor& c_last, const Tensor& cs, const Tensor& workspace,
-                     const Tensor& input_gates, const Tensor& w_hh, const Tensor& h0, const Tensor& c0,
-                     const Tensor& input_bias, const Tensor& hidden_bias, bool reverse);
+                     const Tensor& input_gates, const Tensor& w_ih, const Tensor& w_hh, const Tensor& h0,
+                     const Tensor& c0, const Tensor& input_bias, const Tensor& hidden_bias, bool reverse);
+// Whether the whole-layer LSTM projects x itself (takes x and w_ih for input_gates, w_ih):
+// float32 on AVX-512 (kernels/rnn/layer.rs, projects_input).
+bool lstm_layer_projects(const Tensor& x, int64_t hidden);
 // Its backward: the gate gradients [T, B, 4H] and the first states' gradients.
 void lstm_layer_backward_into(const Tensor& grad_gates, const Tensor& grad_h0, const Tensor& grad_c0,
                               const Tensor& grad_out, const Tensor& grad_h, const Tensor& grad_c, const Tensor& cs,

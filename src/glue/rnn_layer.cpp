@@ -68,9 +68,13 @@ class Layer : public torch::autograd::Function<Layer> {
     const Tensor bias_hh = b_hh.defined() ? b_hh.contiguous() : b_hh;
     const int64_t steps = x.size(0), batch = x.size(1), hidden = w_hh.size(1), gates = w_hh.size(0);
     const auto opts = x.options();
-    const Tensor xg = at::mm(x.reshape({steps * batch, x.size(2)}), w_ih.t()).view({steps, batch, gates});
     // The whole-layer kernel leaves out the states and workspaces only a backward reads.
     const bool whole = whole_lstm(gru, x), saved = keep || !whole;
+    // Where it can, it projects x onto the input gates itself, each thread for its own units.
+    const bool projects = whole && lstm_layer_projects(x, hidden);
+    const Tensor xg =
+        projects ? Tensor()
+                 : at::mm(x.reshape({steps * batch, x.size(2)}), w_ih.t()).view({steps, batch, gates});
     Tensor out = at::empty({steps, batch, hidden}, opts);
     Tensor cs = gru || !saved ? Tensor() : at::empty({steps, batch, hidden}, opts);
     Tensor ws = saved ? at::empty({steps, batch, gru ? hidden * kGruWorkspaceGates : gates}, opts) : Tensor();
@@ -79,8 +83,8 @@ class Layer : public torch::autograd::Function<Layer> {
       // The whole recurrence in one kernel: see kernels/rnn/layer.rs.
       const prof::KernelScope kernel("lstm_layer");
       c_last = at::empty({batch, hidden}, opts);
-      lstm_layer_into(out, c_last, cs, ws, xg, w_hh.contiguous(), h0.contiguous(), c0.contiguous(), bias_ih, bias_hh,
-                      reverse);
+      lstm_layer_into(out, c_last, cs, ws, projects ? x.contiguous() : xg, projects ? w_ih.contiguous() : Tensor(),
+                      w_hh.contiguous(), h0.contiguous(), c0.contiguous(), bias_ih, bias_hh, reverse);
       h = out.select(0, reverse ? 0 : steps - 1);
     } else {
       const Tensor w_hh_t = w_hh.t().contiguous();

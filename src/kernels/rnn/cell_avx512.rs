@@ -14,15 +14,16 @@ use std::arch::x86_64::*;
 /// Units per block: one register of float32.
 pub(super) const UNITS: usize = 16;
 
-/// One block's operands, every pointer at the block's first unit (gates `gate` floats apart in
-/// `xg`, the biases and `ws`; `gs` apart in `sums`). Rows are `xg_ld` apart in `xg` and `ws`,
-/// `ld` in `sums`, `c_ld` in `c`, `out_ld` in `out` and `cs`.
+/// One block's operands, every pointer at the block's first unit (gates `xg_gate` floats apart
+/// in `xg`, `gate` in the biases and `ws`, `gs` in `sums`). Rows are `xg_ld` apart in `xg`,
+/// `4 gate` in `ws`, `ld` in `sums`, `c_ld` in `c`, `out_ld` in `out` and `cs`.
 pub(super) struct Block {
     pub rows: usize,
     pub units: usize,
     pub gate: usize,
     pub xg: *const f32,
     pub xg_ld: usize,
+    pub xg_gate: usize,
     pub sums: *const f32,
     pub ld: usize,
     pub gs: usize,
@@ -60,7 +61,7 @@ pub(super) unsafe fn lstm_block(k: &Block) {
             let (x, y) = (k.xg.add(r * k.xg_ld), k.sums.add(r * k.ld));
             let mut act = [_mm512_setzero_ps(); 4];
             for (g, a) in act.iter_mut().enumerate() {
-                let xv = _mm512_maskz_loadu_ps(m, x.add(g * k.gate));
+                let xv = _mm512_maskz_loadu_ps(m, x.add(g * k.xg_gate));
                 let s = _mm512_add_ps(xv, _mm512_maskz_loadu_ps(m, y.add(g * k.gs)));
                 let s = _mm512_add_ps(_mm512_add_ps(s, bias[g].0), bias[g].1);
                 *a = if g == 2 { tanh(s) } else { sigmoid(s) };
@@ -79,7 +80,7 @@ pub(super) unsafe fn lstm_block(k: &Block) {
             }
             if !k.ws.is_null() {
                 for (gi, a) in act.iter().enumerate() {
-                    _mm512_mask_storeu_ps(k.ws.add(r * k.xg_ld + gi * k.gate), m, *a);
+                    _mm512_mask_storeu_ps(k.ws.add(r * 4 * k.gate + gi * k.gate), m, *a);
                 }
             }
         }
@@ -89,15 +90,15 @@ pub(super) unsafe fn lstm_block(k: &Block) {
 /// Asks for the lines of `k.xg` that [`lstm_block`] will read (each row's four gates) to be
 /// brought into L2: the layer asks for the next block's while the product of that block runs.
 /// `xg` came from the input product over all steps (4 MB for 32 steps of a batch of 32 at
-/// H = 256), so the lines are in L3 or in the other core's L2, a row's gates 1 KB apart, which the
-/// hardware prefetcher does not follow. Zen 5, 2 threads, 2 layers, medians of 7 alternating
+/// H = 256), so the lines are in L3 (or, in the caller's `[T, B, 4H]` layout, in the other
+/// core's L2, a row's gates 1 KB apart, which the hardware prefetcher does not follow). Zen 5, 2 threads, 2 layers, medians of 7 alternating
 /// rounds: level while the vCPUs are near (4.83-5.30 ms either way), 6.42-7.50 -> 5.99-6.90 ms
 /// while they are far apart (a cache line's round trip 400+ ns).
 pub(super) fn prefetch_xg(k: &Block) {
     let last = k.units.max(1) - 1;
     for r in 0..k.rows {
         for g in 0..4 {
-            let at = k.xg.wrapping_add(r * k.xg_ld + g * k.gate);
+            let at = k.xg.wrapping_add(r * k.xg_ld + g * k.xg_gate);
             // SAFETY: a prefetch reads nothing architecturally and never faults, whatever the
             // address.
             unsafe {

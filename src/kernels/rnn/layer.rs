@@ -4,7 +4,8 @@
 //! that was about 170 us a step against 82 us of multiply-adds at the FMA peak of 2 cores.
 //!
 //! Here one team of threads runs every step (`runtime::team`). Member `m` owns a slice of the
-//! hidden units, so each step is
+//! hidden units. In float32 on AVX-512 it first projects the whole input onto its units' gates
+//! (`x @ w_ih.t()`, into a layout of its own: [`MemberGates`]); then each step is
 //! 1. the product of the previous `h` with the member's own rows of the recurrent weight (its
 //!    units' four gates, packed once into its own panels, where its cache keeps them across
 //!    steps, and multiplied by `h`'s rows where they lie: [`RecurrentProduct`]), then
@@ -28,7 +29,7 @@ use crate::kernels::core::gemm::linear::{self, Linear};
 use crate::kernels::core::gemm::rows::{product_avx2, product_avx512, Dst};
 use crate::kernels::core::gemm::{gemm_plain, GemmElem, Mat, GEMM_DEPTH, GEMM_SPLIT_FLOPS};
 use crate::kernels::core::parallel::SendPtr;
-use crate::kernels::core::scratch::with_scratch;
+use crate::kernels::core::scratch::{with_scratch, with_scratch2};
 use crate::kernels::core::simd::{self, Isa};
 use crate::kernels::core::transpose::{transpose_into, transpose_strided};
 use crate::runtime::{cpu, pool, team};
@@ -46,8 +47,9 @@ impl LayerFloat for f32 {}
 impl LayerFloat for f64 {}
 
 /// LSTM layer forward from the input projections `xg` `[T, B, 4H]` (`x @ w_ih.t()` for every
-/// step, without biases), the recurrent weight `w_hh` `[4H, H]` and the first states `h0`, `c0`
-/// `[B, H]`, all contiguous: writes the outputs `out` `[T, B, H]` in time order (`reverse` runs
+/// step, without biases) or, with `w_ih` `[4H, I]` (where [`projects_input`]), from the input
+/// `x` `[T, B, I]` in their place, the recurrent weight `w_hh` `[4H, H]` and the first states
+/// `h0`, `c0` `[B, H]`, all contiguous: writes the outputs `out` `[T, B, H]` in time order (`reverse` runs
 /// the steps from the last) and the last cell state `c_last` `[B, H]`; for a backward, also
 /// every step's cell state `cs` `[T, B, H]` and activated gates `ws` `[T, B, 4H]` (the cell's
 /// workspace), which inference leaves out (null): a third of the cell's memory traffic.
@@ -58,6 +60,7 @@ pub fn lstm_layer(
     cs: Option<&TensorMut>,
     ws: Option<&TensorMut>,
     xg: &TensorRef,
+    w_ih: Option<&TensorRef>,
     w_hh: &TensorRef,
     h0: &TensorRef,
     c0: &TensorRef,
@@ -65,7 +68,20 @@ pub fn lstm_layer(
     hidden_bias: Option<&TensorRef>,
     reverse: bool,
 ) -> FooResult<()> {
-    let (t, b, h) = match (xg.shape.as_slice(), w_hh.shape.as_slice()) {
+    // With `w_ih`, `xg` is the input `x` [T, B, I] (see `projects_input`).
+    let input = w_ih.map(|w| (xg, w));
+    let gates_shape = match input {
+        Some((x, w)) => match (x.shape.as_slice(), w.shape.as_slice()) {
+            (&[t, b, i], &[g, wi]) if wi == i => vec![t, b, g],
+            (x, w) => {
+                return invalid_arg!(
+                    "lstm layer: input {x:?} and input weight {w:?} are not [T, B, I] and [4H, I]"
+                )
+            }
+        },
+        None => xg.shape.to_vec(),
+    };
+    let (t, b, h) = match (gates_shape.as_slice(), w_hh.shape.as_slice()) {
         (&[t, b, g], &[wg, h]) if g == 4 * h && wg == g => (t, b, h),
         (x, w) => {
             return invalid_arg!(
@@ -74,6 +90,12 @@ pub fn lstm_layer(
         }
     };
     let dtype = xg.dtype;
+    if input.is_some() && !projects_input(dtype, h) {
+        return invalid_arg!(
+            "lstm layer: cannot project the input itself for {} and H = {h}",
+            dtype.name()
+        );
+    }
     let mut tensors: Vec<Operand> = vec![
         (
             "out",
@@ -94,7 +116,10 @@ pub fn lstm_layer(
             &xg.shape,
             xg.dtype,
             xg.is_contiguous(),
-            vec![t, b, 4 * h],
+            match input {
+                Some((x, _)) => x.shape.to_vec(),
+                None => vec![t, b, 4 * h],
+            },
         ),
         (
             "w_hh",
@@ -106,6 +131,15 @@ pub fn lstm_layer(
         ("h0", &h0.shape, h0.dtype, h0.is_contiguous(), vec![b, h]),
         ("c0", &c0.shape, c0.dtype, c0.is_contiguous(), vec![b, h]),
     ];
+    if let Some((_, w)) = input {
+        tensors.push((
+            "w_ih",
+            &w.shape,
+            w.dtype,
+            w.is_contiguous(),
+            w.shape.to_vec(),
+        ));
+    }
     if let Some(cs) = cs {
         tensors.push(("cs", &cs.shape, cs.dtype, cs.is_contiguous(), vec![t, b, h]));
     }
@@ -130,6 +164,7 @@ pub fn lstm_layer(
         cs: cs.map(|x| SendPtr::of(x.ptr)),
         ws: ws.map(|x| SendPtr::of(x.ptr)),
         xg: SendPtr::of(xg.ptr),
+        input: input.map(|(x, w)| (SendPtr::of(w.ptr), x.shape[2])),
         w_hh: SendPtr::of(w_hh.ptr),
         h0: SendPtr::of(h0.ptr),
         c0: SendPtr::of(c0.ptr),
@@ -164,6 +199,9 @@ struct Ptrs {
     cs: Option<SendPtr<u8>>,
     ws: Option<SendPtr<u8>>,
     xg: SendPtr<u8>,
+    /// The input weight `[4H, I]` and `I` when `xg` is the input `x` `[T, B, I]`: each member
+    /// then projects the input onto its own units' gates first ([`MemberGates`]).
+    input: Option<(SendPtr<u8>, usize)>,
     w_hh: SendPtr<u8>,
     h0: SendPtr<u8>,
     c0: SendPtr<u8>,
@@ -236,7 +274,22 @@ unsafe fn run_layer<F: LayerFloat>(
             .filter(|&(lo, hi, _)| hi > lo)
             .collect();
         let panels = RecurrentProduct::<F>::panels_len(h, n);
-        with_scratch::<f32, _>(panels, |packed| {
+        let own_len = p.input.map_or(0, |_| t * b * 4 * n);
+        with_scratch2::<f32, f32, _>(panels, own_len, |packed, own| {
+            // The member's input gates: its own projection ([`MemberGates`]), or its units of
+            // the caller's.
+            let (xg, xg_at) = match p.input {
+                Some((w_ih, i)) => {
+                    let layout = MemberGates::own(t * b, n);
+                    // SAFETY: `input` comes with a float32 x [T, B, I] in `xg` and w_ih [4H, I]
+                    // (`lstm_layer`, `projects_input`); `own` holds T B 4n floats.
+                    unsafe {
+                        layout.project(p.xg.cast(), (w_ih.cast(), i), (h, j0, n), t * b, own)
+                    };
+                    (layout, SendPtr::new(own.as_mut_ptr()).cast::<F>())
+                }
+                None => (MemberGates::shared(h, j0), p.xg.cast::<F>()),
+            };
             let mut product =
                 RecurrentProduct::<F>::new(p.w_hh.cast::<F>(), (b, h), (j0, n), packed);
             let (ld, gs) = product.sums_layout();
@@ -251,6 +304,7 @@ unsafe fn run_layer<F: LayerFloat>(
             let step = Step {
                 b,
                 h,
+                xg,
                 ld,
                 gs,
                 j0,
@@ -269,7 +323,7 @@ unsafe fn run_layer<F: LayerFloat>(
                 };
                 let row = tt * b;
                 let at = StepAt {
-                    xg: elem::<F>(p.xg, row * 4 * h),
+                    xg: elem::<F>(xg_at.cast(), row * xg.ld),
                     out: elem::<F>(p.out, row * h),
                     cs: p.cs.map(|x| elem::<F>(x, row * h)),
                     ws: p.ws.map(|x| elem::<F>(x, row * 4 * h)),
@@ -299,7 +353,7 @@ unsafe fn run_layer<F: LayerFloat>(
                     } else if s + 1 < t {
                         let tn = if reverse { t - 2 - s } else { s + 1 };
                         let next = StepAt {
-                            xg: elem::<F>(p.xg, tn * b * 4 * h),
+                            xg: elem::<F>(xg_at.cast(), tn * b * xg.ld),
                             ..at
                         };
                         cell_avx512::prefetch_xg(&step.block(next, 0, cell_avx512::UNITS.min(n)));
@@ -700,6 +754,105 @@ fn panel_lanes<F: LayerFloat>(h: usize) -> Option<usize> {
     }
 }
 
+/// Units per block of [`MemberGates`]' layout: one AVX-512 vector of float32.
+const BLOCK_UNITS: usize = 16;
+
+/// Whether [`lstm_layer`] projects the input itself (takes `x` and `w_ih` instead of the input
+/// gates) for this dtype and hidden size: float32 where the recurrent product runs the AVX-512
+/// cell on each block of units (`cell_avx512`), which reads [`MemberGates::own`]'s layout.
+pub fn projects_input(dtype: DType, h: usize) -> bool {
+    dtype == DType::F32
+        && panel_lanes::<f32>(h) == Some(BLOCK_UNITS)
+        && linear::panel_width().is_some()
+}
+
+/// Where a member's input gates lie: the gate `g` of its unit `u` (from 0) in row `r` (step
+/// `t`'s rows are `t B..`) at `r ld + g gate + ((col0 + u) / 16) block + (col0 + u) % 16`.
+#[derive(Clone, Copy)]
+struct MemberGates {
+    ld: usize,
+    gate: usize,
+    block: usize,
+    col0: usize,
+}
+
+impl MemberGates {
+    /// The caller's `[T, B, 4H]` input gates, the member's units from `j0`.
+    fn shared(h: usize, j0: usize) -> Self {
+        Self {
+            ld: 4 * h,
+            gate: h,
+            block: BLOCK_UNITS,
+            col0: j0,
+        }
+    }
+
+    /// The member's own projection of the input onto its `n` units' gates, for `rows` rows
+    /// (T B), in a buffer of its thread's: block by block of 16 units (`[n / 16][rows][4][16]`),
+    /// so a step's block that the cell reads is one run of `B` 256-byte rows, where the
+    /// hardware's prefetcher follows it and the member's core wrote it. In the caller's
+    /// `[T, B, 4H]` (computed by both cores) each of a block's rows had four 64-byte pieces 1
+    /// KB apart, rows 4 KB apart: the cell waited on them (half of its time, `perf`), the
+    /// layer's prefetches notwithstanding. Row-major `[rows][4][n]` when `n` is not a whole
+    /// number of the product's 32-column panels.
+    fn own(rows: usize, n: usize) -> Self {
+        match n % 32 {
+            0 => Self {
+                ld: 4 * BLOCK_UNITS,
+                gate: BLOCK_UNITS,
+                block: rows * 4 * BLOCK_UNITS,
+                col0: 0,
+            },
+            _ => Self {
+                ld: 4 * n,
+                gate: n,
+                block: BLOCK_UNITS,
+                col0: 0,
+            },
+        }
+    }
+
+    /// Writes the member's gates `x @ w_ih[g H + j0..][..n].t()` for each gate `g` into `dst`
+    /// in this layout (`linear::product_blocks`: each element the bits of the caller's `x @
+    /// w_ih.t()`).
+    ///
+    /// # Safety
+    /// `x` is a dense `[rows, I]` float32 matrix and `w_ih` a dense `[4H, I]` one with `j0 + n
+    /// <= H`; `dst` holds `rows * 4 * n` floats; the CPU has AVX-512 ([`projects_input`]).
+    unsafe fn project(
+        &self,
+        x: SendPtr<f32>,
+        (w_ih, i): (SendPtr<f32>, usize),
+        (h, j0, n): (usize, usize, usize),
+        rows: usize,
+        dst: &mut [f32],
+    ) {
+        assert!(dst.len() >= rows * 4 * n);
+        for g in 0..4 {
+            let p = Linear {
+                m: rows,
+                n,
+                k: i,
+                a: x.get(),
+                lda: i as isize,
+                w: w_ih.get().wrapping_add((g * h + j0) * i),
+                ldw: i as isize,
+                wk: 1,
+                dst: dst.as_mut_ptr().wrapping_add(g * self.gate),
+                ldd: self.ld as isize,
+                bias: std::ptr::null(),
+                add_dst: false,
+                w_half: None,
+                dst_half: None,
+            };
+            // SAFETY: rows g H + j0.. + n of w_ih and every row of x exist (the caller's
+            // contract); each (row, unit) of gate g has its place in `dst` (rows * 4 n floats in
+            // this layout), written only here.
+            unsafe { linear::product_blocks(&p, self.block) };
+        }
+    }
+}
+
 /// Element `e` of a tensor of `F`s.
 fn elem<F>(p: SendPtr<u8>, e: usize) -> SendPtr<F> {
     SendPtr::new(p.cast::<F>().at(e as isize))
@@ -710,6 +863,8 @@ fn elem<F>(p: SendPtr<u8>, e: usize) -> SendPtr<F> {
 struct Step<'a, F> {
     b: usize,
     h: usize,
+    /// Where the member's input gates lie (rows `StepAt::xg` of each step).
+    xg: MemberGates,
     ld: usize,
     gs: usize,
     j0: usize,
@@ -728,12 +883,17 @@ impl<F> Step<'_, F> {
         let (h, j0) = (self.h, self.j0 + u0);
         let f32_at = |p: SendPtr<F>, e: usize| p.cast::<f32>().at(e as isize);
         let null = std::ptr::null_mut();
+        let col = self.xg.col0 + u0;
         Block {
             rows: self.b,
             units,
             gate: h,
-            xg: f32_at(at.xg, j0),
-            xg_ld: 4 * h,
+            xg: f32_at(
+                at.xg,
+                (col / BLOCK_UNITS) * self.xg.block + col % BLOCK_UNITS,
+            ),
+            xg_ld: self.xg.ld,
+            xg_gate: self.xg.gate,
             sums: f32_at(self.sums, u0),
             ld: self.ld,
             gs: self.gs,
@@ -1456,6 +1616,7 @@ mod tests {
                     cs: keep.then(|| SendPtr::of(cs.m().ptr)),
                     ws: keep.then(|| SendPtr::of(ws.m().ptr)),
                     xg: SendPtr::of(xg_t.r().ptr),
+                    input: None,
                     w_hh: SendPtr::of(w_t.r().ptr),
                     h0: SendPtr::of(h0_t.r().ptr),
                     c0: SendPtr::of(c0_t.r().ptr),
@@ -1679,6 +1840,7 @@ mod tests {
                 Some(&c),
                 Some(&s),
                 &xg,
+                None,
                 &w,
                 &h0,
                 &c0,

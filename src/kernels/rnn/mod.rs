@@ -18,7 +18,7 @@
 mod cell_avx512;
 mod layer;
 mod panels_avx512;
-pub use layer::{lstm_layer, lstm_layer_backward};
+pub use layer::{lstm_layer, lstm_layer_backward, projects_input};
 
 use crate::dtype::DType;
 use crate::error::FooResult;

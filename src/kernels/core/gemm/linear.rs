@@ -186,8 +186,8 @@ unsafe fn split_product(p: Linear, parts: usize) {
             // SAFETY: the blocks partition dst; the rest is the caller's contract.
             unsafe {
                 match simd::level() >= 3 {
-                    true => block_product::<TILE_ROWS_AVX512>(&p, rows, cols, width),
-                    false => block_product::<TILE_ROWS_AVX2>(&p, rows, cols, width),
+                    true => block_product::<TILE_ROWS_AVX512>(&p, rows, cols, width, LANES),
+                    false => block_product::<TILE_ROWS_AVX2>(&p, rows, cols, width, LANES),
                 }
             };
         }
@@ -198,7 +198,34 @@ unsafe fn split_product(p: Linear, parts: usize) {
     }
 }
 
-/// Rows `rows` x columns `cols` of `p`'s output, on the calling thread.
+/// Floats per AVX-512 vector: the unit of [`product_blocks`]'s output blocks.
+const LANES: usize = 16;
+
+/// `p` on the calling thread, its output laid out in blocks of 16 columns `vs` floats apart:
+/// element `(r, c)` at `p.dst + r * p.ldd + (c / 16) * vs + c % 16` (`vs = 16` is `p`'s own
+/// row-major layout). The LSTM layer keeps each block of its hidden units' input gates in
+/// one run this way (`rnn::layer`). AVX-512 only, and `p.n` a whole number of panels when
+/// `vs` is not 16 (a partial panel goes through a row-major buffer).
+///
+/// # Safety
+/// As [`product`], for every element's place in that layout.
+pub unsafe fn product_blocks(p: &Linear, vs: usize) {
+    let width = panel_width().filter(|_| simd::level() >= 3);
+    let Some(width) = width else {
+        unreachable!("linear::product_blocks without AVX-512")
+    };
+    assert!(
+        vs == LANES || p.n % width == 0,
+        "linear::product_blocks: a partial panel"
+    );
+    if p.m > 0 && p.n > 0 {
+        // SAFETY: forwarded.
+        unsafe { block_product::<TILE_ROWS_AVX512>(p, 0..p.m, 0..p.n, width, vs) }
+    }
+}
+
+/// Rows `rows` x columns `cols` of `p`'s output, on the calling thread, its blocks of 16
+/// columns `vs` floats apart ([`product_blocks`]).
 ///
 /// # Safety
 /// As [`product`]; the block's part of `dst` is written only here.
@@ -207,6 +234,7 @@ unsafe fn block_product<const TR: usize>(
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
     width: usize,
+    vs: usize,
 ) {
     let panels = cols.len().div_ceil(width);
     for (k0, k1) in depth_pieces(p.k) {
@@ -214,7 +242,7 @@ unsafe fn block_product<const TR: usize>(
         let block_rows = (ROWS_BYTES / (4 * depth)).next_multiple_of(TR);
         // SAFETY: the caller's contract, for each panel packed below.
         let multiply = |i: usize, panel: &[f32], r: usize, r_end: usize| unsafe {
-            multiply_panel::<TR>(p, (k0, depth), &cols, width, i, panel, r..r_end)
+            multiply_panel::<TR>(p, (k0, depth), &cols, (width, vs), i, panel, r..r_end)
         };
         if rows.len() <= block_rows {
             // One pass over the rows: each panel is packed just before its only use, while
@@ -258,7 +286,7 @@ unsafe fn multiply_panel<const TR: usize>(
     p: &Linear,
     (k0, depth): (usize, usize),
     cols: &std::ops::Range<usize>,
-    width: usize,
+    (width, vs): (usize, usize),
     i: usize,
     panel: &[f32],
     rows: std::ops::Range<usize>,
@@ -280,14 +308,14 @@ unsafe fn multiply_panel<const TR: usize>(
             let row = (t + j.min(tile - 1)) as isize;
             p.a.wrapping_offset(row * p.lda).wrapping_add(k0)
         });
-        let at = t as isize * p.ldd + c as isize;
+        let at = t as isize * p.ldd + ((c / LANES) * vs + c % LANES) as isize;
         let dst = match p.dst_half {
             Some(half) => Out::Half(p.dst.cast::<u16>().wrapping_offset(at), half),
             None => Out::F32(p.dst.wrapping_offset(at)),
         };
         // SAFETY: the tile's rows of `a` hold depths k0..k0 + depth, the panel `depth *
         // width` floats, dst rows t..t + tile at columns c..c + n.
-        unsafe { tile_product(&ptrs, depth, panel, dst, p.ldd, tile, n, bias, add) };
+        unsafe { tile_product(&ptrs, depth, panel, dst, (p.ldd, vs), tile, n, bias, add) };
     }
 }
 
@@ -326,8 +354,15 @@ pub unsafe fn product_packed(p: &Linear, packed: &[f32]) {
         unreachable!("linear::product_packed without AVX2")
     };
     let panels = p.n.div_ceil(width);
-    type Multiply =
-        unsafe fn(&Linear, (usize, usize), &Range<usize>, usize, usize, &[f32], Range<usize>);
+    type Multiply = unsafe fn(
+        &Linear,
+        (usize, usize),
+        &Range<usize>,
+        (usize, usize),
+        usize,
+        &[f32],
+        Range<usize>,
+    );
     let multiply: Multiply = match simd::level() >= 3 {
         true => multiply_panel::<TILE_ROWS_AVX512>,
         false => multiply_panel::<TILE_ROWS_AVX2>,
@@ -338,7 +373,17 @@ pub unsafe fn product_packed(p: &Linear, packed: &[f32]) {
         let piece = &packed[at..at + len];
         for (i, panel) in piece.chunks_exact(width * (k1 - k0)).enumerate() {
             // SAFETY: forwarded; each panel is this piece's i-th.
-            unsafe { multiply(p, (k0, k1 - k0), &(0..p.n), width, i, panel, 0..p.m) };
+            unsafe {
+                multiply(
+                    p,
+                    (k0, k1 - k0),
+                    &(0..p.n),
+                    (width, LANES),
+                    i,
+                    panel,
+                    0..p.m,
+                )
+            };
         }
         at += len;
     }
@@ -364,7 +409,7 @@ unsafe fn tile_product<const TR: usize>(
     depth: usize,
     panel: &[f32],
     dst: Out,
-    ldd: isize,
+    (ldd, vs): (isize, usize),
     tile: usize,
     n: usize,
     bias: *const f32,
@@ -373,15 +418,15 @@ unsafe fn tile_product<const TR: usize>(
     let width = panel.len() / depth;
     let w = panel.as_ptr();
     // SAFETY: the CPU has the kernel's features (panel_width); the caller's contract.
-    let kernel = |dst: *mut f32, ld: usize, bias: *const f32| unsafe {
+    let kernel = |dst: *mut f32, ld: usize, vs: usize, bias: *const f32| unsafe {
         match simd::level() >= 3 {
-            true => product_avx512::<TR, 8, 2>(rows, depth, w, dst, ld, 16, tile, bias, add),
+            true => product_avx512::<TR, 8, 2>(rows, depth, w, dst, ld, vs, tile, bias, add),
             false => product_avx2::<TR, 3, 4>(rows, depth, w, dst, ld, 8, tile, bias, add),
         }
     };
     if let Out::F32(dst) = dst {
         if n == width {
-            kernel(dst, ldd as usize, bias);
+            kernel(dst, ldd as usize, vs, bias);
             return;
         }
     }
@@ -402,7 +447,7 @@ unsafe fn tile_product<const TR: usize>(
         true => std::ptr::null(),
         false => padded.as_ptr(),
     };
-    kernel(buf.as_mut_ptr(), width, bias);
+    kernel(buf.as_mut_ptr(), width, LANES, bias);
     match dst {
         Out::F32(dst) => {
             for r in 0..tile {
@@ -617,6 +662,56 @@ unsafe fn pack_staged(
 mod tests {
     use super::*;
     use crate::kernels::core::gemm::{gemm_plain, Mat};
+
+    /// [`product_blocks`] writes [`product`]'s bits, each block of 16 columns `vs` floats
+    /// apart: over one and two depth pieces, with rows past a tile's.
+    #[test]
+    fn blocks_hold_the_products_bits() {
+        if panel_width().is_none() || simd::level() < 3 {
+            return;
+        }
+        for (m, n, k) in [(37, 64, 70), (5, 32, 600), (16, 96, 1)] {
+            let a: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7919) % 113) as f32 / 17.0 - 3.0)
+                .collect();
+            let w: Vec<f32> = (0..n * k)
+                .map(|i| ((i * 104729) % 97) as f32 / 13.0 - 3.5)
+                .collect();
+            let p = |dst: &mut [f32], ldd: usize| Linear {
+                m,
+                n,
+                k,
+                a: a.as_ptr(),
+                lda: k as isize,
+                w: w.as_ptr(),
+                ldw: k as isize,
+                wk: 1,
+                dst: dst.as_mut_ptr(),
+                ldd: ldd as isize,
+                bias: std::ptr::null(),
+                add_dst: false,
+                w_half: None,
+                dst_half: None,
+            };
+            let mut want = vec![0f32; m * n];
+            // SAFETY: a [m, k], w [n, k], want [m, n], all dense.
+            unsafe { product(p(&mut want, n), false) };
+            let vs = m * 16 + 5;
+            let mut got = vec![f32::NAN; vs * n / 16];
+            // SAFETY: element (r, c) at r * 16 + (c / 16) vs + c % 16 < vs n / 16.
+            unsafe { product_blocks(&p(&mut got, 16), vs) };
+            for r in 0..m {
+                for c in 0..n {
+                    let g = got[r * 16 + (c / 16) * vs + c % 16];
+                    assert_eq!(
+                        g.to_bits(),
+                        want[r * n + c].to_bits(),
+                        "{m}x{n}x{k} ({r}, {c})"
+                    );
+                }
+            }
+        }
+    }
 
     /// The product has the bits of `gemm` over the same depth pieces (with the bias and the
     /// output's values added as `gemm_raw`'s staging adds them), for ragged shapes, depths over
